@@ -1,0 +1,49 @@
+"""Search filters shared by the API, the search service and the two index families."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# Keyword fields every index stores and filters on. Adding one means adding it here only.
+FILTER_FIELDS: tuple[str, ...] = ("library", "library_type", "collection", "item", "classification", "campaign", "status")
+
+
+class SearchFilters(BaseModel):
+    """Exact-match filters on keyword fields; a list means "any of". Fields left unset do not filter."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    library: list[str] | None = Field(default=None, description="Library uids.")
+    library_type: list[str] | None = Field(default=None, description="Library types (rulebook, lore, …).")
+    collection: list[str] | None = Field(default=None, description="Collection uids.")
+    item: list[str] | None = Field(default=None, description="Item uids.")
+    classification: list[str] | None = Field(default=None, description="canon, reference or inspiration.")
+    campaign: list[str] | None = Field(default=None, description="Campaign ids (campaign-scoped records).")
+    status: list[str] | None = Field(default=None, description="Record status, e.g. active (not superseded).")
+
+    @field_validator(*FILTER_FIELDS, mode="before")
+    @classmethod
+    def _listify(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [value]
+        return value
+
+    @field_validator(*FILTER_FIELDS)
+    @classmethod
+    def _non_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or any(not v for v in value)):
+            raise ValueError("a filter needs at least one non-empty value; leave it unset to not filter")
+        return value
+
+    def conditions(self) -> dict[str, list[str]]:
+        """The set filters as ``{field: [allowed values]}``."""
+        return {name: values for name in FILTER_FIELDS if (values := getattr(self, name)) is not None}
+
+    def matches(self, fields: dict[str, object]) -> bool:
+        """Whether a record's keyword ``fields`` pass these filters (a list field matches if any value does)."""
+        for name, allowed in self.conditions().items():
+            value = fields.get(name)
+            values = value if isinstance(value, list) else [value]
+            if not any(v in allowed for v in values):
+                return False
+        return True

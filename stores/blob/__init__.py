@@ -1,0 +1,1 @@
+"""The blob store family."""

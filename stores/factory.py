@@ -1,0 +1,101 @@
+"""One factory from settings: the resolved location of each family picks its backend class.
+
+Backend modules are imported lazily, so a process that only needs one family does not load the
+others' drivers, and each backend opens its client lazily in the process that uses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schemas.settings import (
+    BlobBackend,
+    GraphBackend,
+    Settings,
+    TextBackend,
+    VectorBackend,
+    get_settings,
+)
+from stores.blob.base import BlobStore
+from stores.graph.base import GraphStore
+from stores.text.base import TextIndex
+from stores.vector.base import VectorIndex
+
+
+def open_blob_store(settings: Settings | None = None) -> BlobStore:
+    settings = settings or get_settings()
+    location = settings.blob_location()
+    if location.backend is BlobBackend.S3:
+        from stores.blob.s3 import S3BlobStore
+
+        return S3BlobStore.from_location(location, timeout_s=settings.store_timeout_s)
+    from stores.blob.local import LocalBlobStore
+
+    return LocalBlobStore.from_location(location, timeout_s=settings.store_timeout_s)
+
+
+def open_text_index(settings: Settings | None = None) -> TextIndex:
+    settings = settings or get_settings()
+    location = settings.text_location()
+    if location.backend is TextBackend.OPENSEARCH:
+        from stores.text.opensearch import OpenSearchTextIndex
+
+        return OpenSearchTextIndex.from_location(location, timeout_s=settings.store_timeout_s)
+    from stores.text.tantivy import TantivyTextIndex
+
+    return TantivyTextIndex.from_location(location, timeout_s=settings.store_timeout_s)
+
+
+def open_vector_index(settings: Settings | None = None) -> VectorIndex:
+    settings = settings or get_settings()
+    location = settings.vector_location()
+    if location.backend is VectorBackend.QDRANT_EDGE:
+        from stores.vector.edge import QdrantEdgeVectorIndex
+
+        return QdrantEdgeVectorIndex.from_location(location, timeout_s=settings.store_timeout_s)
+    from stores.vector.qdrant import QdrantVectorIndex
+
+    return QdrantVectorIndex.from_location(location, timeout_s=settings.store_timeout_s)
+
+
+def open_graph_store(settings: Settings | None = None) -> GraphStore:
+    settings = settings or get_settings()
+    location = settings.graph_location()
+    if location.backend is GraphBackend.EMBEDDED:
+        from stores.graph.falkordb import EmbeddedFalkorGraphStore
+
+        return EmbeddedFalkorGraphStore.from_location(location, timeout_s=settings.store_timeout_s)
+    from stores.graph.neo4j import Neo4jGraphStore
+
+    return Neo4jGraphStore.from_location(location, timeout_s=settings.store_timeout_s)
+
+
+@dataclass
+class Stores:
+    """The four configured stores, opened together and closed together."""
+
+    blob: BlobStore
+    text: TextIndex
+    vector: VectorIndex
+    graph: GraphStore
+
+    def close(self) -> None:
+        for store in (self.blob, self.text, self.vector, self.graph):
+            store.close()
+
+    def __enter__(self) -> Stores:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_stores(settings: Settings | None = None) -> Stores:
+    """Every store family as the settings configure it (nothing connects until first use)."""
+    settings = settings or get_settings()
+    return Stores(
+        blob=open_blob_store(settings),
+        text=open_text_index(settings),
+        vector=open_vector_index(settings),
+        graph=open_graph_store(settings),
+    )

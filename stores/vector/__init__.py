@@ -1,0 +1,1 @@
+"""The vector store family."""
