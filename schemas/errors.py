@@ -25,6 +25,8 @@ def redact_url(url: str | None) -> str:
     if not parts.scheme:
         return url
     host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))

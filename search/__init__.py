@@ -1,0 +1,1 @@
+"""Hybrid retrieval: vector, full-text and graph legs, fusion, re-ranking, citations, filters."""

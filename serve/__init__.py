@@ -1,0 +1,1 @@
+"""The Ray Serve application: FastAPI ingress, deployments (narrator, search, gate) and the MCP server."""
