@@ -11,8 +11,11 @@ import os
 
 import pytest
 
-# Never let a developer's own settings leak into the tests.
-for _name in [n for n in os.environ if n.startswith("LOREKEEPER_")]:
+from tests.integration_env import ORIGINAL
+
+# Never let a developer's own settings leak into the tests; integration fixtures read them from
+# tests.integration_env instead.
+for _name in ORIGINAL:
     del os.environ[_name]
 
 pytest_plugins = [
