@@ -1,0 +1,367 @@
+"""The ingest job: discover files, run the Ray Data pipeline, and make finished items visible.
+
+``run_ingest`` is what ``lorekeeper ingest``, ``python -m jobs ingest`` (a Ray Job entrypoint) and the
+ingest API call. It runs on local Ray by default and on a cluster when ``RAY_ADDRESS`` is set.
+
+An item becomes visible to search only when every one of its chunks is in every store: the write
+stage reports each written chunk back to the driver, and the driver flips the item to ``ready`` (and
+supersedes its previous version) once the count matches.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from jobs.plan import IngestOptions, StagePlan, plan_stages
+from jobs.sources import SourceFile, discover
+from jobs.stages import EmbedStage, ExtractStage, WriteStage
+from models.embedding import SentenceTransformerEmbedder
+from schemas.common import JobStatus, utc_now
+from schemas.errors import LorekeeperError
+from schemas.knowledge import (
+    Collection,
+    FileType,
+    IngestJob,
+    IngestProgress,
+    IngestStage,
+    ItemStatus,
+    Library,
+)
+from schemas.settings import BlobBackend, GraphBackend, Settings, TextBackend, VectorBackend, get_settings
+from stores.catalog import Catalog
+from stores.factory import open_blob_store, open_graph_store
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class FileOutcome:
+    """How one file ended."""
+
+    job_id: str
+    source_ref: str
+    status: str  # completed | skipped | failed
+    item_uid: str | None = None
+    chunks: int = 0
+    pages: int = 0
+    concepts: int = 0
+    error: str | None = None
+
+
+@dataclass
+class IngestReport:
+    """What an ingest run did, for the summary table and the API."""
+
+    library_uid: str
+    embedding_model: str
+    files: list[FileOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+
+    @property
+    def counts(self) -> Counter[str]:
+        return Counter(f.status for f in self.files)
+
+    @property
+    def chunks(self) -> int:
+        return sum(f.chunks for f in self.files)
+
+    @property
+    def pages(self) -> int:
+        return sum(f.pages for f in self.files)
+
+
+ProgressCallback = Callable[[str, dict[str, Any]], None]
+
+
+def ensure_library(catalog: Catalog, options: IngestOptions) -> tuple[Library, Collection | None]:
+    """The library (and collection) named by the options, created on first use."""
+    library = catalog.find_library(options.library)
+    if library is None:
+        library = catalog.save_library(Library(name=options.library, type=options.library_type))
+    elif library.type is not options.library_type:
+        log.warning(
+            "ingest_library_type_kept", library=library.name, existing=library.type.value, asked=options.library_type
+        )
+    collection = None
+    if options.collection:
+        collection = catalog.find_collection(library.uid, options.collection)
+        if collection is None:
+            collection = catalog.save_collection(Collection(library_uid=library.uid, name=options.collection))
+    return library, collection
+
+
+def _embedded(settings: Settings) -> bool:
+    return (
+        settings.text_location().backend is TextBackend.TANTIVY
+        or settings.vector_location().backend is not VectorBackend.QDRANT_SERVER
+        or settings.graph_location().backend is GraphBackend.EMBEDDED
+        or settings.blob_location().backend is BlobBackend.LOCAL
+    )
+
+
+def _precheck(file: SourceFile, options: IngestOptions) -> str | None:
+    """Why a file fails before any worker touches it, or None."""
+    try:
+        FileType.from_filename(file.name)
+    except ValueError as exc:
+        return str(exc)
+    if file.size == 0:
+        return f"{file.name}: the file is empty"
+    if file.size > options.max_file_bytes:
+        return f"{file.name}: {file.size} bytes is over the limit of {options.max_file_bytes} bytes"
+    return None
+
+
+def start_ray() -> bool:
+    """Connect to ``RAY_ADDRESS`` or start local Ray. Returns whether this call started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = os.environ.get("RAY_ADDRESS") or None
+    if address is None:
+        # Local runs need no cluster token; a cluster keeps its own auth settings.
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(
+        address=address,
+        include_dashboard=False,
+        log_to_driver=os.environ.get("LOREKEEPER_RAY_LOGS", "") == "1",
+        configure_logging=False,
+        runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}},
+    )
+    return True
+
+
+def _stage_plan(settings: Settings) -> StagePlan:
+    import ray
+
+    resources = ray.cluster_resources()
+    return plan_stages(resources.get("CPU", 1.0), resources.get("GPU", 0.0), embedded_stores=_embedded(settings))
+
+
+def run_ingest(
+    inputs: Sequence[str],
+    options: IngestOptions,
+    *,
+    settings: Settings | None = None,
+    jobs: Sequence[IngestJob] | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> IngestReport:
+    """Ingest files and folders (or ``s3://bucket/prefix``) into the configured stores.
+
+    Args:
+        inputs: paths or S3 URLs; ignored when ``jobs`` are given.
+        options: library, type, classification and model settings.
+        settings: the stores to write to (the process settings by default).
+        jobs: existing pending jobs to run (the API and retries); their ``source_ref`` says what to read.
+        on_progress: called with ``(event, fields)`` as files finish and chunks are written.
+
+    Returns:
+        One outcome per file; failures are in the report, never raised.
+
+    Raises:
+        InvalidRequest: an input path that does not exist.
+    """
+    settings = settings or get_settings()
+    started = time.perf_counter()
+    notify = on_progress or (lambda event, fields: None)
+    graph = open_graph_store(settings)
+    catalog = Catalog(graph)
+    from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
+
+    graph.ensure_schema(LOREKEEPER_GRAPH_SCHEMA)
+    blob = open_blob_store(settings)
+    blob.ensure_bucket()
+    library, collection = ensure_library(catalog, options)
+    embedder = SentenceTransformerEmbedder(options.embedding)
+    report = IngestReport(library_uid=library.uid, embedding_model=embedder.name)
+
+    pending: list[tuple[IngestJob, SourceFile]] = []
+    if jobs is None:
+        files = list(discover(inputs, blob_store=blob))
+        jobs = []
+        for file in files:
+            job = IngestJob(
+                source=file.source,
+                source_ref=file.ref,
+                s3_key=file.key,
+                library_uid=library.uid,
+                collection_uid=collection.uid if collection else None,
+                embedding_model=embedder.name,
+            )
+            catalog.save_job(job)
+            jobs.append(job)
+            pending.append((job, file))
+    else:
+        for job in jobs:
+            pending.append((job, _source_of(job)))
+    notify("files_found", {"files": len(pending)})
+
+    runnable: list[dict[str, Any]] = []
+    for job, file in pending:
+        reason = _precheck(file, options)
+        if reason is not None:
+            _fail_job(catalog, job, reason)
+            report.files.append(FileOutcome(job.id, job.source_ref, "failed", error=reason))
+            notify("file_done", {"status": "failed", "source_ref": job.source_ref, "error": reason})
+            continue
+        runnable.append(
+            {
+                "job_id": job.id,
+                "ref": file.ref,
+                "name": file.name,
+                "source": file.source.value,
+                "bucket": file.bucket or "",
+                "key": file.key or "",
+            }
+        )
+    if runnable:
+        _run_pipeline(runnable, options, settings, library, embedder, catalog, report, notify)
+    report.seconds = time.perf_counter() - started
+    graph.close()
+    return report
+
+
+def _source_of(job: IngestJob) -> SourceFile:
+    from pathlib import Path
+
+    from schemas.knowledge import IngestSource
+
+    if job.source is IngestSource.PATH:
+        path = Path(job.source_ref)
+        size = path.stat().st_size if path.exists() else 0
+        return SourceFile(ref=job.source_ref, name=path.name, size=size, source=IngestSource.PATH)
+    bucket, _, key = job.source_ref.removeprefix("s3://").partition("/")
+    key = job.s3_key or key
+    return SourceFile(ref=job.source_ref, name=key.rsplit("/", 1)[-1], size=1, source=job.source, bucket=bucket, key=key)
+
+
+def _fail_job(catalog: Catalog, job: IngestJob, reason: str) -> None:
+    job = catalog.get_job(job.id)
+    failed = job.validated_copy(status=JobStatus.FAILED, error=reason, completed_at=utc_now())
+    catalog.save_job(failed)
+    log.error("embed_job_failed", job_id=job.id, exception_type="IngestRejected", message=reason, traceback=None)
+
+
+def _run_pipeline(
+    runnable: list[dict[str, Any]],
+    options: IngestOptions,
+    settings: Settings,
+    library: Library,
+    embedder: SentenceTransformerEmbedder,
+    catalog: Catalog,
+    report: IngestReport,
+    notify: ProgressCallback,
+) -> None:
+    import ray
+
+    started_ray = start_ray()
+    try:
+        plan = _stage_plan(settings)
+        max_tokens = embedder.max_tokens
+        ds = ray.data.from_items(runnable, override_num_blocks=len(runnable))
+        ds = ds.map_batches(
+            ExtractStage,
+            fn_constructor_kwargs={
+                "settings": settings,
+                "options": options,
+                "library": library,
+                "max_model_tokens": max_tokens,
+            },
+            batch_format="numpy",
+            **ExtractStage.map_options(plan),
+        )
+        ds = ds.map_batches(
+            EmbedStage, fn_constructor_kwargs={"options": options}, batch_format="numpy", **EmbedStage.map_options(plan)
+        )
+        ds = ds.map_batches(
+            WriteStage,
+            fn_constructor_kwargs={
+                "settings": settings,
+                "options": options,
+                "library": library,
+                "model": embedder.name,
+                "dim": embedder.dim,
+            },
+            batch_format="numpy",
+            **WriteStage.map_options(plan),
+        )
+        written: Counter[str] = Counter()
+        expected: dict[str, int] = {}
+        pages: dict[str, int] = {}
+        job_of: dict[str, str] = {}
+        errors: dict[str, str] = defaultdict(str)
+        done: set[str] = set()
+        for batch in ds.iter_batches(batch_format="numpy", batch_size=None):
+            for i in range(len(batch["job_id"])):
+                job_id, item_uid, status = str(batch["job_id"][i]), str(batch["item_uid"][i]), str(batch["status"][i])
+                report.embed_seconds += float(batch["embed_seconds"][i])
+                if status in ("skipped", "failed") and not batch["chunk_uid"][i]:
+                    report.files.append(
+                        FileOutcome(job_id, _ref(catalog, job_id), status, item_uid or None, error=str(batch["error"][i]) or None)
+                    )
+                    done.add(job_id)
+                    notify("file_done", {"status": status, "item_uid": item_uid, "error": str(batch["error"][i])})
+                    continue
+                job_of[item_uid] = job_id
+                expected[item_uid] = int(batch["item_chunks"][i])
+                pages[item_uid] = int(batch["item_pages"][i])
+                written[item_uid] += 1
+                if status == "failed":
+                    errors[item_uid] = str(batch["error"][i])
+                notify("chunks_written", {"chunks": 1})
+                if written[item_uid] == expected[item_uid] and job_id not in done:
+                    done.add(job_id)
+                    outcome = _finalize(catalog, job_id, item_uid, written[item_uid], pages[item_uid], errors.get(item_uid))
+                    report.files.append(outcome)
+                    notify("file_done", {"status": outcome.status, "item_uid": item_uid, "pages": outcome.pages})
+        for item_uid, job_id in job_of.items():
+            if job_id not in done:
+                reason = errors.get(item_uid) or f"only {written[item_uid]} of {expected[item_uid]} chunks were written"
+                report.files.append(_finalize(catalog, job_id, item_uid, written[item_uid], pages[item_uid], reason))
+    finally:
+        if started_ray:
+            ray.shutdown()
+
+
+def _ref(catalog: Catalog, job_id: str) -> str:
+    try:
+        return catalog.get_job(job_id).source_ref
+    except LorekeeperError:
+        return job_id
+
+
+def _finalize(
+    catalog: Catalog, job_id: str, item_uid: str, chunks: int, pages: int, error: str | None
+) -> FileOutcome:
+    """Make an item visible (superseding its previous version) or fail it, and close its job."""
+    job = catalog.get_job(job_id)
+    if error:
+        catalog.set_item_status(item_uid, ItemStatus.FAILED, error=error)
+        catalog.save_job(job.validated_copy(status=JobStatus.FAILED, error=error, completed_at=utc_now()))
+        log.error("embed_job_failed", job_id=job_id, item_uid=item_uid, exception_type="WriteFailed", message=error)
+        return FileOutcome(job_id, job.source_ref, "failed", item_uid, error=error)
+    item = catalog.get_item(item_uid)
+    if item.supersedes_uid:
+        marked = catalog.supersede(item.supersedes_uid, item_uid)
+        log.info("ingest_item_superseded", old_item_uid=item.supersedes_uid, item_uid=item_uid, chunks=marked)
+    catalog.set_item_status(item_uid, ItemStatus.READY)
+    catalog.refresh_related(item_uid)
+    catalog.save_job(
+        job.validated_copy(
+            status=JobStatus.COMPLETED,
+            chunks_created=chunks,
+            completed_at=utc_now(),
+            progress=IngestProgress(fraction=1.0, stage=IngestStage.WRITING, message=f"{chunks} chunks"),
+        )
+    )
+    log.info("embed_job_completed", job_id=job_id, item_uid=item_uid, chunks=chunks, pages=pages)
+    return FileOutcome(job_id, job.source_ref, "completed", item_uid, chunks=chunks, pages=pages, concepts=job.concepts_extracted)

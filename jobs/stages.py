@@ -1,0 +1,508 @@
+"""The ingest pipeline's Ray Data stages: callable classes over batches.
+
+Heavy state (models, store clients) opens in ``__init__``, which runs once per actor on the worker;
+``__call__`` does the work for one batch. Each stage declares its ``map_batches`` options beside it
+(:meth:`map_options`), sized by a :class:`jobs.plan.StagePlan`.
+
+Rows flowing between stages are one per chunk. A file that yields no chunks (skipped as unchanged,
+or failed) yields one *status row* instead (``chunk_uid == ""``) so the driver hears about every
+file as soon as it is done; later stages pass status rows through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import structlog
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from jobs.chunk import chunk_document
+from jobs.concepts import assign_bold_terms, build_concept_extractor, collect_concepts
+from jobs.extract import extract_document
+from jobs.plan import IngestOptions, StagePlan, fit_chunking
+from jobs.tokens import TokenCounter
+from models.embedding import SentenceTransformerEmbedder
+from schemas.common import JobStatus, content_id, sha256_hex, utc_now
+from schemas.errors import LorekeeperError, Unavailable
+from schemas.knowledge import (
+    Chunk,
+    Concept,
+    ConceptKind,
+    FileType,
+    ImageAsset,
+    IngestJob,
+    IngestProgress,
+    IngestSource,
+    IngestStage,
+    Item,
+    ItemStatus,
+    Library,
+)
+from schemas.settings import Settings
+from stores.blob.layout import chunk_key, image_key, original_key
+from stores.catalog import Catalog
+from stores.factory import open_blob_store, open_graph_store, open_text_index, open_vector_index
+from stores.text.base import TextDocument
+from stores.vector.base import VectorPoint, VectorSpace
+
+log = structlog.get_logger(__name__)
+
+# Columns of a chunk row. Pages are 0 when the format has none (Arrow columns are not nullable ints).
+ROW_COLUMNS = (
+    "job_id",
+    "item_uid",
+    "chunk_uid",
+    "sequence",
+    "text",
+    "heading_path",
+    "page_start",
+    "page_end",
+    "token_count",
+    "concepts_json",
+    "item_chunks",
+    "item_pages",
+    "status",
+    "error",
+)
+
+
+def store_retry(operation: str) -> Retrying:
+    """Bounded exponential backoff for transient store errors; permanent errors are not retried."""
+    return Retrying(
+        retry=retry_if_exception_type(Unavailable),
+        stop=stop_after_attempt(5),
+        wait=wait_exponential(multiplier=0.5, max=8),
+        reraise=True,
+        before_sleep=lambda state: log.warning(
+            "store_retry", operation=operation, attempt=state.attempt_number, error=str(state.outcome.exception())
+        ),
+    )
+
+
+def iter_rows(batch: dict[str, np.ndarray]) -> Iterator[dict[str, Any]]:
+    """The rows of a column-oriented batch."""
+    columns = list(batch)
+    if not columns:
+        return
+    for i in range(len(batch[columns[0]])):
+        yield {name: batch[name][i] for name in columns}
+
+
+def _status_row(job_id: str, item_uid: str, status: str, error: str = "") -> dict[str, Any]:
+    return {
+        "job_id": job_id,
+        "item_uid": item_uid,
+        "chunk_uid": "",
+        "sequence": -1,
+        "text": "",
+        "heading_path": [],
+        "page_start": 0,
+        "page_end": 0,
+        "token_count": 0,
+        "concepts_json": "[]",
+        "item_chunks": 0,
+        "item_pages": 0,
+        "status": status,
+        "error": error,
+    }
+
+
+def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {name: [] for name in ROW_COLUMNS}
+    for row in rows:
+        for name in ROW_COLUMNS:
+            out[name].append(row[name])
+    return out
+
+
+class ExtractStage:
+    """Fetch a file, extract it, chunk it, find its concepts, and record the item in the graph."""
+
+    @staticmethod
+    def map_options(plan: StagePlan) -> dict[str, Any]:
+        return {"batch_size": 1, "concurrency": plan.extract_concurrency, "num_cpus": plan.extract_cpus}
+
+    def __init__(self, settings: Settings, options: IngestOptions, library: Library, max_model_tokens: int) -> None:
+        self.settings = settings
+        self.options = options
+        self.library = library
+        self.blob = open_blob_store(settings)
+        self.catalog = Catalog(open_graph_store(settings))
+        self.counter = TokenCounter()
+        self.concepts = build_concept_extractor(options.concepts_llm)
+        self.chunking = fit_chunking(library.effective_chunking(), max_model_tokens)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
+        rows: list[dict[str, Any]] = []
+        for source in iter_rows(batch):
+            rows.extend(self.process(source))
+        return _columns(rows)
+
+    def _update_job(self, job: IngestJob, **changes: Any) -> IngestJob:
+        job = job.validated_copy(**changes)
+        for attempt in store_retry("save_job"):
+            with attempt:
+                self.catalog.save_job(job)
+        return job
+
+    def _fetch(self, source: dict[str, Any]) -> bytes:
+        if str(source["source"]) == IngestSource.PATH.value:
+            with open(str(source["ref"]), "rb") as handle:
+                return handle.read()
+        for attempt in store_retry("fetch"):
+            with attempt:
+                return self.blob.get(str(source["key"]), bucket=str(source["bucket"]) or None)
+        raise AssertionError("unreachable")
+
+    def process(self, source: dict[str, Any]) -> list[dict[str, Any]]:
+        """Rows for one file; never raises (a bad file becomes a failed job and a status row)."""
+        job = self.catalog.get_job(str(source["job_id"]))
+        name = str(source["name"])
+        started = time.perf_counter()
+        log.info("embed_task_started", job_id=job.id, source_ref=job.source_ref)
+        job = self._update_job(
+            job,
+            status=JobStatus.PROCESSING,
+            started_at=utc_now(),
+            completed_at=None,
+            error=None,
+            progress=IngestProgress(fraction=0.05, stage=IngestStage.FETCHING),
+        )
+        item_uid = ""
+        try:
+            data = self._fetch(source)
+            log.info("embed_s3_fetch_complete", job_id=job.id, bytes=len(data), source=str(source["source"]))
+            digest = sha256_hex(data)
+            item_uid = content_id("item", f"{self.library.uid}:{digest}")
+            versions = self.catalog.items_for_source(self.library.uid, job.source_ref)
+            current = next((v for v in versions if v.status is ItemStatus.READY), None)
+            if current is not None and current.content_hash == digest:
+                self._update_job(
+                    job,
+                    item_uid=current.uid,
+                    status=JobStatus.COMPLETED,
+                    completed_at=utc_now(),
+                    progress=IngestProgress(fraction=1.0, stage=IngestStage.WRITING, message="unchanged; skipped"),
+                )
+                log.info("ingest_item_unchanged", job_id=job.id, item_uid=current.uid)
+                return [_status_row(job.id, current.uid, "skipped")]
+            return self._ingest(job, name, data, digest, item_uid, versions, started)
+        except Exception as exc:  # noqa: BLE001 - one bad file must never stop the others
+            reason = str(exc) if isinstance(exc, LorekeeperError) else f"{type(exc).__name__}: {exc}"
+            log.error(
+                "embed_job_failed",
+                job_id=job.id,
+                item_uid=item_uid or None,
+                exception_type=type(exc).__name__,
+                message=str(exc),
+                traceback=traceback.format_exc(),
+            )
+            self._update_job(job, status=JobStatus.FAILED, error=reason, completed_at=utc_now(), item_uid=item_uid or None)
+            if item_uid:
+                try:
+                    self.catalog.set_item_status(item_uid, ItemStatus.FAILED, error=reason)
+                except LorekeeperError:
+                    pass  # the item was never written: the job carries the reason
+            return [_status_row(job.id, item_uid, "failed", reason)]
+
+    def _ingest(
+        self, job: IngestJob, name: str, data: bytes, digest: str, item_uid: str, versions: list[Item], started: float
+    ) -> list[dict[str, Any]]:
+        file_type = FileType.from_filename(name)
+        raw_key = original_key(item_uid, name)
+        for attempt in store_retry("put_original"):
+            with attempt:
+                self.blob.put(raw_key, data)
+        latest = versions[0] if versions else None
+        supersedes = next((v.uid for v in versions if v.status is ItemStatus.READY and v.uid != item_uid), None)
+        item = Item(
+            uid=item_uid,
+            library_uid=self.library.uid,
+            collection_uid=job.collection_uid,
+            title=name.rsplit(".", 1)[0] if "." in name else name,
+            file_type=file_type,
+            size_bytes=len(data),
+            content_hash=digest,
+            classification=self.options.classification,
+            source_ref=job.source_ref,
+            raw_key=raw_key,
+            status=ItemStatus.PROCESSING,
+            version=(latest.version + 1) if latest and latest.uid != item_uid else (latest.version if latest else 1),
+            supersedes_uid=supersedes,
+        )
+        self.catalog.save_item(item)
+        log.info("ingest_item_created", job_id=job.id, item_uid=item_uid, title=item.title, version=item.version)
+        job = self._update_job(
+            job, item_uid=item_uid, progress=IngestProgress(fraction=0.15, stage=IngestStage.EXTRACTING)
+        )
+
+        images: list[ImageAsset] = []
+
+        def save_image(image_name: str, payload: bytes, mime: str) -> str:
+            key = image_key(item_uid, image_name)
+            self.blob.put(key, payload, content_type=mime)
+            return key
+
+        password = self.options.password.get_secret_value() if self.options.password else None
+        doc = extract_document(data, name, password=password, image_sink=save_image)
+        for image in doc.images:
+            images.append(
+                ImageAsset(
+                    uid=content_id("image", image.blob_key),
+                    item_uid=item_uid,
+                    page=image.page,
+                    blob_key=image.blob_key,
+                    width=image.width,
+                    height=image.height,
+                    mime=image.mime,
+                )
+            )
+        chunks = chunk_document(doc, self.chunking, self.counter)
+        log.info(
+            "embed_chunking_complete", job_id=job.id, item_uid=item_uid, pages=doc.page_count, chunks=len(chunks)
+        )
+        if not chunks:
+            raise LorekeeperError(f"{name}: no text could be extracted ({'; '.join(doc.warnings) or 'empty'})")
+        bold = assign_bold_terms(chunks, doc.blocks)
+        mentions = self.concepts.extract(chunks, bold_terms_by_chunk=bold)
+        concepts = collect_concepts(mentions)
+        log.info("embed_concepts_complete", job_id=job.id, item_uid=item_uid, concepts=len(concepts))
+        if doc.title:
+            item = item.validated_copy(title=doc.title[:200])
+        self.catalog.save_item(
+            item.validated_copy(page_count=doc.page_count or None),
+            chunk_count=len(chunks),
+            ocr_pages=doc.ocr_pages,
+            ocr_pages_skipped=doc.ocr_pages_skipped,
+            warnings=list(doc.warnings),
+            concept_count=len(concepts),
+        )
+        self.catalog.save_images(images)
+        self._update_job(
+            job,
+            concepts_extracted=len(concepts),
+            progress=IngestProgress(
+                fraction=0.4, stage=IngestStage.EMBEDDING, message=f"{len(chunks)} chunks from {doc.page_count} pages"
+            ),
+        )
+        by_sequence = {m.sequence: m for m in mentions}
+        rows = []
+        for chunk in chunks:
+            found = by_sequence.get(chunk.sequence)
+            concept_rows = [
+                {
+                    "uid": content_id("concept", f"{m.kind.value}:{m.normalized_name}"),
+                    "name": m.name,
+                    "normalized_name": m.normalized_name,
+                    "kind": m.kind.value,
+                    "aliases": list(m.aliases),
+                }
+                for m in (found.concepts if found else [])
+            ]
+            rows.append(
+                {
+                    "job_id": job.id,
+                    "item_uid": item_uid,
+                    "chunk_uid": content_id("chunk", f"{item_uid}:{chunk.sequence}"),
+                    "sequence": chunk.sequence,
+                    "text": chunk.text,
+                    "heading_path": list(chunk.heading_path),
+                    "page_start": chunk.page_start or 0,
+                    "page_end": chunk.page_end or 0,
+                    "token_count": chunk.token_count,
+                    "concepts_json": json.dumps(concept_rows),
+                    "item_chunks": len(chunks),
+                    "item_pages": doc.page_count,
+                    "status": "chunk",
+                    "error": "",
+                }
+            )
+        log.debug("extract_stage_done", job_id=job.id, seconds=round(time.perf_counter() - started, 3))
+        return rows
+
+
+def embedding_text(heading_path: list[str], text: str) -> str:
+    """What gets embedded: the heading path gives a short chunk the context a reader would have."""
+    if heading_path:
+        return " > ".join(heading_path) + "\n" + text
+    return text
+
+
+class EmbedStage:
+    """Embed chunk texts in large batches; one actor per GPU, or one CPU actor using every core."""
+
+    @staticmethod
+    def map_options(plan: StagePlan) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "batch_size": plan.embed_batch_size,
+            "concurrency": plan.embed_concurrency,
+            "num_cpus": plan.embed_cpus,
+        }
+        if plan.embed_gpus:
+            options["num_gpus"] = plan.embed_gpus
+        return options
+
+    def __init__(self, options: IngestOptions) -> None:
+        self.embedder = SentenceTransformerEmbedder(options.embedding)
+        self.dim = self.embedder.dim  # loads the model now, not on the first batch
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        chunk_rows = [i for i, uid in enumerate(batch["chunk_uid"]) if uid]
+        vectors = np.zeros((len(batch["chunk_uid"]), self.dim), dtype=np.float32)
+        started = time.perf_counter()
+        if chunk_rows:
+            texts = [embedding_text(list(batch["heading_path"][i]), str(batch["text"][i])) for i in chunk_rows]
+            vectors[chunk_rows] = self.embedder.embed_documents(texts)
+        elapsed = time.perf_counter() - started
+        out = dict(batch)
+        out["vector"] = vectors
+        out["embed_seconds"] = np.full(len(vectors), elapsed / max(len(chunk_rows), 1), dtype=np.float64)
+        return out
+
+
+class WriteStage:
+    """Write chunk text, graph records, full-text documents and vectors, batched and idempotent."""
+
+    @staticmethod
+    def map_options(plan: StagePlan) -> dict[str, Any]:
+        return {"batch_size": plan.write_batch_size, "concurrency": plan.write_concurrency, "num_cpus": plan.write_cpus}
+
+    def __init__(self, settings: Settings, options: IngestOptions, library: Library, model: str, dim: int) -> None:
+        self.options = options
+        self.library = library
+        self.model = model
+        self.blob = open_blob_store(settings)
+        self.catalog = Catalog(open_graph_store(settings))
+        self.text = open_text_index(settings)
+        self.vectors = open_vector_index(settings)
+        self.text.ensure()
+        self.vectors.ensure_collection(options.vector_collection, VectorSpace(name="dense", dim=dim))
+        self._items: dict[str, Item] = {}
+
+    def _item(self, uid: str) -> Item:
+        if uid not in self._items:
+            self._items[uid] = self.catalog.get_item(uid)
+        return self._items[uid]
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
+        rows = list(iter_rows(batch))
+        chunk_rows = [r for r in rows if r["chunk_uid"]]
+        errors: dict[str, str] = {}
+        by_item: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in chunk_rows:
+            by_item[str(row["item_uid"])].append(row)
+        for item_uid, item_rows in by_item.items():
+            try:
+                self._write_item_rows(self._item(item_uid), item_rows)
+            except Exception as exc:  # noqa: BLE001 - recorded per item; the driver fails its job
+                errors[item_uid] = str(exc) if isinstance(exc, LorekeeperError) else f"{type(exc).__name__}: {exc}"
+                log.error("ingest_write_failed", item_uid=item_uid, error=errors[item_uid])
+        out: dict[str, list[Any]] = {
+            "job_id": [],
+            "item_uid": [],
+            "chunk_uid": [],
+            "item_chunks": [],
+            "item_pages": [],
+            "status": [],
+            "error": [],
+            "embed_seconds": [],
+        }
+        for row in rows:
+            item_uid = str(row["item_uid"])
+            failed = item_uid in errors and bool(row["chunk_uid"])
+            out["job_id"].append(str(row["job_id"]))
+            out["item_uid"].append(item_uid)
+            out["chunk_uid"].append(str(row["chunk_uid"]))
+            out["item_chunks"].append(int(row["item_chunks"]))
+            out["item_pages"].append(int(row["item_pages"]))
+            out["status"].append("failed" if failed else str(row["status"]))
+            out["error"].append(errors[item_uid] if failed else str(row["error"]))
+            out["embed_seconds"].append(float(row["embed_seconds"]))
+        return out
+
+    def _retrying(self, operation: str, fn: Callable[[], Any]) -> Any:
+        for attempt in store_retry(operation):
+            with attempt:
+                return fn()
+        return None
+
+    def _write_item_rows(self, item: Item, rows: list[dict[str, Any]]) -> None:
+        chunks: list[Chunk] = []
+        texts: list[TextDocument] = []
+        points: list[VectorPoint] = []
+        concepts: dict[str, Concept] = {}
+        mentions: list[tuple[str, str]] = []
+        fields = {
+            "library": self.library.uid,
+            "library_type": self.library.type.value,
+            "item": item.uid,
+            "classification": item.classification.value,
+        }
+        if item.collection_uid:
+            fields["collection"] = item.collection_uid
+        for row in rows:
+            sequence = int(row["sequence"])
+            text = str(row["text"])
+            key = chunk_key(item.uid, sequence)
+            self._retrying("put_chunk", lambda key=key, text=text: self.blob.put(key, text.encode("utf-8")))
+            heading_path = [str(h) for h in row["heading_path"]]
+            page_start, page_end = int(row["page_start"]) or None, int(row["page_end"]) or None
+            chunk = Chunk(
+                uid=str(row["chunk_uid"]),
+                item_uid=item.uid,
+                sequence=sequence,
+                text_key=key,
+                heading_path=[h[:200] for h in heading_path if h.strip()],
+                page_start=page_start,
+                page_end=page_end,
+                token_count=max(1, int(row["token_count"])),
+                content_hash=sha256_hex(text),
+            )
+            chunks.append(chunk)
+            data = {
+                "sequence": sequence,
+                "page_start": page_start,
+                "page_end": page_end,
+                "heading_path": chunk.heading_path,
+                "title": item.title,
+                "token_count": chunk.token_count,
+            }
+            texts.append(
+                TextDocument(
+                    id=chunk.uid,
+                    text=text,
+                    title=item.title,
+                    heading=" > ".join(chunk.heading_path),
+                    fields=fields,
+                    data=data,
+                )
+            )
+            points.append(
+                VectorPoint(
+                    id=chunk.uid,
+                    vector=np.asarray(row["vector"], dtype=np.float32).tolist(),
+                    payload={**fields, **data, "embedding_model": self.model},
+                )
+            )
+            for concept in json.loads(str(row["concepts_json"])):
+                if concept["uid"] not in concepts:
+                    concepts[concept["uid"]] = Concept(
+                        uid=concept["uid"],
+                        name=concept["name"][:200],
+                        normalized_name=concept["normalized_name"],
+                        kind=ConceptKind(concept["kind"]),
+                        aliases=[a[:200] for a in concept["aliases"]],
+                    )
+                mentions.append((chunk.uid, concept["uid"]))
+        self._retrying("graph_chunks", lambda: self.catalog.save_chunks(chunks))
+        self._retrying("graph_concepts", lambda: self.catalog.save_mentions(list(concepts.values()), mentions))
+        log.info("embed_graph_write_complete", item_uid=item.uid, chunks=len(chunks), concepts=len(concepts))
+        self._retrying("text_upsert", lambda: self.text.upsert(texts))
+        self._retrying("vector_upsert", lambda: self.vectors.upsert(self.options.vector_collection, points))
+        log.info("embed_vectors_complete", item_uid=item.uid, vectors=len(points), model=self.model)
