@@ -21,7 +21,7 @@ import structlog
 
 from jobs.plan import IngestOptions, StagePlan, plan_stages
 from jobs.sources import SourceFile, discover
-from jobs.stages import EmbedStage, ExtractStage, WriteStage
+from jobs.stages import EmbedStage, ExtractStage, WriteStage, store_retry
 from models.embedding import SentenceTransformerEmbedder
 from schemas.common import JobStatus, utc_now
 from schemas.errors import LorekeeperError
@@ -135,7 +135,9 @@ def start_ray() -> bool:
         include_dashboard=False,
         log_to_driver=os.environ.get("LOREKEEPER_RAY_LOGS", "") == "1",
         configure_logging=False,
-        runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}},
+        runtime_env={
+            "env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        },
     )
     return True
 
@@ -241,7 +243,9 @@ def _source_of(job: IngestJob) -> SourceFile:
         return SourceFile(ref=job.source_ref, name=path.name, size=size, source=IngestSource.PATH)
     bucket, _, key = job.source_ref.removeprefix("s3://").partition("/")
     key = job.s3_key or key
-    return SourceFile(ref=job.source_ref, name=key.rsplit("/", 1)[-1], size=1, source=job.source, bucket=bucket, key=key)
+    return SourceFile(
+        ref=job.source_ref, name=key.rsplit("/", 1)[-1], size=1, source=job.source, bucket=bucket, key=key
+    )
 
 
 def _fail_job(catalog: Catalog, job: IngestJob, reason: str) -> None:
@@ -306,7 +310,13 @@ def _run_pipeline(
                 report.embed_seconds += float(batch["embed_seconds"][i])
                 if status in ("skipped", "failed") and not batch["chunk_uid"][i]:
                     report.files.append(
-                        FileOutcome(job_id, _ref(catalog, job_id), status, item_uid or None, error=str(batch["error"][i]) or None)
+                        FileOutcome(
+                            job_id,
+                            _ref(catalog, job_id),
+                            status,
+                            item_uid or None,
+                            error=str(batch["error"][i]) or None,
+                        )
                     )
                     done.add(job_id)
                     notify("file_done", {"status": status, "item_uid": item_uid, "error": str(batch["error"][i])})
@@ -320,7 +330,9 @@ def _run_pipeline(
                 notify("chunks_written", {"chunks": 1})
                 if written[item_uid] == expected[item_uid] and job_id not in done:
                     done.add(job_id)
-                    outcome = _finalize(catalog, job_id, item_uid, written[item_uid], pages[item_uid], errors.get(item_uid))
+                    outcome = _finalize(
+                        catalog, job_id, item_uid, written[item_uid], pages[item_uid], errors.get(item_uid)
+                    )
                     report.files.append(outcome)
                     notify("file_done", {"status": outcome.status, "item_uid": item_uid, "pages": outcome.pages})
         for item_uid, job_id in job_of.items():
@@ -330,6 +342,23 @@ def _run_pipeline(
     finally:
         if started_ray:
             ray.shutdown()
+    _optimize_vectors(settings, options.vector_collection)
+
+
+def _optimize_vectors(settings: Settings, collection: str) -> None:
+    """Build the vector index's search structures once the writers are gone (embedded engines lock
+    their folder to one process, so this runs after the pipeline's actors have exited)."""
+    from stores.factory import open_vector_index
+
+    vectors = open_vector_index(settings)
+    try:
+        for attempt in store_retry("vector_optimize"):
+            with attempt:
+                vectors.optimize(collection)
+    except LorekeeperError as exc:
+        log.warning("vector_optimize_skipped", collection=collection, error=str(exc))
+    finally:
+        vectors.close()
 
 
 def _ref(catalog: Catalog, job_id: str) -> str:
@@ -339,9 +368,7 @@ def _ref(catalog: Catalog, job_id: str) -> str:
         return job_id
 
 
-def _finalize(
-    catalog: Catalog, job_id: str, item_uid: str, chunks: int, pages: int, error: str | None
-) -> FileOutcome:
+def _finalize(catalog: Catalog, job_id: str, item_uid: str, chunks: int, pages: int, error: str | None) -> FileOutcome:
     """Make an item visible (superseding its previous version) or fail it, and close its job."""
     job = catalog.get_job(job_id)
     if error:
@@ -364,4 +391,6 @@ def _finalize(
         )
     )
     log.info("embed_job_completed", job_id=job_id, item_uid=item_uid, chunks=chunks, pages=pages)
-    return FileOutcome(job_id, job.source_ref, "completed", item_uid, chunks=chunks, pages=pages, concepts=job.concepts_extracted)
+    return FileOutcome(
+        job_id, job.source_ref, "completed", item_uid, chunks=chunks, pages=pages, concepts=job.concepts_extracted
+    )

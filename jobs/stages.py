@@ -11,6 +11,7 @@ file as soon as it is done; later stages pass status rows through untouched.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import traceback
@@ -203,12 +204,13 @@ class ExtractStage:
                 message=str(exc),
                 traceback=traceback.format_exc(),
             )
-            self._update_job(job, status=JobStatus.FAILED, error=reason, completed_at=utc_now(), item_uid=item_uid or None)
+            self._update_job(
+                job, status=JobStatus.FAILED, error=reason, completed_at=utc_now(), item_uid=item_uid or None
+            )
             if item_uid:
-                try:
+                # the item may never have been written: then the job alone carries the reason
+                with contextlib.suppress(LorekeeperError):
                     self.catalog.set_item_status(item_uid, ItemStatus.FAILED, error=reason)
-                except LorekeeperError:
-                    pass  # the item was never written: the job carries the reason
             return [_status_row(job.id, item_uid, "failed", reason)]
 
     def _ingest(
@@ -264,9 +266,7 @@ class ExtractStage:
                 )
             )
         chunks = chunk_document(doc, self.chunking, self.counter)
-        log.info(
-            "embed_chunking_complete", job_id=job.id, item_uid=item_uid, pages=doc.page_count, chunks=len(chunks)
-        )
+        log.info("embed_chunking_complete", job_id=job.id, item_uid=item_uid, pages=doc.page_count, chunks=len(chunks))
         if not chunks:
             raise LorekeeperError(f"{name}: no text could be extracted ({'; '.join(doc.warnings) or 'empty'})")
         bold = assign_bold_terms(chunks, doc.blocks)

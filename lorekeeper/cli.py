@@ -28,6 +28,16 @@ stores_app = typer.Typer(help="The four stores: check and prepare them.", no_arg
 app.add_typer(schema_app, name="schema")
 app.add_typer(stores_app, name="stores")
 
+
+def _register_ingest() -> None:
+    # The command lives with the pipeline so `python -m jobs ingest` (a Ray Job) runs the same code.
+    from jobs.cli import ingest
+
+    app.command("ingest")(ingest)
+
+
+_register_ingest()
+
 console = Console()
 err_console = Console(stderr=True)
 
@@ -129,6 +139,63 @@ def export_schemas(directory: Annotated[Path, typer.Argument(help="Folder to wri
 
     written = export_json_schemas(directory)
     console.print(f"wrote {len(written)} schemas to {directory}")
+
+
+@app.command("search")
+def search(
+    query: Annotated[str | None, typer.Argument(help="What to look for.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=100, help="How many hits.")] = 5,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per hit (per query with --queries).")
+    ] = False,
+    queries: Annotated[
+        Path | None, typer.Option(help="JSON lines with 'id' and 'query'; loads the models once.")
+    ] = None,
+) -> None:
+    """Search the ingested knowledge (vector + full text, fused) and cite book, page and heading path."""
+    from search.service import open_searcher
+
+    if (query is None) == (queries is None):
+        err_console.print("give a QUERY or --queries FILE")
+        raise typer.Exit(2)
+    settings = _settings()
+    with open_searcher(settings) as searcher:
+        if queries is not None:
+            for line_no, line in enumerate(queries.read_text(encoding="utf-8").splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    entry = json.loads(line)
+                    qid, text = entry["id"], str(entry["query"])
+                except (ValueError, KeyError, TypeError):
+                    err_console.print(f"{queries}:{line_no}: expected a JSON object with 'id' and 'query'")
+                    raise typer.Exit(2) from None
+                hits = searcher.search(text, limit=limit)
+                typer.echo(json.dumps({"id": qid, "hits": [_hit_json(h) for h in hits]}))
+            return
+        assert query is not None
+        hits = searcher.search(query, limit=limit)
+    if as_json:
+        for hit in hits:
+            typer.echo(json.dumps(_hit_json(hit)))
+        return
+    if not hits:
+        console.print("no results (has anything been ingested? try `lorekeeper ingest PATH --library NAME`)")
+        return
+    for n, hit in enumerate(hits, start=1):
+        pages = ""
+        if hit.page_start:
+            pages = f", p. {hit.page_start}" + (f"-{hit.page_end}" if hit.page_end != hit.page_start else "")
+        where = " > ".join(hit.heading_path)
+        console.rule(f"[bold]{n}. {hit.title}{pages}[/bold]  {where}  [dim]{hit.score:.4f}[/dim]")
+        text = hit.text if len(hit.text) < 700 else hit.text[:700] + " …"
+        console.print(text, markup=False, highlight=False)
+
+
+def _hit_json(hit) -> dict:  # noqa: ANN001 - SearchHit is imported lazily
+    data = hit.model_dump()
+    data["score"] = hit.score
+    return data
 
 
 @app.command("version")

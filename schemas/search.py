@@ -5,7 +5,15 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Keyword fields every index stores and filters on. Adding one means adding it here only.
-FILTER_FIELDS: tuple[str, ...] = ("library", "library_type", "collection", "item", "classification", "campaign", "status")
+FILTER_FIELDS: tuple[str, ...] = (
+    "library",
+    "library_type",
+    "collection",
+    "item",
+    "classification",
+    "campaign",
+    "status",
+)
 
 
 class SearchFilters(BaseModel):
@@ -47,3 +55,29 @@ class SearchFilters(BaseModel):
             if not any(v in allowed for v in values):
                 return False
         return True
+
+
+class SearchRequest(BaseModel):
+    """A search over the ingested knowledge."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000, description="What to look for, in plain words.")
+    filters: SearchFilters = Field(default_factory=SearchFilters)
+    limit: int = Field(default=10, ge=1, le=100)
+
+
+class SearchHit(BaseModel):
+    """One retrieved chunk with its citation and the score of each retrieval leg."""
+
+    chunk_id: str
+    item_uid: str
+    title: str = Field(description="Title of the item (book) the chunk comes from.")
+    text: str
+    page_start: int | None = None
+    page_end: int | None = None
+    heading_path: list[str] = Field(default_factory=list)
+    score: float = Field(description="Fused score; higher is better.")
+    scores: dict[str, float] = Field(default_factory=dict, description="Raw score per leg (vector, text, …).")
+    ranks: dict[str, int] = Field(default_factory=dict, description="1-based rank per leg.")
+    highlights: list[str] = Field(default_factory=list)
