@@ -308,11 +308,14 @@ class Settings(BaseSettings):
             _refuse_userinfo("vector_url", url)
             if self.vector_embedded_engine is not None:
                 raise ConfigError(
-                    _env("vector_embedded_engine"), "an embedded engine was chosen but LOREKEEPER_VECTOR_URL is a server"
+                    _env("vector_embedded_engine"),
+                    "an embedded engine is set but the URL is a server",
                 )
             return VectorLocation(backend=VectorBackend.QDRANT_SERVER, url=url.rstrip("/"), api_key=self.vector_api_key)
         if scheme not in ("", "file"):
-            raise ConfigError(_env("vector_url"), f"unsupported scheme {scheme!r}; expected :memory:, a folder or http(s)://")
+            raise ConfigError(
+                _env("vector_url"), f"unsupported scheme {scheme!r}; expected :memory:, a folder or http(s)://"
+            )
         if self.vector_api_key is not None:
             raise ConfigError(_env("vector_api_key"), "an API key is set but LOREKEEPER_VECTOR_URL is embedded")
         if url == ":memory:":

@@ -18,7 +18,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for_port(port: int, *, host: str = "127.0.0.1", timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
+def wait_for_port(
+    port: int, *, host: str = "127.0.0.1", timeout: float = 30.0, proc: subprocess.Popen | None = None
+) -> None:
     """Block until ``host:port`` accepts TCP connections; fail fast if ``proc`` exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -35,15 +37,27 @@ def wait_for_port(port: int, *, host: str = "127.0.0.1", timeout: float = 30.0, 
 class ServerProcess:
     """A server subprocess with its log file; ``stop()`` terminates it (then kills it)."""
 
-    def __init__(self, argv: Sequence[str], *, port: int, log: Path, env: dict[str, str] | None = None,
-                 cwd: Path | None = None, ready_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        port: int,
+        log: Path,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        ready_timeout: float = 30.0,
+    ) -> None:
         exe = shutil.which(argv[0]) or argv[0]
         self.port = port
         self.log = log
         self._log_file = log.open("wb")
         self.proc = subprocess.Popen(
-            [exe, *argv[1:]], stdout=self._log_file, stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True,
+            [exe, *argv[1:]],
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+            start_new_session=True,
         )
         try:
             wait_for_port(port, timeout=ready_timeout, proc=self.proc)

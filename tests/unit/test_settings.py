@@ -45,7 +45,11 @@ def test_environment_variables_choose_servers(monkeypatch: pytest.MonkeyPatch) -
     s = get_settings()
     blob = s.blob_location()
     assert (blob.backend, blob.bucket, blob.endpoint, blob.secure, blob.region) == (
-        BlobBackend.S3, "lore", "127.0.0.1:9000", False, "eu-west-1",
+        BlobBackend.S3,
+        "lore",
+        "127.0.0.1:9000",
+        False,
+        "eu-west-1",
     )
     assert s.text_location().url == "https://search.internal:9200"
     assert s.vector_location().backend is VectorBackend.QDRANT_SERVER
@@ -103,7 +107,9 @@ def test_secret_file_and_value_together_is_contradictory(tmp_path: Path) -> None
     secret_file = tmp_path / "pw"
     secret_file.write_text("x")
     with pytest.raises(ConfigError, match="LOREKEEPER_GRAPH_PASSWORD_FILE"):
-        load_settings(graph_url="bolt://db:7687", graph_username="u", graph_password="y", graph_password_file=secret_file)
+        load_settings(
+            graph_url="bolt://db:7687", graph_username="u", graph_password="y", graph_password_file=secret_file
+        )
     with pytest.raises(ConfigError, match="cannot read"):
         load_settings(graph_url="bolt://db:7687", graph_username="u", graph_password_file=tmp_path / "missing")
 
@@ -114,8 +120,9 @@ def test_production_refuses_placeholder_secrets() -> None:
     with pytest.raises(ConfigError, match="LOREKEEPER_GRAPH_USERNAME: a placeholder"):
         load_settings(environment="production", graph_password="long-real-secret", **common)
     with pytest.raises(ConfigError, match="LOREKEEPER_GRAPH_PASSWORD: a placeholder"):
-        load_settings(environment="production", graph_username="lore", graph_password="changeme",
-                      graph_url="bolt://db:7687")
+        load_settings(
+            environment="production", graph_username="lore", graph_password="changeme", graph_url="bolt://db:7687"
+        )
 
 
 def test_settings_pickle_for_ray_workers() -> None:
