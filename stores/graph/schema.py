@@ -1,0 +1,56 @@
+"""The product's graph schema: a unique ``uid`` on every node label, indexes on what is looked up often.
+
+Every node the product writes carries a ``uid`` (a graph id is the only cross-store reference, see the
+architecture brief), so each label gets a uniqueness constraint on it: a second ``CREATE`` of the same
+entity raises ``Conflict`` instead of silently duplicating canon. Writers use ``MERGE`` on ``uid``.
+"""
+
+from __future__ import annotations
+
+from stores.graph.base import GraphSchema, PropertyIndex, UniqueConstraint
+
+#: Every node label of the product, each with a unique ``uid``.
+NODE_LABELS: tuple[str, ...] = (
+    # library: what was ingested
+    "Library", "Collection", "Item", "Chunk", "Concept", "ImageAsset", "IngestJob",
+    # story lineage
+    "World", "Campaign", "Branch", "Turn", "Take", "Scene", "Checkpoint", "ProposedChange", "StateEvent",
+    # canon
+    "Entity", "Fact", "Axiom", "Relationship", "StoryThread", "Memory", "Summary", "Snapshot",
+)
+
+#: Properties that queries filter on besides ``uid`` (dedup on re-ingest, lineage walks, gate checks).
+INDEXED_PROPERTIES: tuple[tuple[str, str], ...] = (
+    ("Item", "content_hash"),      # idempotent re-ingest: same bytes, same item
+    ("Item", "source_ref"),        # the path / s3 key a file came from
+    ("Item", "library_uid"),
+    ("Chunk", "item_uid"),         # all chunks of an item (reindex, delete)
+    ("Chunk", "content_hash"),
+    ("Concept", "normalized_name"),
+    ("IngestJob", "status"),
+    ("Campaign", "world_uid"),
+    ("Branch", "campaign_id"),
+    ("Turn", "campaign_id"),
+    ("Turn", "parent_uid"),        # the turn tree is walked by parent links
+    ("Take", "turn_uid"),
+    ("Scene", "campaign_id"),
+    ("Checkpoint", "campaign_id"),
+    ("ProposedChange", "scene_uid"),
+    ("ProposedChange", "status"),
+    ("StateEvent", "turn_uid"),
+    ("StateEvent", "subject_uid"),
+    ("Entity", "world_uid"),
+    ("Entity", "normalized_name"),
+    ("Fact", "status"),
+    ("Fact", "subject_uid"),
+    ("Relationship", "world_uid"),
+    ("StoryThread", "campaign_id"),
+    ("Memory", "anchor_turn_uid"),
+    ("Summary", "anchor_turn_uid"),
+    ("Snapshot", "turn_uid"),
+)
+
+LOREKEEPER_GRAPH_SCHEMA = GraphSchema(
+    constraints=tuple(UniqueConstraint(label, "uid") for label in NODE_LABELS),
+    indexes=tuple(PropertyIndex(label, prop) for label, prop in INDEXED_PROPERTIES),
+)
