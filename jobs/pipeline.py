@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from jobs import metrics
 from jobs.plan import IngestOptions, StagePlan, plan_stages
 from jobs.sources import SourceFile, discover
 from jobs.stages import EmbedStage, ExtractStage, WriteStage, store_retry
@@ -135,11 +136,27 @@ def start_ray() -> bool:
         include_dashboard=False,
         log_to_driver=os.environ.get("LOREKEEPER_RAY_LOGS", "") == "1",
         configure_logging=False,
+        logging_level="WARNING",
         runtime_env={
             "env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         },
     )
     return True
+
+
+def _quiet_ray_data() -> None:
+    """Our progress display replaces Ray Data's; its per-operator logs go to the Ray log files."""
+    import logging
+
+    import ray.data
+
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.print_on_execution_start = False
+    context.enable_auto_log_stats = False
+    if os.environ.get("LOREKEEPER_RAY_LOGS", "") != "1":
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
+        logging.getLogger("ray").setLevel(logging.WARNING)
 
 
 def _stage_plan(settings: Settings) -> StagePlan:
@@ -229,23 +246,41 @@ def run_ingest(
         _run_pipeline(runnable, options, settings, library, embedder, catalog, report, notify)
     report.seconds = time.perf_counter() - started
     graph.close()
+    _record_metrics(report, library)
     return report
 
 
+def _record_metrics(report: IngestReport, library: Library) -> None:
+    kind = library.type.value
+    for outcome in report.files:
+        metrics.INGEST_JOBS.labels(status="failed" if outcome.status == "failed" else "completed").inc()
+        if outcome.status == "completed":
+            metrics.CHUNKS_CREATED.labels(library_type=kind).inc(outcome.chunks)
+            metrics.CONCEPTS_EXTRACTED.inc(outcome.concepts)
+            metrics.EMBEDDINGS_GENERATED.labels(model=report.embedding_model).inc(outcome.chunks)
+    if report.chunks:
+        metrics.EMBEDDING_DURATION.labels(model=report.embedding_model).observe(report.embed_seconds / report.chunks)
+    metrics.INGEST_DURATION.labels(library_type=kind).observe(report.seconds)
+
+
 def _source_of(job: IngestJob) -> SourceFile:
+    """Where a job's file is: a path the workers can read, or an object-store key (S3 or an upload)."""
     from pathlib import Path
 
     from schemas.knowledge import IngestSource
 
     if job.source is IngestSource.PATH:
         path = Path(job.source_ref)
-        size = path.stat().st_size if path.exists() else 0
+        size = path.stat().st_size if path.is_file() else 0
         return SourceFile(ref=job.source_ref, name=path.name, size=size, source=IngestSource.PATH)
-    bucket, _, key = job.source_ref.removeprefix("s3://").partition("/")
-    key = job.s3_key or key
-    return SourceFile(
-        ref=job.source_ref, name=key.rsplit("/", 1)[-1], size=1, source=job.source, bucket=bucket, key=key
-    )
+    bucket = None
+    key = job.s3_key or ""
+    if job.source_ref.startswith("s3://"):
+        bucket, _, ref_key = job.source_ref.removeprefix("s3://").partition("/")
+        key = key or ref_key
+    name = job.source_ref.rsplit("/", 1)[-1] if job.source is IngestSource.UPLOAD else key.rsplit("/", 1)[-1]
+    # The size is checked by the worker once the bytes are fetched.
+    return SourceFile(ref=job.source_ref, name=name, size=1, source=job.source, bucket=bucket, key=key)
 
 
 def _fail_job(catalog: Catalog, job: IngestJob, reason: str) -> None:
@@ -268,6 +303,7 @@ def _run_pipeline(
     import ray
 
     started_ray = start_ray()
+    _quiet_ray_data()
     try:
         plan = _stage_plan(settings)
         max_tokens = embedder.max_tokens

@@ -86,6 +86,12 @@ def store_retry(operation: str) -> Retrying:
     )
 
 
+def _actors(size: int) -> Any:
+    import ray.data
+
+    return ray.data.ActorPoolStrategy(size=size)
+
+
 def iter_rows(batch: dict[str, np.ndarray]) -> Iterator[dict[str, Any]]:
     """The rows of a column-oriented batch."""
     columns = list(batch)
@@ -127,7 +133,7 @@ class ExtractStage:
 
     @staticmethod
     def map_options(plan: StagePlan) -> dict[str, Any]:
-        return {"batch_size": 1, "concurrency": plan.extract_concurrency, "num_cpus": plan.extract_cpus}
+        return {"batch_size": 1, "compute": _actors(plan.extract_concurrency), "num_cpus": plan.extract_cpus}
 
     def __init__(self, settings: Settings, options: IngestOptions, library: Library, max_model_tokens: int) -> None:
         self.settings = settings
@@ -252,7 +258,9 @@ class ExtractStage:
             return key
 
         password = self.options.password.get_secret_value() if self.options.password else None
-        doc = extract_document(data, name, password=password, image_sink=save_image)
+        doc = extract_document(
+            data, name, password=password, image_sink=save_image, max_bytes=self.options.max_file_bytes
+        )
         for image in doc.images:
             images.append(
                 ImageAsset(
@@ -341,7 +349,7 @@ class EmbedStage:
     def map_options(plan: StagePlan) -> dict[str, Any]:
         options: dict[str, Any] = {
             "batch_size": plan.embed_batch_size,
-            "concurrency": plan.embed_concurrency,
+            "compute": _actors(plan.embed_concurrency),
             "num_cpus": plan.embed_cpus,
         }
         if plan.embed_gpus:
@@ -371,7 +379,11 @@ class WriteStage:
 
     @staticmethod
     def map_options(plan: StagePlan) -> dict[str, Any]:
-        return {"batch_size": plan.write_batch_size, "concurrency": plan.write_concurrency, "num_cpus": plan.write_cpus}
+        return {
+            "batch_size": plan.write_batch_size,
+            "compute": _actors(plan.write_concurrency),
+            "num_cpus": plan.write_cpus,
+        }
 
     def __init__(self, settings: Settings, options: IngestOptions, library: Library, model: str, dim: int) -> None:
         self.options = options

@@ -114,7 +114,10 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import torch
+        import transformers
         from sentence_transformers import SentenceTransformer
+
+        transformers.logging.disable_progress_bar()
 
         if self.config.threads:
             torch.set_num_threads(self.config.threads)

@@ -223,6 +223,7 @@ class FileType(StrEnum):
     TEXT = "text"
     IMAGE = "image"
     DOCX = "docx"
+    EPUB = "epub"
 
     @classmethod
     def from_filename(cls, filename: str) -> "FileType":
@@ -256,6 +257,7 @@ _FILE_SUFFIXES: dict[str, FileType] = {
     ".tif": FileType.IMAGE,
     ".tiff": FileType.IMAGE,
     ".docx": FileType.DOCX,
+    ".epub": FileType.EPUB,
 }
 
 

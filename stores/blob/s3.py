@@ -41,6 +41,7 @@ from stores.blob.base import BlobInfo
 from stores.blob.layout import DEFAULT_CAS_PREFIX, content_key, validate_bucket, validate_key, validate_prefix
 from stores.blob.local import guess_content_type
 from stores.lazy import LazyClient
+from stores.metrics import S3_OPERATIONS
 
 DEFAULT_PART_SIZE = 8 << 20
 """Part size for streams of unknown length (S3 requires at least 5 MiB)."""
@@ -252,7 +253,18 @@ class S3BlobStore(LazyClient):
 
     @contextmanager
     def _errors(self, what: str) -> Iterator[None]:
-        """Translate everything the SDK and urllib3 raise into our error tree."""
+        """Translate everything the SDK and urllib3 raise into our error tree, and count the operation."""
+        operation = what.split(" ", 1)[0]  # "put", "get", "stat", … : a label of low cardinality
+        try:
+            with self._translated(what):
+                yield
+        except StoreError:
+            S3_OPERATIONS.labels(operation=operation, status="error").inc()
+            raise
+        S3_OPERATIONS.labels(operation=operation, status="ok").inc()
+
+    @contextmanager
+    def _translated(self, what: str) -> Iterator[None]:
         try:
             yield
         except StoreError:

@@ -46,6 +46,7 @@ from schemas.settings import CypherDialect, GraphLocation
 from stores.graph import dialect as dl
 from stores.graph.base import GraphSchema, GraphTransaction, Record
 from stores.lazy import LazyClient
+from stores.metrics import GRAPH_QUERY_DURATION
 
 #: The graph every embedded store uses (also the one FalkorDB's Bolt endpoint serves).
 GRAPH = "falkordb"
@@ -681,6 +682,7 @@ class EmbeddedFalkorGraphStore(LazyClient):
         except dl.DialectError as exc:
             raise self._translate(exc) from None
         conn = self._conn()
+        started = time.perf_counter()
         try:
             reply = conn.redis.execute_command(
                 "GRAPH.RO_QUERY" if read_only else "GRAPH.QUERY", GRAPH, query, "--compact"
@@ -688,6 +690,9 @@ class EmbeddedFalkorGraphStore(LazyClient):
             return conn.decoder.records(reply)
         except Exception as exc:
             raise self._translate(exc, conn) from exc
+        finally:
+            kind = "read" if read_only or not dl.is_write(text) else "write"
+            GRAPH_QUERY_DURATION.labels(query_type=kind).observe(time.perf_counter() - started)
 
     def _prepare(self, query: str) -> str:
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import re
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -27,6 +28,7 @@ from schemas.settings import CypherDialect, GraphLocation
 from stores.graph import dialect as dl
 from stores.graph.base import GraphSchema, GraphTransaction, Record
 from stores.lazy import LazyClient
+from stores.metrics import GRAPH_QUERY_DURATION
 
 
 def _neo4j() -> Any:
@@ -223,11 +225,15 @@ class Neo4jGraphStore(LazyClient):
             raise self._translate(exc) from None
 
     def _run_prepared(self, query: str, params: dict[str, Any]) -> list[Record]:
+        started = time.perf_counter()
         try:
             with self._session() as session:
                 return [_record(r) for r in session.run(query, params)]
         except Exception as exc:
             raise self._translate(exc) from exc
+        finally:
+            kind = "write" if dl.is_write(query) else "read"
+            GRAPH_QUERY_DURATION.labels(query_type=kind).observe(time.perf_counter() - started)
 
     def _run_translated(self, text: str, params: Mapping[str, Any]) -> list[Record]:
         """Run FalkorDB text (already translated) with its parameters rendered into it."""

@@ -1,0 +1,26 @@
+"""Prometheus metrics of ingestion, updated by the driver from what the pipeline reports back.
+
+Stage work runs in Ray worker processes; their per-batch timings travel back in the result rows,
+so the process that serves ``/metrics`` (the API, or the CLI) counts everything in one registry.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+INGEST_JOBS = Counter("lorekeeper_ingest_jobs_total", "Ingest jobs by final status.", ["status"])
+INGEST_DURATION = Histogram(
+    "lorekeeper_ingest_duration_seconds",
+    "Wall time of one ingest run, by library type.",
+    ["library_type"],
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200),
+)
+CHUNKS_CREATED = Counter("lorekeeper_chunks_created_total", "Chunks written to every store.", ["library_type"])
+CONCEPTS_EXTRACTED = Counter("lorekeeper_concepts_extracted_total", "Concepts found in ingested items.")
+EMBEDDINGS_GENERATED = Counter("lorekeeper_embeddings_generated_total", "Chunk embeddings computed.", ["model"])
+EMBEDDING_DURATION = Histogram(
+    "lorekeeper_embedding_duration_seconds",
+    "Embedding time per chunk.",
+    ["model"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)

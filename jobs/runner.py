@@ -1,0 +1,136 @@
+"""Runs ingest jobs in the background for the API: a queue, one worker thread, restart recovery.
+
+Jobs live in the graph, so the queue is only a cache of it: on start-up every job still pending or
+processing (a previous process died under it) is queued again, and re-running is safe because every
+write is idempotent.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+import structlog
+
+from jobs.plan import IngestOptions
+from schemas.common import JobStatus
+from schemas.errors import Conflict, LorekeeperError
+from schemas.knowledge import IngestJob, IngestProgress
+from schemas.settings import Settings
+from stores.catalog import Catalog
+
+log = structlog.get_logger(__name__)
+
+RunJobs = Callable[[list[IngestJob], IngestOptions], object]
+
+
+class IngestRunner:
+    """A FIFO of job ids worked off by one daemon thread (ingestion saturates the machine anyway)."""
+
+    def __init__(self, settings: Settings, catalog: Catalog, *, run_jobs: RunJobs | None = None) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._run_jobs = run_jobs or self._run_pipeline
+        self._idle = threading.Event()
+        self._idle.set()
+
+    def start(self) -> None:
+        """Queue the jobs a previous process left unfinished, then start the worker."""
+        for status in (JobStatus.PROCESSING, JobStatus.PENDING):
+            for job in reversed(self.catalog.list_jobs(status=status, limit=10_000)):
+                if status is JobStatus.PROCESSING:
+                    job = job.validated_copy(
+                        status=JobStatus.PENDING, started_at=None, progress=IngestProgress(message="requeued")
+                    )
+                    self.catalog.save_job(job)
+                log.info("ingest_job_requeued", job_id=job.id)
+                self._queue.put(job.id)
+        self._thread = threading.Thread(target=self._work, name="ingest-runner", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def submit(self, job: IngestJob) -> IngestJob:
+        self.catalog.save_job(job)
+        self._idle.clear()
+        self._queue.put(job.id)
+        return job
+
+    def retry(self, job_id: str) -> IngestJob:
+        """Queue a failed job again.
+
+        Raises:
+            NotFound: no such job.
+            Conflict: the job has not failed.
+        """
+        job = self.catalog.get_job(job_id)
+        if job.status is not JobStatus.FAILED:
+            raise Conflict("ingest", f"job {job_id} is {job.status.value}; only failed jobs can be retried")
+        job = job.validated_copy(
+            status=JobStatus.PENDING,
+            retry_count=job.retry_count + 1,
+            error=None,
+            started_at=None,
+            completed_at=None,
+            chunks_created=0,
+            progress=IngestProgress(message=f"retry {job.retry_count + 1}"),
+        )
+        return self.submit(job)
+
+    def wait_idle(self, timeout: float = 600.0) -> bool:
+        """Block until the queue is empty and no job runs (for tests and orderly shutdown)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._queue.unfinished_tasks == 0:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def _work(self) -> None:
+        while True:
+            job_id = self._queue.get()
+            try:
+                if job_id is None:
+                    return
+                self._run_one(job_id)
+            finally:
+                self._queue.task_done()
+
+    def _run_one(self, job_id: str) -> None:
+        try:
+            job = self.catalog.get_job(job_id)
+            if job.status is not JobStatus.PENDING:
+                return
+            library = self.catalog.get_library(job.library_uid or "")
+            collection = None
+            if job.collection_uid:
+                collection = next(
+                    (c.name for c in self.catalog.list_collections(library.uid) if c.uid == job.collection_uid), None
+                )
+            options = IngestOptions(library=library.name, library_type=library.type, collection=collection)
+            self._run_jobs([job], options)
+        except Exception as exc:  # noqa: BLE001 - the worker must outlive any one job
+            reason = str(exc) if isinstance(exc, LorekeeperError) else f"{type(exc).__name__}: {exc}"
+            log.error("embed_job_failed", job_id=job_id, exception_type=type(exc).__name__, message=reason)
+            try:
+                job = self.catalog.get_job(job_id)
+                if job.status is not JobStatus.COMPLETED:
+                    from schemas.common import utc_now
+
+                    self.catalog.save_job(
+                        job.validated_copy(status=JobStatus.FAILED, error=reason, completed_at=utc_now())
+                    )
+            except LorekeeperError:
+                log.error("ingest_job_unrecorded", job_id=job_id)
+
+    def _run_pipeline(self, jobs: list[IngestJob], options: IngestOptions) -> object:
+        from jobs.pipeline import run_ingest
+
+        return run_ingest([], options, settings=self.settings, jobs=jobs)
