@@ -285,7 +285,8 @@ def _source_of(job: IngestJob) -> SourceFile:
 
 def _fail_job(catalog: Catalog, job: IngestJob, reason: str) -> None:
     job = catalog.get_job(job.id)
-    failed = job.validated_copy(status=JobStatus.FAILED, error=reason, completed_at=utc_now())
+    now = utc_now()
+    failed = job.validated_copy(status=JobStatus.FAILED, error=reason, started_at=job.started_at or now, completed_at=now)
     catalog.save_job(failed)
     log.error("embed_job_failed", job_id=job.id, exception_type="IngestRejected", message=reason, traceback=None)
 
@@ -340,41 +341,63 @@ def _run_pipeline(
         job_of: dict[str, str] = {}
         errors: dict[str, str] = defaultdict(str)
         done: set[str] = set()
-        for batch in ds.iter_batches(batch_format="numpy", batch_size=None):
-            for i in range(len(batch["job_id"])):
-                job_id, item_uid, status = str(batch["job_id"][i]), str(batch["item_uid"][i]), str(batch["status"][i])
-                report.embed_seconds += float(batch["embed_seconds"][i])
-                if status in ("skipped", "failed") and not batch["chunk_uid"][i]:
-                    report.files.append(
-                        FileOutcome(
-                            job_id,
-                            _ref(catalog, job_id),
-                            status,
-                            item_uid or None,
-                            error=str(batch["error"][i]) or None,
+        pipeline_error: str | None = None
+        try:
+            for batch in ds.iter_batches(batch_format="numpy", batch_size=None):
+                for i in range(len(batch["job_id"])):
+                    job_id, item_uid, status = (
+                        str(batch["job_id"][i]),
+                        str(batch["item_uid"][i]),
+                        str(batch["status"][i]),
+                    )
+                    report.embed_seconds += float(batch["embed_seconds"][i])
+                    if status in ("skipped", "failed") and not batch["chunk_uid"][i]:
+                        report.files.append(
+                            FileOutcome(
+                                job_id,
+                                _ref(catalog, job_id),
+                                status,
+                                item_uid or None,
+                                error=str(batch["error"][i]) or None,
+                            )
                         )
-                    )
-                    done.add(job_id)
-                    notify("file_done", {"status": status, "item_uid": item_uid, "error": str(batch["error"][i])})
-                    continue
-                job_of[item_uid] = job_id
-                expected[item_uid] = int(batch["item_chunks"][i])
-                pages[item_uid] = int(batch["item_pages"][i])
-                written[item_uid] += 1
-                if status == "failed":
-                    errors[item_uid] = str(batch["error"][i])
-                notify("chunks_written", {"chunks": 1})
-                if written[item_uid] == expected[item_uid] and job_id not in done:
-                    done.add(job_id)
-                    outcome = _finalize(
-                        catalog, job_id, item_uid, written[item_uid], pages[item_uid], errors.get(item_uid)
-                    )
-                    report.files.append(outcome)
-                    notify("file_done", {"status": outcome.status, "item_uid": item_uid, "pages": outcome.pages})
+                        done.add(job_id)
+                        notify("file_done", {"status": status, "item_uid": item_uid, "error": str(batch["error"][i])})
+                        continue
+                    job_of[item_uid] = job_id
+                    expected[item_uid] = int(batch["item_chunks"][i])
+                    pages[item_uid] = int(batch["item_pages"][i])
+                    written[item_uid] += 1
+                    if status == "failed":
+                        errors[item_uid] = str(batch["error"][i])
+                    notify("chunks_written", {"chunks": 1})
+                    if written[item_uid] == expected[item_uid] and job_id not in done:
+                        done.add(job_id)
+                        outcome = _finalize(
+                            catalog, job_id, item_uid, written[item_uid], pages[item_uid], errors.get(item_uid)
+                        )
+                        report.files.append(outcome)
+                        notify("file_done", {"status": outcome.status, "item_uid": item_uid, "pages": outcome.pages})
+        except Exception as exc:  # noqa: BLE001 - a stage that cannot start (a store down) fails its jobs
+            pipeline_error = str(exc) if isinstance(exc, LorekeeperError) else f"{type(exc).__name__}: {exc}"
+            cause = _root_cause(exc)
+            if cause is not None:
+                pipeline_error = str(cause)
+            log.error("ingest_pipeline_failed", error=pipeline_error)
         for item_uid, job_id in job_of.items():
             if job_id not in done:
-                reason = errors.get(item_uid) or f"only {written[item_uid]} of {expected[item_uid]} chunks were written"
+                done.add(job_id)
+                reason = (
+                    errors.get(item_uid)
+                    or pipeline_error
+                    or f"only {written[item_uid]} of {expected[item_uid]} chunks were written"
+                )
                 report.files.append(_finalize(catalog, job_id, item_uid, written[item_uid], pages[item_uid], reason))
+        for row in runnable:
+            if row["job_id"] not in done:
+                reason = pipeline_error or "the pipeline ended before this file was processed"
+                _fail_job(catalog, catalog.get_job(row["job_id"]), reason)
+                report.files.append(FileOutcome(row["job_id"], row["ref"], "failed", error=reason))
     finally:
         if started_ray:
             ray.shutdown()
@@ -395,6 +418,19 @@ def _optimize_vectors(settings: Settings, collection: str) -> None:
         log.warning("vector_optimize_skipped", collection=collection, error=str(exc))
     finally:
         vectors.close()
+
+
+def _root_cause(exc: BaseException) -> LorekeeperError | None:
+    """Our own error behind a Ray wrapper (RayTaskError, actor-died errors), if there is one."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, LorekeeperError):
+            return current
+        inner = getattr(current, "cause", None)  # RayTaskError keeps the original here
+        current = inner if isinstance(inner, BaseException) else (current.__cause__ or current.__context__)
+    return None
 
 
 def _ref(catalog: Catalog, job_id: str) -> str:

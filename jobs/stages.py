@@ -145,6 +145,12 @@ class ExtractStage:
         self.concepts = build_concept_extractor(options.concepts_llm)
         self.chunking = fit_chunking(library.effective_chunking(), max_model_tokens)
 
+    def __del__(self) -> None:
+        for target in (getattr(self, "catalog", None), getattr(self, "blob", None)):
+            target = getattr(target, "graph", target)
+            with contextlib.suppress(Exception):
+                target.close()
+
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
         rows: list[dict[str, Any]] = []
         for source in iter_rows(batch):
@@ -393,9 +399,19 @@ class WriteStage:
         self.catalog = Catalog(open_graph_store(settings))
         self.text = open_text_index(settings)
         self.vectors = open_vector_index(settings)
-        self.text.ensure()
-        self.vectors.ensure_collection(options.vector_collection, VectorSpace(name="dense", dim=dim))
+        space = VectorSpace(name="dense", dim=dim)
+        self._retrying("text_ensure", self.text.ensure)
+        self._retrying("vector_ensure", lambda: self.vectors.ensure_collection(options.vector_collection, space))
         self._items: dict[str, Item] = {}
+
+    def __del__(self) -> None:
+        # Ray Data deletes the UDF when it shuts the actor down gracefully: flush and close the stores
+        # here, in order, so an embedded index is complete on disk before its folder lock is released.
+        for store in ("vectors", "text", "catalog", "blob"):
+            target = getattr(self, store, None)
+            target = getattr(target, "graph", target)
+            with contextlib.suppress(Exception):
+                target.close()
 
     def _item(self, uid: str) -> Item:
         if uid not in self._items:

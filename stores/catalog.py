@@ -172,6 +172,8 @@ class Catalog:
         Returns:
             How many chunks were marked.
         """
+        count = self.count_chunks(old_uid)
+        # One transaction, write-only: the embedded engine applies a transaction's writes together.
         with self.graph.transaction() as tx:
             tx.run(
                 "MATCH (o:Item {uid: $old}), (n:Item {uid: $new}) "
@@ -179,11 +181,11 @@ class Catalog:
                 "MERGE (n)-[:SUPERSEDES]->(o)",
                 {"old": old_uid, "new": new_uid, "status": ItemStatus.SUPERSEDED.value, "now": _now()},
             )
-            rows = tx.run(
-                "MATCH (:Item {uid: $old})-[:HAS_CHUNK]->(c:Chunk) SET c.status = $status RETURN count(c) AS n",
+            tx.run(
+                "MATCH (:Item {uid: $old})-[:HAS_CHUNK]->(c:Chunk) SET c.status = $status",
                 {"old": old_uid, "status": ChunkStatus.SUPERSEDED.value},
             )
-        return int(rows[0]["n"]) if rows else 0
+        return count
 
     def visible_items(self, uids: Iterable[str]) -> set[str]:
         """The subset of ``uids`` that search may return: ready and enabled."""
