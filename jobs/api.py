@@ -205,12 +205,21 @@ def create_app(
         ctx.graph.ensure_schema(LOREKEEPER_GRAPH_SCHEMA)
         ctx.blob.ensure_bucket()
         app.state.ingest = ctx
+        started_ray = False
         if start_runner:
+            from jobs.pipeline import start_ray
+
+            # One Ray session for the life of the app, not one per job.
+            started_ray = start_ray()
             ctx.runner.start()
         try:
             yield
         finally:
             ctx.close()
+            if started_ray:
+                import ray
+
+                ray.shutdown()
 
     app = FastAPI(title="Lorekeeper ingest", lifespan=lifespan)
     app.include_router(router)

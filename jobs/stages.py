@@ -183,6 +183,7 @@ class ExtractStage:
             job,
             status=JobStatus.PROCESSING,
             started_at=utc_now(),
+            embedding_model=self.options.embedding.name,
             completed_at=None,
             error=None,
             progress=IngestProgress(fraction=0.05, stage=IngestStage.FETCHING),

@@ -42,6 +42,11 @@ class EmbeddingConfig(BaseModel):
     normalize: bool = Field(default=True, description="L2-normalise vectors (cosine = dot product).")
     threads: int | None = Field(default=None, gt=0, description="torch intra-op threads on CPU; None = all cores.")
 
+    @property
+    def name(self) -> str:
+        """The model's name as recorded on vectors and jobs (the last path segment)."""
+        return self.model.rstrip("/").rsplit("/", 1)[-1]
+
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -89,7 +94,7 @@ class SentenceTransformerEmbedder:
 
     def __init__(self, config: EmbeddingConfig | None = None) -> None:
         self.config = config or EmbeddingConfig()
-        self.name = self.config.model.rsplit("/", 1)[-1]
+        self.name = self.config.name
         self._model: Any = None
         self._lock = threading.Lock()
         self._dim: int | None = None
