@@ -1,0 +1,32 @@
+"""Stage sizing and chunk caps: pure functions of the cluster and the model."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.plan import fit_chunking, plan_stages
+from schemas.knowledge import LibraryType, chunking_defaults
+
+pytestmark = pytest.mark.unit
+
+
+def test_cpu_plan_overlaps_stages_on_two_cores() -> None:
+    plan = plan_stages(2, 0, embedded_stores=True)
+    assert plan.embed_gpus == 0 and plan.write_concurrency == 1
+    # the three stages fit on two CPUs at once, so extraction and writes overlap with embedding
+    assert plan.extract_cpus * plan.extract_concurrency + plan.embed_cpus + plan.write_cpus <= 2
+
+
+def test_gpu_plan_scales_embedding_with_gpus_and_writes_with_servers() -> None:
+    plan = plan_stages(64, 4, embedded_stores=False)
+    assert (plan.embed_concurrency, plan.embed_gpus) == (4, 1)
+    assert plan.write_concurrency > 1
+    assert plan_stages(64, 4, embedded_stores=True).write_concurrency == 1
+
+
+@pytest.mark.parametrize("library_type", list(LibraryType))
+def test_chunks_fit_the_model_window(library_type: LibraryType) -> None:
+    fitted = fit_chunking(chunking_defaults(library_type), 256)
+    assert fitted.max_tokens <= 256 and fitted.target_tokens <= fitted.max_tokens
+    assert fitted.overlap_tokens < fitted.target_tokens
+    assert fitted.strategy == chunking_defaults(library_type).strategy
