@@ -286,7 +286,9 @@ def _source_of(job: IngestJob) -> SourceFile:
 def _fail_job(catalog: Catalog, job: IngestJob, reason: str) -> None:
     job = catalog.get_job(job.id)
     now = utc_now()
-    failed = job.validated_copy(status=JobStatus.FAILED, error=reason, started_at=job.started_at or now, completed_at=now)
+    failed = job.validated_copy(
+        status=JobStatus.FAILED, error=reason, started_at=job.started_at or now, completed_at=now
+    )
     catalog.save_job(failed)
     log.error("embed_job_failed", job_id=job.id, exception_type="IngestRejected", message=reason, traceback=None)
 

@@ -381,6 +381,40 @@ class EmbedStage:
         return out
 
 
+def index_records(
+    library: Library, item: Item, chunk: Chunk, text: str, vector: Any, model: str
+) -> tuple[TextDocument, VectorPoint]:
+    """A chunk's full-text document and vector point: keyword fields for filters, citation data, the model.
+
+    Ingestion and ``reindex`` both build index records here, so the two indexes always agree.
+    """
+    fields: dict[str, str | list[str]] = {
+        "library": library.uid,
+        "library_type": library.type.value,
+        "item": item.uid,
+        "classification": item.classification.value,
+    }
+    if item.collection_uid:
+        fields["collection"] = item.collection_uid
+    data = {
+        "sequence": chunk.sequence,
+        "page_start": chunk.page_start,
+        "page_end": chunk.page_end,
+        "heading_path": chunk.heading_path,
+        "title": item.title,
+        "token_count": chunk.token_count,
+    }
+    document = TextDocument(
+        id=chunk.uid, text=text, title=item.title, heading=" > ".join(chunk.heading_path), fields=fields, data=data
+    )
+    point = VectorPoint(
+        id=chunk.uid,
+        vector=np.asarray(vector, dtype=np.float32).tolist(),
+        payload={**fields, **data, "embedding_model": model},
+    )
+    return document, point
+
+
 class WriteStage:
     """Write chunk text, graph records, full-text documents and vectors, batched and idempotent."""
 
@@ -467,14 +501,6 @@ class WriteStage:
         points: list[VectorPoint] = []
         concepts: dict[str, Concept] = {}
         mentions: list[tuple[str, str]] = []
-        fields = {
-            "library": self.library.uid,
-            "library_type": self.library.type.value,
-            "item": item.uid,
-            "classification": item.classification.value,
-        }
-        if item.collection_uid:
-            fields["collection"] = item.collection_uid
         for row in rows:
             sequence = int(row["sequence"])
             text = str(row["text"])
@@ -494,31 +520,9 @@ class WriteStage:
                 content_hash=sha256_hex(text),
             )
             chunks.append(chunk)
-            data = {
-                "sequence": sequence,
-                "page_start": page_start,
-                "page_end": page_end,
-                "heading_path": chunk.heading_path,
-                "title": item.title,
-                "token_count": chunk.token_count,
-            }
-            texts.append(
-                TextDocument(
-                    id=chunk.uid,
-                    text=text,
-                    title=item.title,
-                    heading=" > ".join(chunk.heading_path),
-                    fields=fields,
-                    data=data,
-                )
-            )
-            points.append(
-                VectorPoint(
-                    id=chunk.uid,
-                    vector=np.asarray(row["vector"], dtype=np.float32).tolist(),
-                    payload={**fields, **data, "embedding_model": self.model},
-                )
-            )
+            document, point = index_records(self.library, item, chunk, text, row["vector"], self.model)
+            texts.append(document)
+            points.append(point)
             for concept in json.loads(str(row["concepts_json"])):
                 if concept["uid"] not in concepts:
                     concepts[concept["uid"]] = Concept(

@@ -198,6 +198,22 @@ def _hit_json(hit) -> dict:  # noqa: ANN001 - SearchHit is imported lazily
     return data
 
 
+@app.command("reindex")
+def reindex_command(
+    drop: Annotated[bool, typer.Option(help="Empty the indexes first (removes records of superseded items).")] = False,
+) -> None:
+    """Rebuild the full-text and vector indexes from the graph and the blob store."""
+    from rich.progress import Progress
+
+    from jobs.reindex import reindex
+
+    settings = _settings()
+    with Progress(console=err_console) as progress:
+        task = progress.add_task("reindexing chunks", total=None)
+        report = reindex(settings, drop=drop, on_progress=lambda n: progress.advance(task, n))
+    console.print(f"reindexed {report.chunks} chunks of {report.items} items")
+
+
 @app.command("version")
 def version() -> None:
     """Print the installed version."""

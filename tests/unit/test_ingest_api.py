@@ -101,7 +101,9 @@ def test_jobs_survive_a_restart(settings: Settings, books: Path) -> None:
     note.write_text("# Harbour\n\nThe harbour master keeps a ledger of every ship.\n")
     with _client(settings, books, runner=False) as client:
         library = _library(client)
-        job_id = client.post("/api/v1/library/ingest", data={"library_uid": library, "path": str(note)}).json()["job_id"]
+        job_id = client.post("/api/v1/library/ingest", data={"library_uid": library, "path": str(note)}).json()[
+            "job_id"
+        ]
         assert client.get(f"/api/v1/library/jobs/{job_id}").json()["status"] == "pending"
     # A new process: the pending job is found in the graph and run.
     with _client(settings, books) as client:
@@ -125,7 +127,9 @@ def test_store_outage_fails_the_job_cleanly_and_retry_recovers(
     note.write_text("# Storms\n\nA tempest-caller bends the lightning of the Shattered Isles.\n")
     with _client(settings, books) as client:
         library = _library(client)
-        job_id = client.post("/api/v1/library/ingest", data={"library_uid": library, "path": str(note)}).json()["job_id"]
+        job_id = client.post("/api/v1/library/ingest", data={"library_uid": library, "path": str(note)}).json()[
+            "job_id"
+        ]
         failed = _wait(client, job_id, until={"completed", "failed"})
         assert failed["status"] == "failed"
         assert "OpenSearch" in failed["error"] or "127.0.0.1" in failed["error"], failed["error"]
@@ -136,9 +140,18 @@ def test_store_outage_fails_the_job_cleanly_and_retry_recovers(
         folder = tmp_path / "osmem"
         folder.mkdir()
         server = ServerProcess(
-            [resolve_binary(), "--addr", f"127.0.0.1:{dead_text_port}", "--parent-pid", str(os.getpid()),
-             "--no-stdin-watch", "--no-ja"],
-            port=dead_text_port, log=folder / "osmem.log", cwd=folder,
+            [
+                resolve_binary(),
+                "--addr",
+                f"127.0.0.1:{dead_text_port}",
+                "--parent-pid",
+                str(os.getpid()),
+                "--no-stdin-watch",
+                "--no-ja",
+            ],
+            port=dead_text_port,
+            log=folder / "osmem.log",
+            cwd=folder,
         )
         try:
             assert client.post(f"/api/v1/library/jobs/{job_id}/retry").status_code == 202

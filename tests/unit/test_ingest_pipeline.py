@@ -78,7 +78,9 @@ def _counts(settings: Settings) -> tuple[int, int, int]:
             store.close()
 
 
-def test_first_ingest_keeps_going_past_bad_files(ray_local: None, workspace: dict[str, Path], settings: Settings) -> None:
+def test_first_ingest_keeps_going_past_bad_files(
+    ray_local: None, workspace: dict[str, Path], settings: Settings
+) -> None:
     report = _ingest(workspace, settings)
     outcomes = _by_name(report)
     assert {name: o.status for name, o in outcomes.items()} == {
@@ -142,9 +144,19 @@ def test_changed_file_supersedes_its_old_version(
     catalog = Catalog(graph)
     try:
         (old,) = catalog.items_for_source(catalog.find_library("fate").uid, str(book.resolve()))
-        old_chunk = next(iter(catalog.get_chunks([c["uid"] for c in graph.run(
-            "MATCH (:Item {uid: $uid})-[:HAS_CHUNK]->(c:Chunk) RETURN c.uid AS uid LIMIT 1", {"uid": old.uid})])
-            .values()))
+        old_chunk = next(
+            iter(
+                catalog.get_chunks(
+                    [
+                        c["uid"]
+                        for c in graph.run(
+                            "MATCH (:Item {uid: $uid})-[:HAS_CHUNK]->(c:Chunk) RETURN c.uid AS uid LIMIT 1",
+                            {"uid": old.uid},
+                        )
+                    ]
+                ).values()
+            )
+        )
     finally:
         graph.close()
 
