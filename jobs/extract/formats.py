@@ -1,8 +1,10 @@
 """Extract the formats that are not PDFs: Markdown natively, HTML, text, DOCX and EPUB via ``unstructured``.
 
-Markdown is parsed with markdown-it-py (CommonMark; it is already installed with ``rich``): heading
-levels come straight from ``#`` marks, and it runs ~10x faster than ``unstructured.partition_md``
-while keeping every heading (``unstructured`` is kept as an option, ``markdown_engine="unstructured"``).
+Markdown is parsed natively, with markdown-it.rs (``markdown-it-pyrs``, Rust) when it is installed and
+markdown-it-py (installed with ``rich``) otherwise; both give the same headings, tables and text.
+Heading levels come straight from ``#`` marks, and the Rust parser with the block walk runs ~15-30x
+faster than ``unstructured.partition_md`` + ``chunk_by_title`` (markdown-it-py ~6x), keeping every
+heading (``unstructured`` stays available: ``markdown_engine="unstructured"``).
 Real rulebook Markdown is often a half-converted HTML export, so before parsing, headings written
 as ``#>Title</h1>`` are repaired and HTML ``<table>`` elements become pipe tables.
 
@@ -29,7 +31,7 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from jobs.document import Block, BlockKind, ExtractedDocument
 from jobs.errors import CorruptDocument, EmptyDocument, MissingDependency, UnsupportedFormat
@@ -173,6 +175,7 @@ _LINE_BREAK = re.compile(r"^<br\s*/?>$", re.IGNORECASE)
 
 def repair_markdown(text: str) -> str:
     """Repair half-converted Markdown: ``#>Title</h1>`` headings and HTML tables (to pipe tables)."""
+
     def heading(match: re.Match[str]) -> str:
         inner = " ".join(_TAG.sub(" ", match.group(2)).split())
         # Blank lines around it: an HTML block just above would otherwise swallow the heading.
@@ -248,13 +251,9 @@ def _html_block_blocks(content: str) -> list[Block]:
     return blocks
 
 
-def extract_markdown(text: str, filename: str) -> ExtractedDocument:
-    """Extract Markdown: headings with their ``#`` levels, paragraphs, list items, tables, code.
-
-    Raises:
-        EmptyDocument: the text holds nothing but markup.
-    """
-    tokens = _markdown_parser().parse(repair_markdown(text))
+def _blocks_python(text: str) -> list[Block]:
+    """Blocks from markdown-it-py's token stream."""
+    tokens = _markdown_parser().parse(text)
     blocks: list[Block] = []
     in_item = 0
     i = 0
@@ -301,6 +300,146 @@ def extract_markdown(text: str, filename: str) -> ExtractedDocument:
             i = j + 1
             continue
         i += 1
+    return blocks
+
+
+# markdown-it.rs rules: CommonMark without indented code (see _markdown_parser), with tables.
+_RUST_RULES = [
+    "blockquote", "fence", "heading", "hr", "lheading", "list", "paragraph", "reference",
+    "autolink", "backticks", "emphasis", "entity", "escape", "image", "link", "newline",
+    "html_block", "html_inline", "table",
+]  # fmt: skip
+_INLINE_NODES = frozenset(
+    {"text", "text_special", "code_inline", "softbreak", "hardbreak", "strong", "em", "link", "image",
+     "html_inline", "autolink", "strikethrough"}
+)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1)
+def _rust_parser() -> Any:
+    """markdown-it.rs (markdown-it-pyrs), ~10x faster than markdown-it-py; None when not installed."""
+    try:
+        from markdown_it_pyrs import MarkdownIt
+    except ImportError:
+        return None
+    return MarkdownIt("zero").enable_many(_RUST_RULES)
+
+
+def _rust_inline(nodes: Iterable[Any]) -> tuple[str, list[str]]:
+    """Text and bold terms of inline nodes of the markdown-it.rs tree."""
+    parts: list[str] = []
+    terms: list[str] = []
+    bold_start: list[int | None] = [None]  # html <b>…</b> opens and closes across siblings
+
+    def visit(node: Any) -> None:
+        name = node.name
+        if name in ("text", "text_special", "code_inline"):
+            parts.append(node.meta.get("content", ""))
+        elif name == "softbreak":
+            parts.append(" ")
+        elif name == "hardbreak":
+            parts.append("\n")
+        elif name == "image":
+            return
+        elif name == "html_inline":
+            tag = node.meta.get("content", "").strip()
+            if _BOLD_OPEN.match(tag):
+                bold_start[0] = len(parts)
+            elif _BOLD_CLOSE.match(tag) and bold_start[0] is not None:
+                term = _clean_term("".join(parts[bold_start[0] :]))
+                if term:
+                    terms.append(term)
+                bold_start[0] = None
+            elif _LINE_BREAK.match(tag):
+                parts.append(" ")
+        elif name == "strong":
+            start = len(parts)
+            for child in node.children:
+                visit(child)
+            term = _clean_term("".join(parts[start:]))
+            if term:
+                terms.append(term)
+        else:
+            for child in node.children:
+                visit(child)
+
+    for node in nodes:
+        visit(node)
+    return "".join(parts).replace("\ufffc", ""), list(dict.fromkeys(terms))
+
+
+def _blocks_rust(root: Any) -> list[Block]:
+    """Blocks from markdown-it.rs's tree (the same blocks as :func:`_blocks_python`)."""
+    blocks: list[Block] = []
+
+    def inline_block(nodes: list[Any], in_item: bool) -> None:
+        content, terms = _rust_inline(nodes)
+        content = " ".join(content.split())
+        if content:
+            kind = BlockKind.LIST_ITEM if in_item else classify_paragraph(content)
+            blocks.append(Block(kind, content, None, 0, terms))
+
+    def walk(node: Any, in_item: bool) -> None:
+        pending: list[Any] = []  # a tight list item's text comes as inline children
+        for child in node.children:
+            name = child.name
+            if name in _INLINE_NODES:
+                pending.append(child)
+                continue
+            if pending:
+                inline_block(pending, in_item)
+                pending = []
+            if name == "heading":
+                content = " ".join(_rust_inline(child.children)[0].split())
+                if content:
+                    blocks.append(Block(BlockKind.HEADING, content, None, int(child.meta["level"])))
+            elif name == "paragraph":
+                inline_block(child.children, in_item)
+            elif name == "list_item":
+                walk(child, True)
+            elif name in ("fence", "code_block"):
+                content = child.meta.get("content", "")
+                if content.strip():
+                    blocks.append(Block(BlockKind.CODE, content.rstrip("\n")))
+            elif name == "html_block":
+                blocks.extend(_html_block_blocks(child.meta.get("content", "")))
+            elif name == "table":
+                rows = [
+                    [_rust_inline(cell.children)[0] for cell in row.children]
+                    for section in child.children
+                    for row in section.children
+                ]
+                rows = [r for r in rows if any(c and c.strip() for c in r)]
+                if rows:
+                    blocks.append(Block(BlockKind.TABLE, markdown_table(rows)))
+            elif name != "hr":
+                walk(child, in_item)
+        if pending:
+            inline_block(pending, in_item)
+
+    walk(root, False)
+    return blocks
+
+
+def extract_markdown(
+    text: str, filename: str, *, parser: Literal["auto", "rust", "python"] = "auto"
+) -> ExtractedDocument:
+    """Extract Markdown: headings with their ``#`` levels, paragraphs, list items, tables, code.
+
+    Args:
+        text: the Markdown.
+        filename: the file's name, for messages.
+        parser: ``"rust"`` (markdown-it-pyrs), ``"python"`` (markdown-it-py) or ``"auto"`` (the
+            first when installed). Both give the same blocks.
+
+    Raises:
+        EmptyDocument: the text holds nothing but markup.
+    """
+    repaired = repair_markdown(text)
+    rust = _rust_parser() if parser != "python" else None
+    if parser == "rust" and rust is None:
+        raise MissingDependency(filename, "markdown-it-pyrs", "pip install markdown-it-pyrs")
+    blocks = _blocks_rust(rust.tree(repaired)) if rust is not None else _blocks_python(repaired)
     return _document(blocks, filename)
 
 
