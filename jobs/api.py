@@ -97,13 +97,11 @@ async def ingest(
     if collection_uid and collection_uid not in {c.uid for c in ctx.catalog.list_collections(library.uid)}:
         raise NotFound("graph", f"no collection {collection_uid!r} in library {library_uid!r}")
     log.info("ingest_request_received", library_uid=library_uid, kind="path" if path else "s3" if s3_key else "upload")
-    job_kwargs: dict[str, object] = {
-        "library_uid": library.uid,
-        "collection_uid": collection_uid,
-    }
     if path is not None:
         resolved = _resolve_path(ctx, path)
-        job = IngestJob(source=IngestSource.PATH, source_ref=str(resolved), **job_kwargs)
+        job = IngestJob(
+            source=IngestSource.PATH, source_ref=str(resolved), library_uid=library.uid, collection_uid=collection_uid
+        )
     elif s3_key is not None:
         if not ctx.blob.exists(s3_key):
             raise NotFound("blob", f"no object {s3_key!r} in the blob store")
@@ -111,7 +109,8 @@ async def ingest(
             source=IngestSource.S3,
             source_ref=source_ref or f"s3://{ctx.blob.default_bucket}/{s3_key}",
             s3_key=s3_key,
-            **job_kwargs,
+            library_uid=library.uid,
+            collection_uid=collection_uid,
         )
     else:
         assert file is not None
@@ -125,7 +124,13 @@ async def ingest(
             raise HTTPException(
                 status.HTTP_422_UNPROCESSABLE_ENTITY, f"file_size {file_size} != {len(data)} bytes received"
             )
-        job = IngestJob(source=IngestSource.UPLOAD, source_ref=source_ref or name, s3_key="pending", **job_kwargs)
+        job = IngestJob(
+            source=IngestSource.UPLOAD,
+            source_ref=source_ref or name,
+            s3_key="pending",
+            library_uid=library.uid,
+            collection_uid=collection_uid,
+        )
         key = f"uploads/{job.id}/{name}"
         ctx.blob.put(key, data)
         job = job.validated_copy(s3_key=key)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import SecretStr
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -46,7 +47,7 @@ def ingest(
             library_type=library_type,
             collection=collection,
             classification=classification,
-            password=password,
+            password=SecretStr(password) if password else None,
             max_file_bytes=int(max_file_mb * 1024 * 1024),
         )
     except ConfigError as exc:

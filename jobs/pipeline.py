@@ -10,6 +10,7 @@ supersedes its previous version) once the count matches.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections import Counter, defaultdict
@@ -136,7 +137,7 @@ def start_ray() -> bool:
         include_dashboard=False,
         log_to_driver=os.environ.get("LOREKEEPER_RAY_LOGS", "") == "1",
         configure_logging=False,
-        logging_level="WARNING",
+        logging_level=logging.WARNING,
         runtime_env={
             "env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         },
@@ -146,8 +147,6 @@ def start_ray() -> bool:
 
 def _quiet_ray_data() -> None:
     """Our progress display replaces Ray Data's; its per-operator logs go to the Ray log files."""
-    import logging
-
     import ray.data
 
     context = ray.data.DataContext.get_current()
@@ -310,7 +309,7 @@ def _run_pipeline(
     try:
         plan = _stage_plan(settings)
         max_tokens = embedder.max_tokens
-        ds = ray.data.from_items(runnable, override_num_blocks=len(runnable))
+        ds: ray.data.Dataset = ray.data.from_items(runnable, override_num_blocks=len(runnable))
         ds = ds.map_batches(
             ExtractStage,
             fn_constructor_kwargs={

@@ -17,6 +17,7 @@ import time
 import traceback
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -81,7 +82,10 @@ def store_retry(operation: str) -> Retrying:
         wait=wait_exponential(multiplier=0.5, max=8),
         reraise=True,
         before_sleep=lambda state: log.warning(
-            "store_retry", operation=operation, attempt=state.attempt_number, error=str(state.outcome.exception())
+            "store_retry",
+            operation=operation,
+            attempt=state.attempt_number,
+            error=str(state.outcome.exception()) if state.outcome else None,
         ),
     )
 
@@ -148,8 +152,9 @@ class ExtractStage:
     def __del__(self) -> None:
         for target in (getattr(self, "catalog", None), getattr(self, "blob", None)):
             target = getattr(target, "graph", target)
-            with contextlib.suppress(Exception):
-                target.close()
+            if target is not None:
+                with contextlib.suppress(Exception):
+                    target.close()
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
         rows: list[dict[str, Any]] = []
@@ -445,8 +450,9 @@ class WriteStage:
         for store in ("vectors", "text", "catalog", "blob"):
             target = getattr(self, store, None)
             target = getattr(target, "graph", target)
-            with contextlib.suppress(Exception):
-                target.close()
+            if target is not None:
+                with contextlib.suppress(Exception):
+                    target.close()
 
     def _item(self, uid: str) -> Item:
         if uid not in self._items:
@@ -505,7 +511,8 @@ class WriteStage:
             sequence = int(row["sequence"])
             text = str(row["text"])
             key = chunk_key(item.uid, sequence)
-            self._retrying("put_chunk", lambda key=key, text=text: self.blob.put(key, text.encode("utf-8")))
+            payload = text.encode("utf-8")
+            self._retrying("put_chunk", partial(self.blob.put, key, payload))
             heading_path = [str(h) for h in row["heading_path"]]
             page_start, page_end = int(row["page_start"]) or None, int(row["page_end"]) or None
             chunk = Chunk(

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
+from typing import Any
 
 import structlog
 
 _SECRET_KEYS = frozenset({"password", "secret", "secret_key", "access_key", "api_key", "token", "authorization"})
 
 
-def _drop_secrets(_: object, __: str, event: dict[str, object]) -> dict[str, object]:
+def _drop_secrets(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     # Belt and braces: a field that looks like a secret never reaches a log line.
     for key in list(event):
         if key.lower() in _SECRET_KEYS:

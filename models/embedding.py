@@ -52,8 +52,15 @@ class EmbeddingConfig(BaseModel):
 class Embedder(Protocol):
     """Turns texts into fixed-size float32 vectors; records its name and dimension on every vector."""
 
-    name: str
-    dim: int
+    @property
+    def name(self) -> str:
+        """The model's name, recorded on every vector."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """The vectors' size."""
+        ...
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors for ``texts``, shape ``(len(texts), dim)``, float32, in input order."""
@@ -132,7 +139,7 @@ class SentenceTransformerEmbedder:
         except Exception as exc:  # noqa: BLE001 - any loader failure becomes one clear error
             raise EmbeddingError(f"cannot load embedding model {self.config.model!r}: {exc}") from exc
         model.eval()
-        self._dim = int(model.get_embedding_dimension())
+        self._dim = int(model.get_embedding_dimension() or 0)
         return model
 
     @property

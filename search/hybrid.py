@@ -99,17 +99,17 @@ class HybridSearcher:
             scores.setdefault(hit.id, {})["text"] = hit.score
             ranks.setdefault(hit.id, {})["text"] = rank
             highlights[hit.id] = hit.highlights
-        for rank, hit in enumerate(vector_hits, start=1):
-            c = candidates.setdefault(hit.id, _Candidate(hit.id))
-            payload = hit.payload
+        for rank, vhit in enumerate(vector_hits, start=1):
+            c = candidates.setdefault(vhit.id, _Candidate(vhit.id))
+            payload = vhit.payload
             if not c.item_uid:
                 c.item_uid = str(payload.get("item", ""))
                 c.title = str(payload.get("title", ""))
                 c.page_start, c.page_end = payload.get("page_start"), payload.get("page_end")
                 c.heading_path = tuple(payload.get("heading_path") or ())
             c.fused += self.config.vector_weight / (self.config.rrf_k + rank)
-            scores.setdefault(hit.id, {})["vector"] = hit.score
-            ranks.setdefault(hit.id, {})["vector"] = rank
+            scores.setdefault(vhit.id, {})["vector"] = vhit.score
+            ranks.setdefault(vhit.id, {})["vector"] = rank
 
         visible = self.catalog.visible_items(c.item_uid for c in candidates.values())
         ordered = sorted(

@@ -29,9 +29,9 @@ import io
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from jobs.document import Block, BlockKind, ExtractedDocument
 from jobs.errors import CorruptDocument, EmptyDocument, MissingDependency, UnsupportedFormat
@@ -115,7 +115,7 @@ def classify_paragraph(text: str) -> BlockKind:
     return BlockKind.PARAGRAPH
 
 
-def markdown_table(rows: list[list[str | None]]) -> str:
+def markdown_table(rows: Sequence[Sequence[str | None]]) -> str:
     """Render rows of cell text as a Markdown pipe table; the first row is the header."""
     width = max(len(r) for r in rows)
 
@@ -322,7 +322,7 @@ def _rust_parser() -> Any:
         from markdown_it_pyrs import MarkdownIt
     except ImportError:
         return None
-    return MarkdownIt("zero").enable_many(_RUST_RULES)
+    return MarkdownIt("zero").enable_many(cast(Any, _RUST_RULES))
 
 
 def _rust_inline(nodes: Iterable[Any]) -> tuple[str, list[str]]:
@@ -474,7 +474,7 @@ def prepare_unstructured(filename: str) -> None:
         # Without this, the first classification downloads en_core_web_sm and fails offline.
         nlp = spacy.blank("en")
         nlp.add_pipe("sentencizer")
-        tokenize._get_nlp = lambda: nlp
+        tokenize._get_nlp = cast(Any, lambda: nlp)
         _log.info("unstructured runs with a blank spaCy pipeline (en_core_web_sm is not installed)")
     _OFFLINE_NLP_READY = True
 
