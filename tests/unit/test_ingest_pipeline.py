@@ -185,3 +185,63 @@ def test_changed_file_supersedes_its_old_version(
         assert hits[0].item_uid == outcome.item_uid and "astrolabe" in hits[0].text
         for hit in searcher.search("fate points refresh at the end of a session", limit=10):
             assert hit.item_uid != old.uid
+
+
+def test_search_command_prints_citations_as_json(
+    ray_local: None, workspace: dict[str, Path], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from lorekeeper.cli import app
+    from schemas.settings import get_settings
+
+    monkeypatch.setenv("LOREKEEPER_DATA_DIR", str(workspace["data"]))
+    get_settings.cache_clear()
+    runner = CliRunner()
+    result = runner.invoke(app, ["search", "how many fate points do you start with", "--json", "--limit", "3"])
+    assert result.exit_code == 0, result.output
+    hits = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert len(hits) == 3
+    for hit in hits:
+        assert {"text", "title", "page_start", "page_end", "heading_path", "chunk_id", "score"} <= set(hit)
+
+    queries = workspace["root"] / "queries.jsonl"
+    queries.write_text(
+        json.dumps({"id": "q1", "query": "stress and consequences"})
+        + "\n"
+        + json.dumps({"id": "q2", "query": "skyship astrolabe"})
+        + "\n"
+    )
+    result = runner.invoke(app, ["search", "--queries", str(queries), "--json", "--limit", "2"])
+    assert result.exit_code == 0, result.output
+    answers = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [a["id"] for a in answers] == ["q1", "q2"] and all(len(a["hits"]) == 2 for a in answers)
+
+
+def test_ingest_from_an_s3_prefix(ray_local: None, tmp_path: Path, nanio_server: object) -> None:
+    from stores.blob.s3 import S3BlobStore
+
+    bucket = "rulebooks"
+    s3 = load_settings(
+        data_dir=tmp_path / "data",
+        blob_url=f"s3://lorekeeper?endpoint=http://{nanio_server.endpoint}&region={nanio_server.region}",
+        blob_access_key=nanio_server.access_key,
+        blob_secret_key=nanio_server.secret_key,
+    )
+    source = S3BlobStore.from_location(s3.blob_location().model_copy(update={"bucket": bucket}), timeout_s=5)
+    source.ensure_bucket()
+    source.put("core/four-pages.pdf", corpus_file("pdfs/py-pdf-sample-files/pdflatex-4-pages.pdf").read_bytes())
+    source.put("core/lore.md", b"# Lanterns\n\nThe lantern guild lights the harbour every dusk.\n")
+    source.put("other/skip.md", b"# Not under the prefix\n")
+    report = run_ingest([f"s3://{bucket}/core/"], IngestOptions(library="s3-books"), settings=s3)
+    assert sorted((Path(f.source_ref).name, f.status) for f in report.files) == [
+        ("four-pages.pdf", "completed"),
+        ("lore.md", "completed"),
+    ]
+    assert all(f.source_ref.startswith(f"s3://{bucket}/core/") for f in report.files)
+    blob = open_blob_store(s3)
+    originals = [info.key for info in blob.list("items/")]
+    assert any(key.endswith("/original/lore.md") for key in originals)
+    blob.close()
