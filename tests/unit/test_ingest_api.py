@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -14,7 +13,8 @@ from fastapi.testclient import TestClient
 from jobs.api import create_app
 from schemas.settings import Settings, load_settings
 from tests.corpus import corpus_file
-from tests.servers import ServerProcess, free_port
+from tests.fixtures.text import start_osmem
+from tests.servers import free_port
 
 pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
@@ -139,20 +139,7 @@ def test_store_outage_fails_the_job_cleanly_and_retry_recovers(
         # The full-text store comes back on the same address; the retried job completes.
         folder = tmp_path / "osmem"
         folder.mkdir()
-        server = ServerProcess(
-            [
-                resolve_binary(),
-                "--addr",
-                f"127.0.0.1:{dead_text_port}",
-                "--parent-pid",
-                str(os.getpid()),
-                "--no-stdin-watch",
-                "--no-ja",
-            ],
-            port=dead_text_port,
-            log=folder / "osmem.log",
-            cwd=folder,
-        )
+        server = start_osmem(resolve_binary(), dead_text_port, folder)
         try:
             assert client.post(f"/api/v1/library/jobs/{job_id}/retry").status_code == 202
             done = _wait(client, job_id, until={"completed", "failed"})
