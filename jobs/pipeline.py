@@ -10,6 +10,7 @@ supersedes its previous version) once the count matches.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
@@ -32,6 +33,7 @@ from schemas.knowledge import (
     FileType,
     IngestJob,
     IngestProgress,
+    IngestSource,
     IngestStage,
     ItemStatus,
     Library,
@@ -120,6 +122,38 @@ def _precheck(file: SourceFile, options: IngestOptions) -> str | None:
     if file.size > options.max_file_bytes:
         return f"{file.name}: {file.size} bytes is over the limit of {options.max_file_bytes} bytes"
     return None
+
+
+def _unchanged_local_file(catalog: Catalog, library: Library, job: IngestJob, file: SourceFile) -> str | None:
+    """The ready item a local file is unchanged from, with its job closed as skipped; else None.
+
+    Checked on the driver so that a re-run over unchanged files finishes in seconds, without
+    starting Ray or loading a model. (Object-store sources are checked by the extract stage.)
+    """
+    if file.source is not IngestSource.PATH:
+        return None
+    versions = catalog.items_for_source(library.uid, job.source_ref)
+    current = next((v for v in versions if v.status is ItemStatus.READY), None)
+    if current is None:
+        return None
+    digest = hashlib.sha256()
+    with open(file.ref, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != current.content_hash:
+        return None
+    now = utc_now()
+    catalog.save_job(
+        catalog.get_job(job.id).validated_copy(
+            item_uid=current.uid,
+            status=JobStatus.COMPLETED,
+            started_at=now,
+            completed_at=now,
+            progress=IngestProgress(fraction=1.0, stage=IngestStage.FETCHING, message="unchanged; skipped"),
+        )
+    )
+    log.info("ingest_item_unchanged", job_id=job.id, item_uid=current.uid)
+    return current.uid
 
 
 def start_ray() -> bool:
@@ -230,6 +264,11 @@ def run_ingest(
             _fail_job(catalog, job, reason)
             report.files.append(FileOutcome(job.id, job.source_ref, "failed", error=reason))
             notify("file_done", {"status": "failed", "source_ref": job.source_ref, "error": reason})
+            continue
+        unchanged = _unchanged_local_file(catalog, library, job, file)
+        if unchanged is not None:
+            report.files.append(FileOutcome(job.id, job.source_ref, "skipped", unchanged))
+            notify("file_done", {"status": "skipped", "item_uid": unchanged})
             continue
         runnable.append(
             {
