@@ -370,7 +370,10 @@ class EmbedStage:
 
     def __init__(self, options: IngestOptions) -> None:
         self.embedder = SentenceTransformerEmbedder(options.embedding)
-        self.dim = self.embedder.dim  # loads the model now, not on the first batch
+        # Load the model and run one tiny pass now, while extraction starts, not on the first batch.
+        self.embedder.load()
+        self.dim = self.embedder.dim
+        self.embedder.embed_documents(["warm-up"])
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         chunk_rows = [i for i, uid in enumerate(batch["chunk_uid"]) if uid]

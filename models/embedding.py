@@ -7,9 +7,11 @@ larger model (e.g. Qwen3-Embedding through vLLM's pooling runner) sits behind th
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -18,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from schemas.errors import ConfigError, LorekeeperError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# Padded tokens per forward pass on CPU (texts x the longest text's tokens): 16 chunks of 256 tokens,
+# 64 of 64. Measured against fixed batch sizes in benchmarks/ingest_pipeline.py (--sweep).
+CPU_TOKENS_PER_PASS = 4096
 
 
 class EmbeddingError(LorekeeperError):
@@ -95,8 +100,17 @@ def resolve_model_path(model: str) -> str:
 class SentenceTransformerEmbedder:
     """A sentence-transformers model, loaded lazily in the process that embeds (Ray actors included).
 
-    Texts are embedded in length-sorted batches so that padding stays small; the result keeps the
-    caller's order.
+    Texts are embedded in batches sorted by their token counts, so that padding stays small; on CPU a
+    batch holds at most :data:`CPU_TOKENS_PER_PASS` padded tokens (and at most ``batch_size`` texts),
+    which measured faster than any fixed batch size of ``SentenceTransformer.encode`` on chunks of
+    50 to 256 tokens (``benchmarks/ingest_pipeline.py``). The vectors are the ones ``encode`` gives
+    (same model, same truncation, same pooling and normalisation; equal to ~1e-7); the result keeps
+    the caller's order.
+
+    On CPU, ``threads=None`` sets torch's intra-op threads to every CPU this process may run on:
+    a Ray worker otherwise inherits ``OMP_NUM_THREADS`` = its logical CPU share (1), and the
+    embedding actor ran single-threaded. ``dim`` and ``max_tokens`` are read from the model folder's
+    JSON when it states them plainly, so a driver that only needs them never imports torch.
     """
 
     def __init__(self, config: EmbeddingConfig | None = None) -> None:
@@ -105,6 +119,9 @@ class SentenceTransformerEmbedder:
         self._model: Any = None
         self._lock = threading.Lock()
         self._dim: int | None = None
+        self._max_tokens: int | None = None
+        self._folder_read = False
+        self.tokens_per_pass = CPU_TOKENS_PER_PASS
 
     def __getstate__(self) -> dict[str, Any]:
         return {"config": self.config, "name": self.name, "_dim": self._dim}
@@ -133,6 +150,8 @@ class SentenceTransformerEmbedder:
 
         if self.config.threads:
             torch.set_num_threads(self.config.threads)
+        elif self.config.device == "cpu":
+            torch.set_num_threads(available_cpus())
         path = resolve_model_path(self.config.model)
         try:
             model = SentenceTransformer(path, device=self.config.device)
@@ -140,10 +159,32 @@ class SentenceTransformerEmbedder:
             raise EmbeddingError(f"cannot load embedding model {self.config.model!r}: {exc}") from exc
         model.eval()
         self._dim = int(model.get_embedding_dimension() or 0)
+        self._max_tokens = int(model.max_seq_length or 256)
         return model
+
+    def load(self) -> None:
+        """Load the model now (an actor's constructor), not on the first batch."""
+        self.model  # noqa: B018
+
+    def _read_folder(self) -> None:
+        """Take ``dim`` and ``max_tokens`` from the folder's JSON when it is a plain sentence-transformers
+        stack (Transformer, one-mode Pooling, optional Normalize); leave them unset otherwise."""
+        if self._folder_read or self._model is not None:
+            return
+        self._folder_read = True
+        try:
+            dim, max_tokens = _folder_dims(Path(resolve_model_path(self.config.model)))
+        except (OSError, ValueError, KeyError, TypeError, ConfigError):
+            return
+        if self._dim is None:
+            self._dim = dim
+        if self._max_tokens is None:
+            self._max_tokens = max_tokens
 
     @property
     def dim(self) -> int:
+        if self._dim is None:
+            self._read_folder()
         if self._dim is None:
             self.model  # noqa: B018 - loading sets the dimension
         assert self._dim is not None
@@ -151,25 +192,79 @@ class SentenceTransformerEmbedder:
 
     @property
     def max_tokens(self) -> int:
-        return int(self.model.max_seq_length)
+        if self._max_tokens is None:
+            self._read_folder()
+        if self._max_tokens is None:
+            self.model  # noqa: B018 - loading sets it
+        assert self._max_tokens is not None
+        return self._max_tokens
+
+    def _passes(self, lengths: np.ndarray) -> list[np.ndarray]:
+        """Indices of each forward pass: longest texts first, each pass within the token budget."""
+        order = np.argsort(-lengths, kind="stable")
+        cap = self.config.batch_size
+        on_cpu = self.config.device == "cpu"
+        passes = []
+        start = 0
+        while start < len(order):
+            longest = max(int(lengths[order[start]]), 1)
+            size = max(1, min(cap, self.tokens_per_pass // longest)) if on_cpu else cap
+            passes.append(order[start : start + size])
+            start += size
+        return passes
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         import torch
 
+        model = self.model
+        texts = list(texts)
+        lengths = np.fromiter(
+            (len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]),
+            dtype=np.int64,
+            count=len(texts),
+        )
+        preprocess = getattr(model, "preprocess", None) or model.tokenize  # sentence-transformers 6 / 5
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
         with torch.inference_mode():
-            vectors = self.model.encode(
-                list(texts),
-                batch_size=self.config.batch_size,
-                normalize_embeddings=self.config.normalize,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        return np.asarray(vectors, dtype=np.float32)
+            for idx in self._passes(lengths):
+                features = preprocess([texts[i] for i in idx])
+                features = {k: v.to(model.device) if hasattr(v, "to") else v for k, v in features.items()}
+                vectors = model(features)["sentence_embedding"]
+                if self.config.normalize:
+                    vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
+                out[idx] = vectors.float().cpu().numpy()
+        return out
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask), at least one."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _folder_dims(path: Path) -> tuple[int | None, int | None]:
+    """(dimension, max_seq_length) stated by a sentence-transformers folder, or None for each it does
+    not state plainly (then the model is loaded to find out)."""
+    modules = json.loads((path / "modules.json").read_text())
+    kinds = [str(m["type"]).rsplit(".", 1)[-1] for m in modules]
+    if kinds[:2] != ["Transformer", "Pooling"] or any(k != "Normalize" for k in kinds[2:]):
+        return None, None
+    config = json.loads((path / "sentence_bert_config.json").read_text())
+    max_tokens = config.get("max_seq_length")
+    pooling = json.loads((path / str(modules[1]["path"]) / "config.json").read_text())
+    modes = [k for k, v in pooling.items() if k.startswith("pooling_mode_") and v is True]
+    dim = pooling.get("word_embedding_dimension") if len(modes) == 1 else None
+    return (
+        int(dim) if isinstance(dim, int) and dim > 0 else None,
+        int(max_tokens) if isinstance(max_tokens, int) and max_tokens > 0 else None,
+    )
 
 
 def build_embedder(config: EmbeddingConfig | None = None) -> Embedder:
