@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from jobs.runner import IngestRunner
 from schemas.common import JobStatus
-from schemas.errors import InvalidRequest, LorekeeperError, NotFound
+from schemas.errors import LorekeeperError, NotFound
 from schemas.knowledge import Classification, Collection, FileType, IngestJob, IngestSource, Item, Library, LibraryType
 from schemas.settings import Settings, get_settings
 from stores.blob.layout import sanitize_filename
@@ -243,4 +243,4 @@ def create_app(
     return app
 
 
-__all__ = ["InvalidRequest", "create_app", "router"]
+__all__ = ["create_app", "router"]

@@ -305,8 +305,6 @@ def _source_of(job: IngestJob) -> SourceFile:
     """Where a job's file is: a path the workers can read, or an object-store key (S3 or an upload)."""
     from pathlib import Path
 
-    from schemas.knowledge import IngestSource
-
     if job.source is IngestSource.PATH:
         path = Path(job.source_ref)
         size = path.stat().st_size if path.is_file() else 0

@@ -193,9 +193,7 @@ def search(
 
 
 def _hit_json(hit) -> dict:  # noqa: ANN001 - SearchHit is imported lazily
-    data = hit.model_dump()
-    data["score"] = hit.score
-    return data
+    return dict(hit.model_dump())
 
 
 @app.command("reindex")

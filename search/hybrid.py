@@ -15,6 +15,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.embedding import Embedder
+from schemas.errors import NotFound
 from schemas.search import SearchFilters, SearchHit
 from stores.catalog import Catalog
 from stores.graph.base import GraphStore
@@ -78,11 +79,7 @@ class HybridSearcher:
         vector = self.embedder.embed_query(query)
         try:
             vector_hits = self.vectors.search(self.config.collection, vector.tolist(), filters=filters, limit=depth)
-        except Exception as exc:  # an empty store has no collection yet: search what there is
-            from schemas.errors import NotFound
-
-            if not isinstance(exc, NotFound):
-                raise
+        except NotFound:  # nothing ingested yet: the collection does not exist
             vector_hits = []
 
         candidates: dict[str, _Candidate] = {}
