@@ -282,6 +282,15 @@ class MemorySampler:
         }
 
 
+def machine_cpu_s() -> tuple[float, float]:
+    """(busy, steal) CPU seconds of the whole machine since boot, from /proc/stat (all tenants'
+    processes included: the benchmark subtracts its own to see how busy the others kept the cores)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq) / tick, steal / tick
+
+
 # ------------------------------------------------------------------------------ stage instrumentation
 
 
@@ -477,11 +486,13 @@ def run_pipeline(name: str, inputs: list[str], work: Path, overrides: dict[str, 
     ):
         load_before = os.getloadavg()[0]
         sampler.__enter__()
+        busy0, steal0 = machine_cpu_s()
         t0 = time.time()
         try:
             report = run_ingest(inputs, options, settings=settings, on_progress=progress)
         finally:
             t1 = time.time()
+            busy1, steal1 = machine_cpu_s()
             sampler.__exit__(None, None, None)
     if ray.is_initialized():  # run_ingest shuts down what it started; never leave a Ray behind
         ray.shutdown()
@@ -558,6 +569,14 @@ def run_pipeline(name: str, inputs: list[str], work: Path, overrides: dict[str, 
         "process_starts_s": sampler.process_starts(t0),
         "texts_file": str(texts),
     }
+    ours_cpu = sum(result["memory"]["cpu_s_by_role"].values())
+    # cores kept busy by everything else on the machine (other engineers' jobs) during this run
+    result["machine"] = {
+        "busy_cores_avg": round((busy1 - busy0) / wall, 2),
+        "our_cores_avg": round(ours_cpu / wall, 2),
+        "others_cores_avg": round(max(0.0, busy1 - busy0 - ours_cpu) / wall, 2),
+        "steal_cores_avg": round((steal1 - steal0) / wall, 2),
+    }
     embed = stages["embed"]
     extract = stages["extract"]
     ray_up = timeline["setup_before_ray_s"] + timeline["ray_start_s"]
@@ -580,7 +599,8 @@ def run_pipeline(name: str, inputs: list[str], work: Path, overrides: dict[str, 
         f"ray start {timeline['ray_start_s']} s, embed busy {stages['embed']['busy_s']} s "
         f"({stages['embed']['chunks_per_busy_s']} chunks/s, {stages['embed'].get('torch_threads')} threads), "
         f"extract busy {stages['extract']['busy_s']} s, write busy {stages['write']['busy_s']} s"
-        + f", peak RSS {sampler.peak_total:.0f} MiB"
+        + f", peak RSS {sampler.peak_total:.0f} MiB; other tenants kept {result['machine']['others_cores_avg']} "
+        "cores busy"
     )
     return result
 
@@ -721,6 +741,8 @@ def embed_only(texts: list[str], plan: dict[str, Any], segment_batches: int) -> 
         }
 
     segment = max(1, segment_batches) * stage_batch
+    busy0, _ = machine_cpu_s()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     bare_s: list[float] = []
     ours_s: list[float] = []
     sizes: list[int] = []
@@ -739,6 +761,9 @@ def embed_only(texts: list[str], plan: dict[str, Any], segment_batches: int) -> 
                 vec = np.concatenate(outs)
         max_diff = max(max_diff, float(np.abs(vec - ref).max()))
         sizes.append(len(part))
+    busy1, _ = machine_cpu_s()
+    wall = time.perf_counter() - wall0
+    others = max(0.0, busy1 - busy0 - (time.process_time() - cpu0)) / wall
     ratios = [b / o for b, o in zip(bare_s, ours_s, strict=True)]
     n = len(texts)
     return {
@@ -757,6 +782,7 @@ def embed_only(texts: list[str], plan: dict[str, Any], segment_batches: int) -> 
         "ratio_median_of_segments": round(statistics.median(ratios), 3),
         "segment_ratios": [round(r, 3) for r in ratios],
         "max_abs_vector_diff": max_diff,
+        "others_cores_avg": round(others, 2),
     }
 
 
@@ -1157,7 +1183,8 @@ def main() -> int:
             say(
                 f"  embed only over {eo['texts']} texts: bare {eo['bare_chunks_per_s']} chunks/s, "
                 f"EmbedStage {eo['ours_chunks_per_s']} chunks/s, ratio {eo['ratio_median_of_segments']} "
-                f"(median of {eo['segments']} segments; total {eo['ratio_total']})"
+                f"(median of {eo['segments']} segments; total {eo['ratio_total']}); other tenants kept "
+                f"{eo['others_cores_avg']} cores busy"
             )
             for run in runs:
                 bare_rate = eo["bare_chunks_per_s"]
