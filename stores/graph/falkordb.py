@@ -191,8 +191,10 @@ class FalkorServer:
 
     def alive(self) -> bool:
         """Whether the recorded server process is still running."""
-        if self._proc is not None:
-            return self._proc.poll() is None
+        if self._proc is not None and self._proc.poll() is not None:
+            return False
+        # poll() answers None while another thread is reaping the process (Popen's wait lock), so
+        # a killed server can look alive; the zombie-aware pid check settles it.
         return self.pid is not None and _pid_alive(self.pid)
 
     def ensure_running(self) -> None:
@@ -624,7 +626,13 @@ class EmbeddedFalkorGraphStore(LazyClient):
     def _conn(self) -> _Connection:
         """The open connection; a failure to (re)start or reach the server becomes our error."""
         try:
-            return self.client
+            conn = self.client
+            if not conn.server.alive():
+                # It died after the last call finished (or while it was failing and the death was
+                # not yet visible): start afresh from the append-only file rather than fail here.
+                self._drop(conn)
+                conn = self.client
+            return conn
         except Exception as exc:
             raise self._translate(exc) from exc
 
