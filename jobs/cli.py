@@ -124,4 +124,13 @@ def ingest(
 app = typer.Typer(
     help="Lorekeeper ingestion jobs (the Ray Job entrypoint).", no_args_is_help=True, add_completion=False
 )
+
+
+@app.callback()
+def main() -> None:
+    """Lorekeeper ingestion jobs (the Ray Job entrypoint)."""
+    # A callback keeps `ingest` a subcommand: with one command and none, Typer would make the app that
+    # command, and `python -m jobs ingest s3://…` would take "ingest" for a path.
+
+
 app.command("ingest")(ingest)
