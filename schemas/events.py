@@ -42,6 +42,7 @@ __all__ = [
     "EntityCreated",
     "EntityStatusSet",
     "EventKind",
+    "EventRecorded",
     "FactAdded",
     "FactInvalidated",
     "FactInvalidation",
@@ -74,6 +75,7 @@ class EventKind(StrEnum):
     CURRENT_LOCATION_SET = "current_location_set"
     POSSESSION_SET = "possession_set"
     SCENE_SET = "scene_set"
+    EVENT_RECORDED = "event_recorded"
 
 
 STATE_EVENT_KINDS: tuple[str, ...] = tuple(kind.value for kind in EventKind)
@@ -235,6 +237,9 @@ class FactAdded(BaseStateEvent):
     canon_level: CanonLevel = Field(default=CanonLevel.CANON, description="Canon level the fact enters with.")
     confidence: Confidence = Field(default=1.0, description="Confidence in the fact, 0..1.")
     replaces: Id | None = Field(default=None, description="Id of the fact this one supersedes, if any.")
+    depends_on: list[Id] = Field(
+        default_factory=list, description="Facts this one follows from (listed when one of them is retconned)."
+    )
 
     @model_validator(mode="after")
     def _check_object(self) -> Self:
@@ -390,6 +395,21 @@ class SceneSet(BaseStateEvent):
         return TouchedIds(entity_ids=_ids(self.location_entity_id, *self.present_entity_ids))
 
 
+class EventRecorded(BaseStateEvent):
+    """Something happened in the world (a battle, a collapse, a coronation): narrative canon."""
+
+    kind: Literal["event_recorded"] = "event_recorded"
+    happening_id: Id = Field(default_factory=lambda: new_id("hap"), description="Id of the happening.")
+    title: Name
+    description: str | None = None
+    participant_entity_ids: list[Id] = Field(default_factory=list)
+    location_entity_id: Id | None = None
+
+    @property
+    def touches(self) -> TouchedIds:
+        return TouchedIds(entity_ids=_ids(*self.participant_entity_ids, self.location_entity_id))
+
+
 _EVENT_CLASSES: tuple[type[BaseStateEvent], ...] = (
     EntityCreated,
     EntityStatusSet,
@@ -403,6 +423,7 @@ _EVENT_CLASSES: tuple[type[BaseStateEvent], ...] = (
     CurrentLocationSet,
     PossessionSet,
     SceneSet,
+    EventRecorded,
 )
 # the enum, the classes and the union must agree; fail at import rather than at a gate
 assert {cls.model_fields["kind"].default for cls in _EVENT_CLASSES} == set(STATE_EVENT_KINDS)
@@ -442,7 +463,8 @@ StateEvent = Annotated[
         | ThreadResolved
         | CurrentLocationSet
         | PossessionSet
-        | SceneSet,
+        | SceneSet
+        | EventRecorded,
         Field(discriminator="kind"),
     ],
     BeforeValidator(_check_kind),

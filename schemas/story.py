@@ -47,6 +47,7 @@ __all__ = [
     "EventIssue",
     "Evidence",
     "Fact",
+    "GateReport",
     "GenerationMetadata",
     "GraphStateSnapshot",
     "ImageBlock",
@@ -60,6 +61,8 @@ __all__ = [
     "PromptSection",
     "PromptSectionKind",
     "PromptSnapshot",
+    "ProposalDecision",
+    "ProvenancePassage",
     "ProposalContent",
     "ProposalStatus",
     "ProposedChange",
@@ -95,9 +98,11 @@ __all__ = [
     "ThreadStatus",
     "Turn",
     "TurnPresentation",
+    "TurnProvenance",
     "TurnStatus",
     "World",
     "WorldStateCheckpointKind",
+    "WorldStateView",
 ]
 
 
@@ -361,6 +366,7 @@ class SnapshotKind(StrEnum):
     BEFORE_USER_INPUT = "before_user_input"
     AFTER_USER_INPUT = "after_user_input"
     AFTER_CHARACTER_ROUND = "after_character_round"
+    INTERVAL = "interval"  # every K events along a line of the story, to bound replay
 
 
 class GraphStateSnapshot(LorekeeperModel):
@@ -652,6 +658,23 @@ class StoryThread(LorekeeperModel):
         return self
 
 
+class WorldStateView(LorekeeperModel):
+    """The world as of one position in the story tree: what was true then, on that branch."""
+
+    campaign_id: Id
+    branch_id: Id
+    turn_id: Id | None = Field(description="The turn the state is as of (null before the first turn).")
+    entities: list[Entity] = Field(default_factory=list)
+    facts: list[Fact] = Field(default_factory=list, description="Every fact, current or not (see status).")
+    relationships: list[Relationship] = Field(default_factory=list)
+    threads: list[StoryThread] = Field(default_factory=list)
+    locations: dict[str, Id] = Field(default_factory=dict, description="Entity id -> the location it is at.")
+    holders: dict[str, Id] = Field(default_factory=dict, description="Item id -> the entity holding it.")
+    active_scene_id: Id | None = None
+    event_count: NonNegativeInt = Field(default=0, description="Events folded into this state.")
+    state_hash: Sha256Hex = Field(description="sha256 of the state (equal worlds, equal hashes).")
+
+
 # ============================================================================================
 # proposals
 
@@ -673,6 +696,7 @@ class ProposedFact(LorekeeperModel):
     object_entity_id: Id | None = None
     value: AttributeValue = None
     replaces: Id | None = Field(default=None, description="Fact this would supersede.")
+    depends_on: list[Id] = Field(default_factory=list, description="Facts this one follows from.")
 
     @model_validator(mode="after")
     def _check_object(self) -> Self:
@@ -754,6 +778,9 @@ class ProposedChange(LorekeeperModel):
     )
     resolution: Resolution | None = Field(
         default=None, description="For player proposals: how they were resolved (dice, ruling)."
+    )
+    reviewed_by: str | None = Field(
+        default=None, description="Who reviewed and approved it (lets a low-confidence system proposal through)."
     )
     status: ProposalStatus = ProposalStatus.PENDING
     rationale: str | None = Field(
@@ -1085,3 +1112,62 @@ class TurnPresentation(LorekeeperModel):
     turn_id: Id
     take_id: Id | None = None
     blocks: list[PresentationBlock] = Field(min_length=1)
+
+
+# ============================================================================================
+# what the gate reports, and why the narrator knew what it knew
+
+
+class ProposalDecision(LorekeeperModel):
+    """The gate's decision on one proposal."""
+
+    proposal_id: Id
+    status: ProposalStatus
+    rationale: str
+    event_ids: list[Id] = Field(default_factory=list, description="Events committed for it (accepted only).")
+
+
+class GateReport(LorekeeperModel):
+    """What a scene-end (or mid-scene) commit did."""
+
+    scene_id: Id
+    campaign_id: Id
+    branch_id: Id = Field(description="Branch the canon was written on.")
+    forked: bool = Field(default=False, description="Whether the commit forked a branch (head behind the tip).")
+    decisions: list[ProposalDecision] = Field(default_factory=list)
+    skipped: list[Id] = Field(default_factory=list, description="Proposals already decided before this call.")
+    events_committed: NonNegativeInt = 0
+    version: NonNegativeInt | None = Field(default=None, description="Campaign version written (null: none).")
+    already_completed: bool = Field(default=False, description="The scene had already ended: nothing changed.")
+
+    @property
+    def accepted(self) -> list[ProposalDecision]:
+        return [d for d in self.decisions if d.status is ProposalStatus.ACCEPTED]
+
+    @property
+    def rejected(self) -> list[ProposalDecision]:
+        return [d for d in self.decisions if d.status is ProposalStatus.REJECTED]
+
+
+class ProvenancePassage(LorekeeperModel):
+    """An ingested passage that informed a turn."""
+
+    chunk_id: Id
+    rank: PositiveInt
+    score: float | None = None
+    item_uid: Id | None = None
+    title: str | None = None
+    page_start: PositiveInt | None = None
+    page_end: PositiveInt | None = None
+    heading_path: list[str] = Field(default_factory=list)
+
+
+class TurnProvenance(LorekeeperModel):
+    """Why the narrator knew what it knew at a turn, and what the turn made canon."""
+
+    turn_id: Id
+    prompt: PromptSnapshot | None = None
+    prompt_text: str | None = Field(default=None, description="The exact prompt sent to the model.")
+    retrievals: list[RetrievalRecord] = Field(default_factory=list)
+    passages: list[ProvenancePassage] = Field(default_factory=list)
+    canon_event_ids: list[Id] = Field(default_factory=list, description="Committed events anchored at the turn.")

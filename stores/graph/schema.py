@@ -15,8 +15,9 @@ NODE_LABELS: tuple[str, ...] = (
     "Library", "Collection", "Item", "Chunk", "Concept", "ImageAsset", "IngestJob",
     # story lineage
     "World", "Campaign", "Branch", "Turn", "Take", "Scene", "Checkpoint", "ProposedChange", "StateEvent",
+    "Commit", "Resolution", "PromptSnapshot", "Retrieval", "MediaAsset",
     # canon
-    "Entity", "Fact", "Axiom", "Relationship", "StoryThread", "Memory", "Summary", "Snapshot",
+    "Entity", "Fact", "Axiom", "Relationship", "StoryThread", "Happening", "Memory", "Summary", "Snapshot",
 )
 
 #: Properties that queries filter on besides ``uid`` (dedup on re-ingest, lineage walks, gate checks).
@@ -38,7 +39,14 @@ INDEXED_PROPERTIES: tuple[tuple[str, str], ...] = (
     ("ProposedChange", "scene_uid"),
     ("ProposedChange", "status"),
     ("StateEvent", "turn_uid"),
-    ("StateEvent", "subject_uid"),
+    ("StateEvent", "branch_id"),           # replay: the events of one segment of a lineage
+    ("StateEvent", "campaign_id"),
+    ("Snapshot", "campaign_id"),
+    ("Memory", "campaign_id"),
+    ("Summary", "campaign_id"),
+    ("Turn", "branch_id"),                 # the turn at a depth of a branch (redo, history)
+    ("Fact", "campaign_id"),
+    ("Entity", "campaign_id"),
     ("Entity", "world_uid"),
     ("Entity", "normalized_name"),
     ("Fact", "status"),

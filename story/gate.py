@@ -1,0 +1,331 @@
+"""The scene-end canonization gate: judge every pending proposal, write the accepted ones as canon.
+
+For each pending proposal, in the order they were made: the authority policy
+(:func:`story.policy.authority_verdict`), then the contradiction check against current canon on
+this branch (:func:`story.policy.resolve_contradictions`), then the semantic rules against the
+world as it stands after the proposals accepted before it (:func:`story.rules.check_events`).
+A proposal is accepted whole or rejected whole, with its rationale. All accepted proposals become
+canon in the one transaction of the commit (:meth:`story.graph.StoryGraph.commit`): the state events,
+the canon nodes they establish with canon level, authority and confidence, SUPPORTED_BY edges to the
+scene, the evidence turns, the resolution or the source chunks, and the decisions themselves.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.common import utc_now
+from schemas.events import BaseStateEvent, FactAdded
+from schemas.story import (
+    Evidence,
+    ProposalDecision,
+    ProposalStatus,
+    ProposedChange,
+    Resolution,
+    Scene,
+)
+from stores.catalog import from_props
+from story.graph import CampaignContext, Writes, commit_uid, unwind_create, unwind_link
+from story.policy import GatePolicy, authority_verdict, proposal_events, resolve_contradictions
+from story.rules import check_events
+from story.state import WorldState
+
+#: Canon node label per event kind, and the event field holding the node's id.
+CANON_NODES: dict[str, tuple[str, str]] = {
+    "entity_created": ("Entity", "entity_id"),
+    "fact_added": ("Fact", "fact_id"),
+    "relationship_added": ("Relationship", "relationship_id"),
+    "thread_opened": ("StoryThread", "thread_id"),
+    "event_recorded": ("Happening", "happening_id"),
+}
+
+
+@dataclass(slots=True)
+class CanonBatch:
+    """Events to commit, each with what justifies it."""
+
+    events: list[BaseStateEvent] = field(default_factory=list)
+    meta: list[dict[str, Any]] = field(default_factory=list)  # authority, confidence, proposal, evidence
+
+    def add(
+        self,
+        events: Sequence[BaseStateEvent],
+        *,
+        authority: str,
+        confidence: float,
+        proposal_id: str | None = None,
+        evidence: Evidence | None = None,
+        resolution_id: str | None = None,
+    ) -> None:
+        for event in events:
+            self.events.append(event)
+            self.meta.append(
+                {
+                    "authority": authority,
+                    "confidence": confidence,
+                    "proposal_id": proposal_id,
+                    "evidence": evidence or Evidence(),
+                    "resolution_id": resolution_id,
+                }
+            )
+
+
+def judge(
+    proposals: Sequence[ProposedChange],
+    state: WorldState,
+    policy: GatePolicy,
+    *,
+    head_turn_id: str | None,
+    scene_id: str,
+    first_seq: int,
+) -> tuple[list[ProposalDecision], CanonBatch, WorldState]:
+    """Decide each proposal in order against a state that grows with the accepted ones.
+
+    Returns:
+        The decisions, the accepted events with their justification, and the state after them.
+    """
+    decisions: list[ProposalDecision] = []
+    batch = CanonBatch()
+    seq = first_seq
+    for proposal in proposals:
+        refusal = authority_verdict(proposal, policy)
+        if refusal is not None:
+            decisions.append(_rejected(proposal, refusal))
+            continue
+        events = proposal_events(proposal, turn_id=head_turn_id, scene_id=scene_id)
+        settled = resolve_contradictions(events, state, proposal.authority, policy)
+        if not settled.accepted:
+            decisions.append(_rejected(proposal, settled.rationale))
+            continue
+        checked = check_events(state, settled.events, first_seq=seq, authority=proposal.authority.value)
+        if checked.issues:
+            why = "; ".join(f"[{i.code}] {i.message}" for i in checked.issues)
+            decisions.append(_rejected(proposal, f"validation failed: {why}"))
+            continue
+        state = checked.state
+        seq += len(settled.events)
+        resolution_id = resolution_uid(proposal.id) if proposal.resolution is not None else None
+        batch.add(
+            settled.events,
+            authority=proposal.authority.value,
+            confidence=proposal.confidence,
+            proposal_id=proposal.id,
+            evidence=proposal.evidence,
+            resolution_id=resolution_id,
+        )
+        why = f"accepted on {proposal.authority.value} authority"
+        decisions.append(
+            ProposalDecision(
+                proposal_id=proposal.id,
+                status=ProposalStatus.ACCEPTED,
+                rationale=f"{why}; {settled.rationale}" if settled.rationale else why,
+                event_ids=[e.event_id for e in settled.events],
+            )
+        )
+    return decisions, batch, state
+
+
+def _rejected(proposal: ProposedChange, why: str) -> ProposalDecision:
+    return ProposalDecision(proposal_id=proposal.id, status=ProposalStatus.REJECTED, rationale=why)
+
+
+def resolution_uid(proposal_id: str) -> str:
+    return f"res_{proposal_id.split('_', 1)[-1]}"
+
+
+def write_canon(
+    ctx: CampaignContext,
+    writes: Writes,
+    batch: CanonBatch,
+    *,
+    branch_id: str,
+    depth: int,
+    first_seq: int,
+    scene_id: str | None,
+    version: int,
+) -> None:
+    """Queue the statements that make ``batch`` canon at position ``(branch_id, depth)``."""
+    if not batch.events:
+        return
+    now = utc_now().isoformat()
+    commit = commit_uid(ctx.id, version)
+    event_rows: list[dict[str, Any]] = []
+    canon_rows: dict[str, list[dict[str, Any]]] = {}
+    supports: dict[str, list[tuple[str, str]]] = {}  # target label -> (canon label:uid, target uid)
+    established: dict[str, list[tuple[str, str]]] = {}
+    replaces: list[tuple[str, str]] = []
+    depends: list[tuple[str, str]] = []
+    from_proposal: list[tuple[str, str]] = []
+    for offset, (event, meta) in enumerate(zip(batch.events, batch.meta, strict=True)):
+        seq = first_seq + offset
+        payload = event.model_dump(mode="json")
+        row = {
+            "uid": event.event_id,
+            "campaign_id": ctx.id,
+            "seq": seq,
+            "branch_id": branch_id,
+            "depth": depth,
+            "kind": payload["kind"],
+            "payload_json": _json(payload),
+            "authority": meta["authority"],
+            "confidence": meta["confidence"],
+            "commit_uid": commit,
+            "created_at": now,
+        }
+        for key, value in (("turn_uid", event.turn_id), ("scene_uid", scene_id), ("proposal_uid", meta["proposal_id"])):
+            if value is not None:
+                row[key] = value
+        event_rows.append(row)
+        if meta["proposal_id"]:
+            from_proposal.append((event.event_id, meta["proposal_id"]))
+        label_field = CANON_NODES.get(payload["kind"])
+        if label_field is None:
+            continue
+        label, id_field = label_field
+        uid = payload[id_field]
+        node = {k: v for k, v in payload.items() if v is not None and not isinstance(v, dict | list)}
+        node.update(
+            {
+                "uid": uid,
+                "id": uid,
+                "campaign_id": ctx.id,
+                "world_uid": ctx.campaign.world_id,
+                "branch_id": branch_id,
+                "depth": depth,
+                "seq": seq,
+                "authority": meta["authority"],
+                "confidence": meta["confidence"],
+                "canon_level": payload.get("canon_level", "canon"),
+                "established_by": event.event_id,
+                "created_at": now,
+            }
+        )
+        for key, value in payload.items():
+            if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
+                node[key] = value
+            elif isinstance(value, dict):
+                node[key + "_json"] = _json(value)
+        if "name" in node:
+            node["normalized_name"] = " ".join(str(node["name"]).casefold().split())
+        canon_rows.setdefault(label, []).append(node)
+        established.setdefault(label, []).append((uid, event.event_id))
+        evidence: Evidence = meta["evidence"]
+        targets = supports.setdefault
+        if scene_id is not None:
+            targets("Scene", []).append((f"{label}:{uid}", scene_id))
+        for turn in dict.fromkeys([*evidence.turn_ids, *([event.turn_id] if event.turn_id else [])]):
+            targets("Turn", []).append((f"{label}:{uid}", turn))
+        for chunk in evidence.chunk_ids:
+            targets("Chunk", []).append((f"{label}:{uid}", chunk))
+        if meta["resolution_id"]:
+            targets("Resolution", []).append((f"{label}:{uid}", meta["resolution_id"]))
+        if isinstance(event, FactAdded):
+            if event.replaces:
+                replaces.append((uid, event.replaces))
+            depends.extend((uid, dep) for dep in event.depends_on)
+    writes.add(*_create("StateEvent", event_rows))
+    writes.add(*unwind_link("StateEvent", "COMMITTED_IN", "Commit", [(r["uid"], commit) for r in event_rows]))
+    if from_proposal:
+        writes.add(*unwind_link("StateEvent", "FROM_PROPOSAL", "ProposedChange", from_proposal))
+    for label, rows in canon_rows.items():
+        writes.add(*_create(label, rows))
+        writes.add(*unwind_link(label, "ESTABLISHED_BY", "StateEvent", established[label]))
+    for target, pairs in supports.items():
+        by_label: dict[str, list[tuple[str, str]]] = {}
+        for source, uid in pairs:
+            label, src_uid = source.split(":", 1)
+            by_label.setdefault(label, []).append((src_uid, uid))
+        for label, label_pairs in by_label.items():
+            writes.add(*unwind_link(label, "SUPPORTED_BY", target, label_pairs))
+    if replaces:
+        writes.add(*unwind_link("Fact", "REPLACES", "Fact", replaces, branch_id=branch_id))
+    if depends:
+        writes.add(*unwind_link("Fact", "DEPENDS_ON", "Fact", depends))
+
+
+def _create(label: str, rows: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    # MERGE, not CREATE: a world-level node (an entity two campaigns share) may exist already
+    return (f"UNWIND $rows AS r MERGE (n:{label} {{uid: r.uid}}) ON CREATE SET n = r", {"rows": rows})
+
+
+def decision_writes(
+    writes: Writes,
+    proposals: Sequence[ProposedChange],
+    decisions: Sequence[ProposalDecision],
+) -> None:
+    """Queue the proposals' new status, rationale and resolution nodes."""
+    now = utc_now().isoformat()
+    by_id = {p.id: p for p in proposals}
+    rows = [
+        {"uid": d.proposal_id, "props": {"status": d.status.value, "rationale": d.rationale, "decided_at": now}}
+        for d in decisions
+    ]
+    if rows:
+        writes.add("UNWIND $rows AS r MATCH (p:ProposedChange {uid: r.uid}) SET p += r.props", rows=rows)
+    resolutions = [
+        _resolution_row(by_id[d.proposal_id].resolution, d.proposal_id, by_id[d.proposal_id].scene_id)
+        for d in decisions
+        if d.status is ProposalStatus.ACCEPTED and by_id[d.proposal_id].resolution is not None
+    ]
+    if resolutions:
+        writes.add(*unwind_create("Resolution", resolutions))
+        writes.add(
+            *unwind_link(
+                "Resolution", "RESOLVES", "ProposedChange", [(r["uid"], r["proposal_uid"]) for r in resolutions]
+            )
+        )
+
+
+def _resolution_row(resolution: Resolution | None, proposal_id: str, scene_id: str) -> dict[str, Any]:
+    assert resolution is not None
+    data = resolution.model_dump(mode="json")
+    row: dict[str, Any] = {
+        "uid": resolution_uid(proposal_id),
+        "proposal_uid": proposal_id,
+        "scene_uid": scene_id,
+        "method": data["method"],
+        "outcome": data["outcome"],
+        "resolved_at": data["resolved_at"],
+    }
+    if data.get("roll"):
+        row["roll_json"] = _json(data["roll"])
+    if data.get("note"):
+        row["note"] = data["note"]
+    return row
+
+
+def scene_outcomes(proposals: Sequence[ProposedChange], decisions: Sequence[ProposalDecision]) -> list[str]:
+    """The accepted proposals, in words, for the scene's canonical outcomes."""
+    by_id = {p.id: p for p in proposals}
+    out = []
+    for d in decisions:
+        if d.status is not ProposalStatus.ACCEPTED:
+            continue
+        c = by_id[d.proposal_id].content
+        data = c.model_dump(mode="json", exclude_none=True)
+        kind = data.pop("type")
+        if kind == "event":
+            out.append(f"{data['title']}" + (f": {data['description']}" if data.get("description") else ""))
+        elif kind == "entity":
+            out.append(
+                f"{data['name']} ({data['kind']})" + (" enters the story" if not data.get("entity_id") else " changes")
+            )
+        elif kind == "fact":
+            obj = data.get("object_entity_id", data.get("value"))
+            out.append(f"{data['subject_entity_id']} {data['predicate']} {obj}")
+        elif kind == "relationship":
+            out.append(f"{data['source_entity_id']} {data['kind']} {data['target_entity_id']}")
+        else:
+            out.append(", ".join(e["kind"] for e in data["events"]))
+    return out
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def scene_of(props: dict[str, Any]) -> Scene:
+    return from_props(Scene, props, key="id")
