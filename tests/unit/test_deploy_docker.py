@@ -8,7 +8,6 @@ import json
 import re
 import socket
 import threading
-import tomllib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,6 +15,8 @@ from types import ModuleType
 
 import pytest
 from dockerfile_parse import DockerfileParser
+
+from tests.unit.deploy_checks import pyproject, ray_pin
 
 pytestmark = pytest.mark.unit
 
@@ -25,19 +26,8 @@ DOCKERFILES = {"cpu": CLUSTER / "Dockerfile.cpu", "gpu": CLUSTER / "Dockerfile.g
 SECRET_WORDS = ("PASSWORD", "SECRET", "TOKEN", "API_KEY", "ACCESS_KEY", "CREDENTIAL", "PRIVATE")
 
 
-def _pyproject() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())
-
-
-def _ray_pin() -> str:
-    pins = [re.fullmatch(r"ray\[[\w,]+\]==([\d.]+)", dep) for dep in _pyproject()["project"]["dependencies"]]
-    found = [pin.group(1) for pin in pins if pin]
-    assert len(found) == 1, "pyproject pins ray exactly once"
-    return found[0]
-
-
 def _python_tag() -> str:
-    low = re.search(r">=\s*(\d+)\.(\d+)", _pyproject()["project"]["requires-python"])
+    low = re.search(r">=\s*(\d+)\.(\d+)", pyproject()["project"]["requires-python"])
     assert low
     return f"py{low.group(1)}{low.group(2)}"
 
@@ -59,7 +49,7 @@ def test_the_base_is_the_ray_image_of_the_pinned_ray_and_python(dockerfile: tupl
     assert len(bases) == 1, "one stage"
     platform = "cpu" if flavour == "cpu" else r"cu\d{3}"
     # a CUDA-versioned tag, never the moving -gpu alias or latest
-    assert re.fullmatch(rf"rayproject/ray:{re.escape(_ray_pin())}-{_python_tag()}-{platform}", bases[0]), bases[0]
+    assert re.fullmatch(rf"rayproject/ray:{re.escape(ray_pin())}-{_python_tag()}-{platform}", bases[0]), bases[0]
 
 
 def test_it_runs_as_a_non_root_user(dockerfile: tuple[str, list]) -> None:
@@ -108,8 +98,8 @@ def test_the_extras_and_torch_builds(dockerfile: tuple[str, list]) -> None:
     pips = [value for instruction, value in instructions if instruction == "RUN" and "pip install" in value]
     assert len(pips) == 1
     pip = pips[0]
-    assert f'"ray[data,serve]=={_ray_pin()}"' in pip, "Ray stays the base image's release"
-    extras = _pyproject()["project"]["optional-dependencies"]
+    assert f'"ray[data,serve]=={ray_pin()}"' in pip, "Ray stays the base image's release"
+    extras = pyproject()["project"]["optional-dependencies"]
     if flavour == "cpu":
         assert '".[cpu,formats]"' in pip and "--extra-index-url https://download.pytorch.org/whl/cpu" in pip
         assert "torch==2.13.0" in extras["cpu"]
@@ -133,7 +123,7 @@ def test_the_build_context_leaves_secrets_and_local_state_out() -> None:
 
 def test_the_build_context_keeps_what_the_image_needs() -> None:
     ignored = set(_dockerignore())
-    packages = [name.rstrip("*") for name in _pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]]
+    packages = [name.rstrip("*") for name in pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]]
     for needed in ["pyproject.toml", "README.md", "cluster", *packages]:
         assert (ROOT / needed).exists(), needed
         assert needed not in ignored and f"{needed}/" not in ignored, f"{needed} is needed by pip install ."
