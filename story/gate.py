@@ -252,6 +252,7 @@ def _create(label: str, rows: list[dict[str, Any]]) -> tuple[str, dict[str, Any]
 
 
 def decision_writes(
+    campaign_id: str,
     writes: Writes,
     proposals: Sequence[ProposedChange],
     decisions: Sequence[ProposalDecision],
@@ -266,7 +267,7 @@ def decision_writes(
     if rows:
         writes.add("UNWIND $rows AS r MATCH (p:ProposedChange {uid: r.uid}) SET p += r.props", rows=rows)
     resolutions = [
-        _resolution_row(by_id[d.proposal_id].resolution, d.proposal_id, by_id[d.proposal_id].scene_id)
+        _resolution_row(by_id[d.proposal_id].resolution, d.proposal_id, by_id[d.proposal_id].scene_id, campaign_id)
         for d in decisions
         if d.status is ProposalStatus.ACCEPTED and by_id[d.proposal_id].resolution is not None
     ]
@@ -279,13 +280,16 @@ def decision_writes(
         )
 
 
-def _resolution_row(resolution: Resolution | None, proposal_id: str, scene_id: str) -> dict[str, Any]:
+def _resolution_row(
+    resolution: Resolution | None, proposal_id: str, scene_id: str, campaign_id: str
+) -> dict[str, Any]:
     assert resolution is not None
     data = resolution.model_dump(mode="json")
     row: dict[str, Any] = {
         "uid": resolution_uid(proposal_id),
         "proposal_uid": proposal_id,
         "scene_uid": scene_id,
+        "campaign_id": campaign_id,
         "method": data["method"],
         "outcome": data["outcome"],
         "resolved_at": data["resolved_at"],

@@ -24,7 +24,8 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import IO, Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -67,6 +68,7 @@ from stores.blob.base import BlobStore
 from stores.catalog import from_props
 from stores.graph.base import GraphStore
 from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
+from story.bundle import BundleSummary, export_campaign, import_campaign
 from story.gate import CanonBatch, decision_writes, judge, scene_of, scene_outcomes, write_canon
 from story.graph import CampaignContext, StoryGraph, Writes, node_props, unwind_create, unwind_link
 from story.lineage import BranchLine, Lineage, lineage_of
@@ -144,7 +146,10 @@ class StoryService:
                 if ctx.archived and not allow_archived:
                     raise InvalidRequest("story", f"campaign {campaign_id!r} is archived; unarchive it to change it")
                 writes = Writes()
-                result, props = build(ctx, writes)
+                try:
+                    result, props = build(ctx, writes)
+                except ValidationError as exc:
+                    raise InvalidRequest("story", _errors(exc)) from None
                 if props is _SKIP:
                     return result
                 try:
@@ -213,7 +218,7 @@ class StoryService:
         with self.graph.transaction() as tx:
             tx.run(
                 "MATCH (w:World {uid: $w}) CREATE (c:Campaign) SET c = $props CREATE (c)-[:IN_WORLD]->(w)",
-                {"w": world_id, "props": node_props(campaign, world_uid=world_id, version=0, event_seq=0)},
+                {"w": world_id, "props": node_props(campaign, campaign_id=campaign_id, world_uid=world_id, version=0, event_seq=0)},
             )
             tx.run(
                 "MATCH (c:Campaign {uid: $c}) CREATE (b:Branch) SET b = $props CREATE (b)-[:OF_CAMPAIGN]->(c)",
@@ -847,7 +852,7 @@ class StoryService:
                 first_seq=first_seq,
             )
             branch_id, fork = self._write_branch(ctx, writes) if batch.events else (ctx.campaign.active_branch_id, {})
-            decision_writes(writes, pending, decisions)  # first: canon links to the resolutions it creates
+            decision_writes(ctx.id, writes, pending, decisions)  # first: canon links to the resolutions it creates
             write_canon(
                 ctx,
                 writes,
@@ -1170,6 +1175,21 @@ class StoryService:
             {"s": scene_id, "uid": asset.id, "props": node_props(asset, campaign_id=scene.campaign_id)},
         )
         return asset
+
+    # ==========================================================================================
+    # export and import
+
+    def export_campaign(
+        self, campaign_id: str, dest: Path | IO[bytes], *, include_knowledge: bool = False
+    ) -> BundleSummary:
+        """Write a campaign bundle (see :mod:`story.bundle`); the campaign's writers wait meanwhile."""
+        with self._lock(campaign_id):
+            return export_campaign(self.graph, self.blobs, campaign_id, dest, include_knowledge=include_knowledge)
+
+    def import_campaign(self, source: Path | IO[bytes] | bytes) -> Campaign:
+        """Import a campaign bundle; refused whole (nothing written) if corrupt or already here."""
+        summary = import_campaign(self.graph, self.blobs, source)
+        return self.get_campaign(summary.campaign_id)
 
     def scene_media(self, scene_id: str) -> list[MediaAsset]:
         rows = self.graph.run(

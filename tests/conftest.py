@@ -23,6 +23,7 @@ pytest_plugins = [
     "tests.fixtures.text",
     "tests.fixtures.vector",
     "tests.fixtures.graph",
+    "tests.fixtures.story",
 ]
 
 
