@@ -148,6 +148,9 @@ def _problems(
         fact = state.facts.get(e["fact_id"])
         if fact is None:
             out.append((Rule.UNKNOWN_FACT, f"fact {e['fact_id']!r} does not exist here"))
+        elif e.get("invalidation") == "retconned":
+            if fact["canon_level"] == "retconned":  # retconning a superseded fact is fine: it never was true
+                out.append((Rule.FACT_NOT_CURRENT, f"fact {e['fact_id']!r} is already retconned"))
         elif fact["status"] == FactStatus.SUPERSEDED.value:
             out.append((Rule.FACT_NOT_CURRENT, f"fact {e['fact_id']!r} is already superseded"))
     elif kind == "relationship_added":

@@ -948,6 +948,7 @@ class StoryService:
                     authority=authority,
                 )
                 new_id_ = added.fact_id
+                events.append(added.validated_copy(replaces=fact_id))
                 events.append(
                     FactInvalidated(
                         turn_id=turn,
@@ -957,7 +958,6 @@ class StoryService:
                         superseded_by=new_id_,
                     )
                 )
-                events.append(added.validated_copy(replaces=fact_id))
             else:
                 events.append(
                     FactInvalidated(
