@@ -54,8 +54,12 @@ def pct(samples: list[float], q: float) -> float:
 
 
 def summary(samples: list[float]) -> dict[str, float]:
-    return {"p50_ms": pct(samples, 0.5), "p95_ms": pct(samples, 0.95), "mean_ms": round(statistics.mean(samples) * 1000, 3),
-            "n": len(samples)}
+    return {
+        "p50_ms": pct(samples, 0.5),
+        "p95_ms": pct(samples, 0.95),
+        "mean_ms": round(statistics.mean(samples) * 1000, 3),
+        "n": len(samples),
+    }
 
 
 def entity_id(proposal_id: str) -> str:
@@ -84,33 +88,71 @@ class Builder:
                     kind = "location"
                 if not self.items and len(self.places) >= 2 and len(self.people) >= 3:
                     kind = "item"
-                p = story.propose(scene.id, type="entity", authority="gm", confidence=1.0,
-                                  content={"kind": kind, "name": f"{kind} {len(self.people) + len(self.places)}-{i}"})
+                p = story.propose(
+                    scene.id,
+                    type="entity",
+                    authority="gm",
+                    confidence=1.0,
+                    content={"kind": kind, "name": f"{kind} {len(self.people) + len(self.places)}-{i}"},
+                )
                 {"character": self.people, "location": self.places, "item": self.items}[kind].append(entity_id(p.id))
             elif roll < 0.5:
-                story.propose(scene.id, type="state_change", authority="system", confidence=0.9,
-                              evidence={"turn_ids": [story.get_campaign(self.campaign_id).head_turn_id]},
-                              content={"events": [{"kind": "current_location_set", "entity_id": rng.choice(self.people),
-                                                   "location_entity_id": rng.choice(self.places)}]})
+                story.propose(
+                    scene.id,
+                    type="state_change",
+                    authority="system",
+                    confidence=0.9,
+                    evidence={"turn_ids": [story.get_campaign(self.campaign_id).head_turn_id]},
+                    content={
+                        "events": [
+                            {
+                                "kind": "current_location_set",
+                                "entity_id": rng.choice(self.people),
+                                "location_entity_id": rng.choice(self.places),
+                            }
+                        ]
+                    },
+                )
             elif roll < 0.7:
-                story.propose(scene.id, type="fact", authority="gm", confidence=1.0,
-                              content={"subject_entity_id": rng.choice(self.people), "predicate": f"mood{rng.randint(0, 20)}",
-                                       "value": rng.choice(["calm", "angry", "sad", "bold"])})
+                story.propose(
+                    scene.id,
+                    type="fact",
+                    authority="gm",
+                    confidence=1.0,
+                    content={
+                        "subject_entity_id": rng.choice(self.people),
+                        "predicate": f"mood{rng.randint(0, 20)}",
+                        "value": rng.choice(["calm", "angry", "sad", "bold"]),
+                    },
+                )
             elif roll < 0.85:
                 a, b = rng.sample(self.people, 2)
-                story.propose(scene.id, type="relationship", authority="gm", confidence=1.0,
-                              content={"source_entity_id": a, "target_entity_id": b, "kind": rng.choice(["ally_of", "rival_of"])})
+                story.propose(
+                    scene.id,
+                    type="relationship",
+                    authority="gm",
+                    confidence=1.0,
+                    content={"source_entity_id": a, "target_entity_id": b, "kind": rng.choice(["ally_of", "rival_of"])},
+                )
             else:
-                story.propose(scene.id, type="event", authority="gm", confidence=1.0,
-                              content={"title": f"happening {rng.randint(0, 10**6)}",
-                                       "participant_entity_ids": rng.sample(self.people, 2)})
+                story.propose(
+                    scene.id,
+                    type="event",
+                    authority="gm",
+                    confidence=1.0,
+                    content={
+                        "title": f"happening {rng.randint(0, 10**6)}",
+                        "participant_entity_ids": rng.sample(self.people, 2),
+                    },
+                )
         started = time.perf_counter()
         story.end_scene(scene.id)
         return time.perf_counter() - started
 
 
-def build_campaign(story: StoryService, turns: int, scene_every: int, per_scene: int, seed: int,
-                   progress: Progress) -> tuple[str, list[str]]:
+def build_campaign(
+    story: StoryService, turns: int, scene_every: int, per_scene: int, seed: int, progress: Progress
+) -> tuple[str, list[str]]:
     rng = random.Random(seed)
     world = story.create_world("Benchmark world")
     campaign = story.create_campaign(world.id, "Ten thousand turns", StoryProfile(genre="fantasy"))
@@ -136,7 +178,9 @@ def build_campaign(story: StoryService, turns: int, scene_every: int, per_scene:
     return campaign.id, turn_ids
 
 
-def measure_state(story: StoryService, campaign_id: str, turn_ids: list[str], samples: int, seed: int) -> dict[str, Any]:
+def measure_state(
+    story: StoryService, campaign_id: str, turn_ids: list[str], samples: int, seed: int
+) -> dict[str, Any]:
     rng = random.Random(seed)
     picks = [rng.choice(turn_ids) for _ in range(samples)]
     fold: list[float] = []
@@ -168,8 +212,12 @@ def measure_state(story: StoryService, campaign_id: str, turn_ids: list[str], sa
         "replay_from_first_event_no_snapshot": summary(from_scratch),
         "events_replayed_after_snapshot": {"mean": round(statistics.mean(replayed), 1), "max": max(replayed)},
         "snapshot_speedup_p50": round(pct(from_scratch, 0.5) / max(pct(fold, 0.5), 1e-6), 1),
-        "state_size_at_head": {"entities": len(final.entities), "facts": len(final.facts),
-                               "relationships": len(final.relationships), "events": final.event_count},
+        "state_size_at_head": {
+            "entities": len(final.entities),
+            "facts": len(final.facts),
+            "relationships": len(final.relationships),
+            "events": final.event_count,
+        },
     }
 
 
@@ -188,8 +236,9 @@ def measure_commits(story: StoryService, runs: int, seed: int, progress: Progres
     return summary(timings)
 
 
-def measure_racing(graph: Any, blobs: Any, writers: int, campaigns: int, turns_each: int,
-                   progress: Progress) -> dict[str, Any]:
+def measure_racing(
+    graph: Any, blobs: Any, writers: int, campaigns: int, turns_each: int, progress: Progress
+) -> dict[str, Any]:
     setup = StoryService(graph, blobs)
     world = setup.create_world("Race world")
     ids = [setup.create_campaign(world.id, f"table {i}", StoryProfile(genre="fantasy")).id for i in range(campaigns)]
@@ -218,10 +267,16 @@ def measure_racing(graph: Any, blobs: Any, writers: int, campaigns: int, turns_e
     on_lines = sum(len(setup.history(c)) for c in ids)
     branches = sum(len(setup.branches(c)) for c in ids)
     return {
-        "writers": writers, "campaigns": campaigns, "turns_per_writer": turns_each,
-        "turns_acknowledged": sum(done), "turns_on_the_lines": on_lines,
-        "lost_updates": sum(done) - on_lines, "extra_branches": branches - campaigns,
-        "errors": errors[:5], "wall_s": round(wall, 2), "commits_per_s": round(sum(done) / wall, 1),
+        "writers": writers,
+        "campaigns": campaigns,
+        "turns_per_writer": turns_each,
+        "turns_acknowledged": sum(done),
+        "turns_on_the_lines": on_lines,
+        "lost_updates": sum(done) - on_lines,
+        "extra_branches": branches - campaigns,
+        "errors": errors[:5],
+        "wall_s": round(wall, 2),
+        "commits_per_s": round(sum(done) / wall, 1),
     }
 
 
@@ -241,8 +296,10 @@ def plot(result: dict[str, Any], path: Path) -> None:
     axes[0].set_xticks([x + 0.2 for x in range(3)], labels)
     axes[0].set_yscale("log")
     axes[0].set_ylabel("ms")
-    axes[0].set_title(f"State as of a random turn ({result['config']['turns']} turns, 5 branches,\n"
-                      f"snapshot every {result['config']['snapshot_interval']} events)")
+    axes[0].set_title(
+        f"State as of a random turn ({result['config']['turns']} turns, 5 branches,\n"
+        f"snapshot every {result['config']['snapshot_interval']} events)"
+    )
     axes[0].legend(fontsize=8)
     c = result["scene_commit_50"]
     axes[1].bar(["p50", "p95"], [c["p50_ms"], c["p95_ms"]], color="tab:green")
@@ -251,9 +308,13 @@ def plot(result: dict[str, Any], path: Path) -> None:
     axes[1].set_title("Scene commit of 50 proposals")
     axes[1].legend(fontsize=8)
     r = result["racing_writers"]
-    axes[2].bar(["acknowledged", "on the lines"], [r["turns_acknowledged"], r["turns_on_the_lines"]], color="tab:purple")
-    axes[2].set_title(f"{r['writers']} writers on {r['campaigns']} campaigns: {r['lost_updates']} lost, "
-                      f"{r['commits_per_s']} commits/s")
+    axes[2].bar(
+        ["acknowledged", "on the lines"], [r["turns_acknowledged"], r["turns_on_the_lines"]], color="tab:purple"
+    )
+    axes[2].set_title(
+        f"{r['writers']} writers on {r['campaigns']} campaigns: {r['lost_updates']} lost, "
+        f"{r['commits_per_s']} commits/s"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -276,11 +337,19 @@ def main() -> None:
         args.turns, args.samples, args.commit_runs, args.turns_per_writer = 500, 50, 5, 3
     result: dict[str, Any] = {
         "benchmark": "story_engine",
-        "config": {"turns": args.turns, "branches": 5, "scene_every": args.scene_every,
-                   "proposals_per_scene": args.proposals_per_scene, "snapshot_interval": args.snapshot_interval,
-                   "quick": args.quick},
-        "environment": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                        "load_avg_1m_before": round(os.getloadavg()[0], 2)},
+        "config": {
+            "turns": args.turns,
+            "branches": 5,
+            "scene_every": args.scene_every,
+            "proposals_per_scene": args.proposals_per_scene,
+            "snapshot_interval": args.snapshot_interval,
+            "quick": args.quick,
+        },
+        "environment": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load_avg_1m_before": round(os.getloadavg()[0], 2),
+        },
         "targets": {"state_p95_ms": 20, "commit_50_p95_ms": 100, "lost_updates": 0},
     }
     with tempfile.TemporaryDirectory(prefix="lk-story-bench-") as tmp, Progress() as progress:
@@ -290,13 +359,15 @@ def main() -> None:
             story = StoryService(graph, blobs, snapshot_interval=args.snapshot_interval)
             story.prepare()
             t0 = time.perf_counter()
-            campaign_id, turn_ids = build_campaign(story, args.turns, args.scene_every, args.proposals_per_scene,
-                                                   args.seed, progress)
+            campaign_id, turn_ids = build_campaign(
+                story, args.turns, args.scene_every, args.proposals_per_scene, args.seed, progress
+            )
             result["build_s"] = round(time.perf_counter() - t0, 1)
             result["state_as_of_turn"] = measure_state(story, campaign_id, turn_ids, args.samples, args.seed)
             result["scene_commit_50"] = measure_commits(story, args.commit_runs, args.seed, progress)
-            result["racing_writers"] = measure_racing(graph, blobs, args.writers, args.campaigns,
-                                                      args.turns_per_writer, progress)
+            result["racing_writers"] = measure_racing(
+                graph, blobs, args.writers, args.campaigns, args.turns_per_writer, progress
+            )
         finally:
             graph.close()
     result["environment"]["load_avg_1m_after"] = round(os.getloadavg()[0], 2)

@@ -213,7 +213,9 @@ def _read_verified(source: Path | IO[bytes] | bytes) -> tuple[dict[str, Any], di
             except (zipfile.BadZipFile, OSError) as exc:  # a CRC error: the bytes were changed
                 raise InvalidRequest("story", f"bundle member {name!r} is corrupt: {exc}") from None
             if hashlib.sha256(data).hexdigest() != digest:
-                raise InvalidRequest("story", f"bundle member {name!r} does not match its checksum: tampered or corrupt")
+                raise InvalidRequest(
+                    "story", f"bundle member {name!r} does not match its checksum: tampered or corrupt"
+                )
             members[name] = data
     for key in ("campaign_id", "world_id"):
         if not isinstance(manifest.get(key), str):
@@ -243,9 +245,7 @@ def _campaign_nodes(graph: GraphStore, campaign_id: str, world_id: str) -> list[
     out.extend(
         {"label": label, "props": _props(r["n"])}
         for label in ("World", "Axiom")
-        for r in graph.run(
-            f"MATCH (n:{label}) WHERE n.uid = $w OR n.world_uid = $w RETURN n", {"w": world_id}
-        )
+        for r in graph.run(f"MATCH (n:{label}) WHERE n.uid = $w OR n.world_uid = $w RETURN n", {"w": world_id})
     )
     return sorted(out, key=lambda n: (n["label"], n["props"]["uid"]))
 

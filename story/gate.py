@@ -280,9 +280,7 @@ def decision_writes(
         )
 
 
-def _resolution_row(
-    resolution: Resolution | None, proposal_id: str, scene_id: str, campaign_id: str
-) -> dict[str, Any]:
+def _resolution_row(resolution: Resolution | None, proposal_id: str, scene_id: str, campaign_id: str) -> dict[str, Any]:
     assert resolution is not None
     data = resolution.model_dump(mode="json")
     row: dict[str, Any] = {

@@ -36,6 +36,7 @@ from schemas.story import Branch, Campaign, Turn
 from stores.catalog import from_props, to_props
 from stores.graph.base import GraphStore
 from story.lineage import BranchLine, Lineage, lineage_of
+from story.state import WorldState
 
 Statement = tuple[str, dict[str, Any]]
 
@@ -77,9 +78,15 @@ class CampaignContext:
 
 @dataclass(slots=True)
 class Writes:
-    """Statements to run in one transaction, after the commit token."""
+    """Statements to run in one transaction, after the commit token.
+
+    ``after_state`` (the world after the canon this commit adds) or ``moves_head`` tells the write
+    protocol to bring the live world (:mod:`story.live`) along in the same transaction.
+    """
 
     statements: list[Statement] = field(default_factory=list)
+    after_state: WorldState | None = None
+    moves_head: bool = False
 
     def add(self, query: str, params: dict[str, Any] | None = None, /, **more: Any) -> None:
         """Queue a statement: ``add(query, params)`` or ``add(query, name=value, ...)``."""

@@ -72,6 +72,7 @@ from story.bundle import BundleSummary, export_campaign, import_campaign
 from story.gate import CanonBatch, decision_writes, judge, scene_of, scene_outcomes, write_canon
 from story.graph import CampaignContext, StoryGraph, Writes, node_props, unwind_create, unwind_link
 from story.lineage import BranchLine, Lineage, lineage_of
+from story.live import LiveView, queue_sync, read_live
 from story.policy import AUTHORITY_RANK, GatePolicy
 from story.rules import check_events
 from story.snapshots import DEFAULT_SNAPSHOT_INTERVAL, Snapshots
@@ -152,6 +153,8 @@ class StoryService:
                     raise InvalidRequest("story", _errors(exc)) from None
                 if props is _SKIP:
                     return result
+                if writes.after_state is not None or writes.moves_head:
+                    self._queue_live(ctx, writes, props)
                 try:
                     self.story.commit(ctx, writes, kind=kind, **props)
                 except Conflict:
@@ -161,6 +164,20 @@ class StoryService:
                     continue
                 return result
         raise Conflict("story", f"campaign {campaign_id!r} is too busy: {self.max_retries} writes raced this one")
+
+    def _queue_live(self, ctx: CampaignContext, writes: Writes, props: dict[str, Any]) -> None:
+        """Bring the live world to the state at the head this mutation leaves (same transaction)."""
+        target = writes.after_state
+        if target is None:
+            branch = props.get("active_branch_id", ctx.campaign.active_branch_id)
+            head: str | None = props.get("head_turn_id", ctx.campaign.head_turn_id)
+            depth = self.story.turn(head).depth if head else -1
+            target = self.snapshots.state_at(ctx.id, lineage_of(ctx.lines, branch, depth)).state
+        queue_sync(writes, ctx.id, read_live(self.graph, ctx.id), target)
+
+    def live_world(self, campaign_id: str) -> LiveView:
+        """The materialized world at the head, as the graph holds it (see :mod:`story.live`)."""
+        return read_live(self.graph, campaign_id)
 
     # ==========================================================================================
     # worlds and campaigns
@@ -218,7 +235,10 @@ class StoryService:
         with self.graph.transaction() as tx:
             tx.run(
                 "MATCH (w:World {uid: $w}) CREATE (c:Campaign) SET c = $props CREATE (c)-[:IN_WORLD]->(w)",
-                {"w": world_id, "props": node_props(campaign, campaign_id=campaign_id, world_uid=world_id, version=0, event_seq=0)},
+                {
+                    "w": world_id,
+                    "props": node_props(campaign, campaign_id=campaign_id, world_uid=world_id, version=0, event_seq=0),
+                },
             )
             tx.run(
                 "MATCH (c:Campaign {uid: $c}) CREATE (b:Branch) SET b = $props CREATE (b)-[:OF_CAMPAIGN]->(c)",
@@ -384,6 +404,7 @@ class StoryService:
             if ctx.head is None:
                 raise InvalidRequest("story", "nothing to undo: the head is before the first turn")
             parent = ctx.head.parent_turn_id
+            writes.moves_head = True
             return ctx.campaign.validated_copy(head_turn_id=parent), {"head_turn_id": parent}
 
         return self._mutate(campaign_id, "undo", build)
@@ -402,6 +423,7 @@ class StoryService:
             turn = self.story.turn_at(branch, target) if branch else None
             if turn is None:
                 raise NotFound("story", f"no turn at depth {target} on branch {active!r}")
+            writes.moves_head = True
             return ctx.campaign.validated_copy(head_turn_id=turn.id), {"head_turn_id": turn.id}
 
         return self._mutate(campaign_id, "redo", build)
@@ -433,6 +455,7 @@ class StoryService:
                 fork_turn_id=turn.id,
             )
             self._queue_branch(ctx, writes, branch, fork_depth=turn.depth, previous=ctx.campaign.active_branch_id)
+            writes.moves_head = True
             return branch, {"active_branch_id": branch.id, "head_turn_id": turn.id}
 
         return self._mutate(campaign_id, "branch", build)
@@ -452,6 +475,7 @@ class StoryService:
                     b=previous,
                 )
                 writes.add("MATCH (b:Branch {uid: $b}) SET b.disposition = 'active', b.archived = false", b=branch_id)
+            writes.moves_head = True
             campaign = ctx.campaign.validated_copy(active_branch_id=branch_id, head_turn_id=head)
             return campaign, {"active_branch_id": branch_id, "head_turn_id": head}
 
@@ -603,6 +627,7 @@ class StoryService:
                     b=previous,
                 )
                 writes.add("MATCH (b:Branch {uid: $b}) SET b.disposition = 'active'", b=checkpoint.branch_id)
+            writes.moves_head = True
             campaign = ctx.campaign.validated_copy(
                 active_branch_id=checkpoint.branch_id, head_turn_id=checkpoint.turn_id
             )
@@ -733,6 +758,7 @@ class StoryService:
         checked = check_events(state, events, first_seq=ctx.event_seq + 1, authority=authority.value, in_place=True)
         if checked.issues:
             raise InvalidRequest("story", f"{what} break the rules: " + "; ".join(i.message for i in checked.issues))
+        writes.after_state = checked.state
         batch = CanonBatch()
         batch.add(events, authority=authority.value, confidence=1.0, evidence=evidence)
         write_canon(
@@ -852,6 +878,8 @@ class StoryService:
                 first_seq=first_seq,
             )
             branch_id, fork = self._write_branch(ctx, writes) if batch.events else (ctx.campaign.active_branch_id, {})
+            if batch.events:
+                writes.after_state = state
             decision_writes(ctx.id, writes, pending, decisions)  # first: canon links to the resolutions it creates
             write_canon(
                 ctx,

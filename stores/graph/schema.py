@@ -18,6 +18,7 @@ NODE_LABELS: tuple[str, ...] = (
     "Commit", "Resolution", "PromptSnapshot", "Retrieval", "MediaAsset",
     # canon
     "Entity", "Fact", "Axiom", "Relationship", "StoryThread", "Happening", "Memory", "Summary", "Snapshot",
+    "LiveEntity",
 )
 
 #: Properties that queries filter on besides ``uid`` (dedup on re-ingest, lineage walks, gate checks).
@@ -47,6 +48,7 @@ INDEXED_PROPERTIES: tuple[tuple[str, str], ...] = (
     ("Turn", "branch_id"),                 # the turn at a depth of a branch (redo, history)
     ("Fact", "campaign_id"),
     ("Entity", "campaign_id"),
+    ("LiveEntity", "campaign_id"),
     ("Entity", "world_uid"),
     ("Entity", "normalized_name"),
     ("Fact", "status"),

@@ -21,29 +21,61 @@ def test_a_campaign_from_first_turn_to_retcon(story_on: StoryService) -> None:
     t1 = story.add_turn(campaign.id, "I arrive at the harbour", narration="Gulls wheel overhead.").id
 
     scene = story.start_scene(campaign.id, title="The harbour")
-    mira = story.propose(scene.id, type="entity", content={"kind": "character", "name": "Mira", "attributes": {"hp": 9}},
-                         authority="gm", confidence=1.0)
-    dock = story.propose(scene.id, type="entity", content={"kind": "location", "name": "Dock Seven"}, authority="gm",
-                         confidence=1.0)
+    mira = story.propose(
+        scene.id,
+        type="entity",
+        content={"kind": "character", "name": "Mira", "attributes": {"hp": 9}},
+        authority="gm",
+        confidence=1.0,
+    )
+    dock = story.propose(
+        scene.id, type="entity", content={"kind": "location", "name": "Dock Seven"}, authority="gm", confidence=1.0
+    )
     mira_id, dock_id = (f"ent_{p.id.split('_', 1)[1]}" for p in (mira, dock))
-    story.propose(scene.id, type="state_change", authority="system", confidence=0.9, evidence={"turn_ids": [t1]},
-                  content={"events": [{"kind": "current_location_set", "entity_id": mira_id,
-                                       "location_entity_id": dock_id}]})
+    story.propose(
+        scene.id,
+        type="state_change",
+        authority="system",
+        confidence=0.9,
+        evidence={"turn_ids": [t1]},
+        content={"events": [{"kind": "current_location_set", "entity_id": mira_id, "location_entity_id": dock_id}]},
+    )
     report = story.end_scene(scene.id)
     assert [d.status for d in report.decisions] == [ProposalStatus.ACCEPTED] * 3
     assert story.end_scene(scene.id).already_completed
 
     t2 = story.add_turn(campaign.id, "I ask Mira about the crown", narration="She laughs.").id
-    scene = story.start_scene(campaign.id, title="Questions", location_entity_id=dock_id, participant_entity_ids=[mira_id])
+    scene = story.start_scene(
+        campaign.id, title="Questions", location_entity_id=dock_id, participant_entity_ids=[mira_id]
+    )
     roll = Resolution(method="dice", outcome="success", roll=DiceRoll(expression="2d6", rolls=[5, 6], total=11))
-    story.propose(scene.id, type="fact", authority="player", confidence=0.7, resolution=roll, evidence={"turn_ids": [t2]},
-                  content={"subject_entity_id": mira_id, "predicate": "knows_location_of", "value": "the crown"})
-    story.propose(scene.id, type="fact", authority="player", confidence=0.7, evidence={"turn_ids": [t2]},
-                  content={"subject_entity_id": mira_id, "predicate": "owes_money", "value": True})
+    story.propose(
+        scene.id,
+        type="fact",
+        authority="player",
+        confidence=0.7,
+        resolution=roll,
+        evidence={"turn_ids": [t2]},
+        content={"subject_entity_id": mira_id, "predicate": "knows_location_of", "value": "the crown"},
+    )
+    story.propose(
+        scene.id,
+        type="fact",
+        authority="player",
+        confidence=0.7,
+        evidence={"turn_ids": [t2]},
+        content={"subject_entity_id": mira_id, "predicate": "owes_money", "value": True},
+    )
     report = story.end_scene(scene.id)
     assert [d.status for d in report.decisions] == [ProposalStatus.ACCEPTED, ProposalStatus.REJECTED]
-    story.add_memory(Memory(campaign_id=campaign.id, observer_entity_id=mira_id, text="The stranger asked about the crown.",
-                            anchor_turn_id=t2))
+    story.add_memory(
+        Memory(
+            campaign_id=campaign.id,
+            observer_entity_id=mira_id,
+            text="The stranger asked about the crown.",
+            anchor_turn_id=t2,
+        )
+    )
 
     # time travel: undo, fork, and the state as of each turn
     story.undo(campaign.id)
@@ -59,8 +91,9 @@ def test_a_campaign_from_first_turn_to_retcon(story_on: StoryService) -> None:
     assert [m.text for m in story.memories(campaign.id)] == ["The stranger asked about the crown."]
 
     # a retcon on this branch
-    new_fact = story.retcon(campaign.id, facts["knows_location_of"].id, reason="She only pretended",
-                            value="nothing at all")
+    new_fact = story.retcon(
+        campaign.id, facts["knows_location_of"].id, reason="She only pretended", value="nothing at all"
+    )
     after = {f.id: f for f in story.state(campaign.id).facts}
     assert after[facts["knows_location_of"].id].canon_level.value == "retconned"
     assert after[new_fact].replaces == facts["knows_location_of"].id  # type: ignore[index]

@@ -59,13 +59,39 @@ def _undone_campaign(story: StoryService) -> str:
     campaign, ids, (t1, t2, t3) = _tavern(story)
     catalog = Catalog(story.graph)
     catalog.save_library(Library(uid="lib_1", name="Lore", type="lore"))
-    catalog.save_item(Item(uid="item_1", library_uid="lib_1", title="Bestiary", file_type="markdown", size_bytes=5,
-                           content_hash="f" * 64, source_ref="b.md"))
-    catalog.save_chunks([Chunk(uid="chunk_9", item_uid="item_1", sequence=0, text_key="items/item_1/chunks/chunk_000.txt",
-                               token_count=7)])
+    catalog.save_item(
+        Item(
+            uid="item_1",
+            library_uid="lib_1",
+            title="Bestiary",
+            file_type="markdown",
+            size_bytes=5,
+            content_hash="f" * 64,
+            source_ref="b.md",
+        )
+    )
+    catalog.save_chunks(
+        [
+            Chunk(
+                uid="chunk_9",
+                item_uid="item_1",
+                sequence=0,
+                text_key="items/item_1/chunks/chunk_000.txt",
+                token_count=7,
+            )
+        ]
+    )
     story.blobs.put("items/item_1/chunks/chunk_000.txt", b"Ghouls fear silver.")
-    story.record_prompt(t3, "the prompt", PromptSnapshot(turn_id=t3, model="m", content_hash="1" * 64, sections=[
-        PromptSection(kind="player_input", token_count=1, content_hash="2" * 64)]))
+    story.record_prompt(
+        t3,
+        "the prompt",
+        PromptSnapshot(
+            turn_id=t3,
+            model="m",
+            content_hash="1" * 64,
+            sections=[PromptSection(kind="player_input", token_count=1, content_hash="2" * 64)],
+        ),
+    )
     story.record_retrieval(RetrievalRecord(turn_id=t3, query="ghouls", hits=[RetrievalHit(chunk_id="chunk_9", rank=1)]))
     story.create_checkpoint(campaign.id, "at the crypt")
     play(story, campaign.id, "after the crypt", "even later")
@@ -135,11 +161,20 @@ def test_importing_the_same_bundle_twice_is_a_conflict(story: StoryService, othe
 
 @pytest.mark.parametrize(
     "damage",
-    ["tamper_nodes", "drop_member", "extra_member", "bad_version", "not_a_zip", "truncated", "unsafe_name",
-     "foreign_node"],
+    [
+        "tamper_nodes",
+        "drop_member",
+        "extra_member",
+        "bad_version",
+        "not_a_zip",
+        "truncated",
+        "unsafe_name",
+        "foreign_node",
+    ],
 )
-def test_a_bad_bundle_is_refused_and_changes_nothing(story: StoryService, other_story: StoryService,
-                                                     damage: str) -> None:
+def test_a_bad_bundle_is_refused_and_changes_nothing(
+    story: StoryService, other_story: StoryService, damage: str
+) -> None:
     campaign = new_campaign(story)
     play(story, campaign.id, "one")
     bundle = _export(story, campaign.id)

@@ -44,8 +44,11 @@ def texts(story: StoryService, campaign_id: str) -> list[str]:
 
 def gm_entity(story: StoryService, scene_id: str, kind: str, name: str, **attributes: object) -> str:
     proposal = story.propose(
-        scene_id, type="entity", content={"kind": kind, "name": name, "attributes": attributes},
-        authority="gm", confidence=1.0,
+        scene_id,
+        type="entity",
+        content={"kind": kind, "name": name, "attributes": attributes},
+        authority="gm",
+        confidence=1.0,
     )
     return f"ent_{proposal.id.split('_', 1)[1]}"
 
@@ -226,24 +229,41 @@ def _tavern(story: StoryService) -> tuple[Campaign, dict[str, str], list[str]]:
     }
     story.end_scene(scene.id)
     (t2,) = play(story, campaign.id, "I enter the inn")
-    scene = story.start_scene(campaign.id, title="The inn", location_entity_id=ids["inn"],
-                              participant_entity_ids=[ids["ayla"], ids["bren"]])
+    scene = story.start_scene(
+        campaign.id, title="The inn", location_entity_id=ids["inn"], participant_entity_ids=[ids["ayla"], ids["bren"]]
+    )
     gm_events(
-        story, scene.id,
+        story,
+        scene.id,
         {"kind": "current_location_set", "entity_id": ids["ayla"], "location_entity_id": ids["inn"]},
         {"kind": "possession_set", "item_entity_id": ids["ring"], "holder_entity_id": ids["bren"]},
-        {"kind": "relationship_added", "relationship_id": "rel_friends", "source_entity_id": ids["ayla"],
-         "target_entity_id": ids["bren"], "relationship_kind": "friend_of"},
-        {"kind": "thread_opened", "thread_id": "thread_ring", "title": "Whose ring is it?",
-         "involved_entity_ids": [ids["ring"]]},
+        {
+            "kind": "relationship_added",
+            "relationship_id": "rel_friends",
+            "source_entity_id": ids["ayla"],
+            "target_entity_id": ids["bren"],
+            "relationship_kind": "friend_of",
+        },
+        {
+            "kind": "thread_opened",
+            "thread_id": "thread_ring",
+            "title": "Whose ring is it?",
+            "involved_entity_ids": [ids["ring"]],
+        },
     )
-    story.propose(scene.id, type="event", content={"title": "Bren shows the ring", "participant_entity_ids": [ids["bren"]]},
-                  authority="gm", confidence=1.0)
+    story.propose(
+        scene.id,
+        type="event",
+        content={"title": "Bren shows the ring", "participant_entity_ids": [ids["bren"]]},
+        authority="gm",
+        confidence=1.0,
+    )
     story.end_scene(scene.id)
     (t3,) = play(story, campaign.id, "We go to the crypt")
     scene = story.start_scene(campaign.id, title="The crypt")
     gm_events(
-        story, scene.id,
+        story,
+        scene.id,
         {"kind": "current_location_set", "entity_id": ids["ayla"], "location_entity_id": ids["crypt"]},
         {"kind": "possession_set", "item_entity_id": ids["ring"], "holder_entity_id": ids["ayla"]},
         {"kind": "set_entity_attribute", "entity_id": ids["ayla"], "attribute": "hp", "op": "increment", "amount": -5},
@@ -302,8 +322,12 @@ def test_a_fantasy_and_a_science_fiction_campaign_share_one_schema(story: StoryS
         p = gm_entity(story, scene.id, "character", person)
         loc = gm_entity(story, scene.id, "vehicle" if campaign is scifi else "location", place)
         item = gm_entity(story, scene.id, "item", thing)
-        gm_events(story, scene.id, {"kind": "current_location_set", "entity_id": p, "location_entity_id": loc},
-                  {"kind": "possession_set", "item_entity_id": item, "holder_entity_id": p})
+        gm_events(
+            story,
+            scene.id,
+            {"kind": "current_location_set", "entity_id": p, "location_entity_id": loc},
+            {"kind": "possession_set", "item_entity_id": item, "holder_entity_id": p},
+        )
         report = story.end_scene(scene.id)
         assert len(report.accepted) == 4, report.rejected
     assert story.get_campaign(scifi.id).profile.genre == "science fiction"
@@ -317,10 +341,24 @@ def test_a_fantasy_and_a_science_fiction_campaign_share_one_schema(story: StoryS
 
 def test_memories_are_seen_only_on_their_lineage(story: StoryService) -> None:
     campaign, ids, (t1, t2, t3) = _tavern(story)
-    story.add_memory(Memory(campaign_id=campaign.id, observer_entity_id=ids["ayla"], text="Bren lied to me.",
-                            anchor_turn_id=t3, subject_entity_ids=[ids["bren"]]))
-    story.add_memory(Memory(campaign_id=campaign.id, observer_entity_id=ids["bren"], text="Ayla smiled.",
-                            kind="emotion", anchor_turn_id=t2))
+    story.add_memory(
+        Memory(
+            campaign_id=campaign.id,
+            observer_entity_id=ids["ayla"],
+            text="Bren lied to me.",
+            anchor_turn_id=t3,
+            subject_entity_ids=[ids["bren"]],
+        )
+    )
+    story.add_memory(
+        Memory(
+            campaign_id=campaign.id,
+            observer_entity_id=ids["bren"],
+            text="Ayla smiled.",
+            kind="emotion",
+            anchor_turn_id=t2,
+        )
+    )
     story.add_summary(Summary(campaign_id=campaign.id, scope="session", anchor_turn_id=t3, text="The ring is found."))
     assert [m.text for m in story.memories(campaign.id)] == ["Ayla smiled.", "Bren lied to me."]
     assert [m.text for m in story.memories(campaign.id, observer_entity_id=ids["ayla"])] == ["Bren lied to me."]
@@ -337,31 +375,64 @@ def test_what_was_sent_to_the_model_and_which_passages_informed_a_turn(story: St
 
     catalog = Catalog(story.graph)
     library = catalog.save_library(Library(uid="lib_srd", name="SRD", type="rulebook"))
-    item = catalog.save_item(Item(uid="item_srd", library_uid=library.uid, title="Fate Core SRD", file_type="pdf",
-                                  size_bytes=10, content_hash="a" * 64, source_ref="fate.pdf"))
-    catalog.save_chunks([
-        Chunk(uid=f"chunk_{i}", item_uid=item.uid, sequence=i, text_key=f"items/item_srd/chunks/chunk_{i:03d}.txt",
-              heading_path=["Aspects", f"Part {i}"], page_start=10 + i, page_end=10 + i, token_count=50)
-        for i in range(3)
-    ])
+    item = catalog.save_item(
+        Item(
+            uid="item_srd",
+            library_uid=library.uid,
+            title="Fate Core SRD",
+            file_type="pdf",
+            size_bytes=10,
+            content_hash="a" * 64,
+            source_ref="fate.pdf",
+        )
+    )
+    catalog.save_chunks(
+        [
+            Chunk(
+                uid=f"chunk_{i}",
+                item_uid=item.uid,
+                sequence=i,
+                text_key=f"items/item_srd/chunks/chunk_{i:03d}.txt",
+                heading_path=["Aspects", f"Part {i}"],
+                page_start=10 + i,
+                page_end=10 + i,
+                token_count=50,
+            )
+            for i in range(3)
+        ]
+    )
     campaign = new_campaign(story)
     (turn_id,) = play(story, campaign.id, "How do aspects work?")
     prompt = "RULES...\nAXIOMS...\nKNOWLEDGE: [chunk_2] ...\nINPUT: How do aspects work?"
-    story.record_prompt(turn_id, prompt, PromptSnapshot(
-        turn_id=turn_id, model="tiny-llama",
-        sections=[PromptSection(kind="narrator_rules", token_count=3, content_hash="b" * 64),
-                  PromptSection(kind="player_input", token_count=5, content_hash="c" * 64)],
-        content_hash="d" * 64,
-    ))
-    story.record_retrieval(RetrievalRecord(turn_id=turn_id, query="aspects", hits=[
-        RetrievalHit(chunk_id="chunk_2", rank=1, fused_score=0.9),
-        RetrievalHit(chunk_id="chunk_0", rank=2, fused_score=0.5),
-        RetrievalHit(chunk_id="chunk_1", rank=3, fused_score=0.1, used_in_prompt=False),
-    ]))
+    story.record_prompt(
+        turn_id,
+        prompt,
+        PromptSnapshot(
+            turn_id=turn_id,
+            model="tiny-llama",
+            sections=[
+                PromptSection(kind="narrator_rules", token_count=3, content_hash="b" * 64),
+                PromptSection(kind="player_input", token_count=5, content_hash="c" * 64),
+            ],
+            content_hash="d" * 64,
+        ),
+    )
+    story.record_retrieval(
+        RetrievalRecord(
+            turn_id=turn_id,
+            query="aspects",
+            hits=[
+                RetrievalHit(chunk_id="chunk_2", rank=1, fused_score=0.9),
+                RetrievalHit(chunk_id="chunk_0", rank=2, fused_score=0.5),
+                RetrievalHit(chunk_id="chunk_1", rank=3, fused_score=0.1, used_in_prompt=False),
+            ],
+        )
+    )
     why = story.provenance(turn_id)
     assert why.prompt_text == prompt and why.prompt is not None and why.prompt.model == "tiny-llama"
     assert [(p.chunk_id, p.title, p.page_start, p.heading_path[-1]) for p in why.passages] == [
-        ("chunk_2", "Fate Core SRD", 12, "Part 2"), ("chunk_0", "Fate Core SRD", 10, "Part 0"),
+        ("chunk_2", "Fate Core SRD", 12, "Part 2"),
+        ("chunk_0", "Fate Core SRD", 10, "Part 0"),
     ]
     assert why.retrievals[0].hits[2].used_in_prompt is False
 
@@ -372,8 +443,18 @@ def test_presentation_and_media_stay_apart_from_truth(story: StoryService) -> No
     scene = story.start_scene(campaign.id, title="The map")
     before = story.state(campaign.id).state_hash
     story.set_presentation(TurnPresentation(turn_id=turn_id, blocks=[NarrationBlock(text="An old map.")]))
-    asset = MediaAsset(kind="image", origin="uploaded", blob_key="media/map.png", mime="image/png", size_bytes=2048,
-                       content_hash="e" * 64, width=640, height=480, campaign_id=campaign.id, alt_text="A map")
+    asset = MediaAsset(
+        kind="image",
+        origin="uploaded",
+        blob_key="media/map.png",
+        mime="image/png",
+        size_bytes=2048,
+        content_hash="e" * 64,
+        width=640,
+        height=480,
+        campaign_id=campaign.id,
+        alt_text="A map",
+    )
     story.attach_media(scene.id, asset)
     assert story.presentation(turn_id).blocks[0].text == "An old map."  # type: ignore[union-attr]
     assert [m.id for m in story.scene_media(scene.id)] == [asset.id]
@@ -393,3 +474,65 @@ def test_unknown_ids_are_clear_errors(story: StoryService) -> None:
         story.add_turn(campaign.id, "   ")
     turn = story.add_turn(campaign.id, "hi", narration="Hello.")
     assert story.get_turn(turn.id).speaker.kind is SpeakerKind.PLAYER
+
+
+# ---------------------------------------------------------------------------------------------------
+# the live world: the head's state materialized in the graph
+
+
+def _live_matches(story: StoryService, campaign_id: str) -> None:
+    live = story.live_world(campaign_id)
+    state = story.world_state(campaign_id)
+    assert {eid: (n["name"], n["status"]) for eid, n in live.entities.items()} == {
+        eid: (e["name"], e["status"]) for eid, e in state.entities.items()
+    }
+    assert {eid: t for (eid, kind), t in live.placement.items() if kind == "LOCATED_IN"} == {
+        eid: e["location_id"] for eid, e in state.entities.items() if e["location_id"]
+    }
+    assert {eid: t for (eid, kind), t in live.placement.items() if kind == "HELD_BY"} == {
+        eid: e["holder_id"] for eid, e in state.entities.items() if e["holder_id"]
+    }
+    assert set(live.relationships) == {rid for rid, r in state.relationships.items() if r["status"] == "active"}
+
+
+def test_the_live_world_follows_the_head(story: StoryService) -> None:
+    campaign, ids, (t1, t2, t3) = _tavern(story)
+    _live_matches(story, campaign.id)
+    assert story.live_world(campaign.id).placement[(ids["ring"], "HELD_BY")] == ids["ayla"]
+    story.undo(campaign.id)  # back to t2: the crypt scene's canon is behind the head now
+    _live_matches(story, campaign.id)
+    live = story.live_world(campaign.id)
+    assert live.placement[(ids["ring"], "HELD_BY")] == ids["bren"] and "rel_friends" in live.relationships
+    story.create_branch(campaign.id, t1, name="before the inn")
+    _live_matches(story, campaign.id)
+    main = next(b for b in story.branches(campaign.id) if b.name == "main")
+    story.switch_branch(campaign.id, main.id)
+    _live_matches(story, campaign.id)
+    for _ in range(3):
+        story.undo(campaign.id)
+    assert story.live_world(campaign.id).entities == {}  # before the first turn: nothing exists yet
+
+
+def test_a_restore_cut_in_the_middle_leaves_the_old_world(story: StoryService, monkeypatch: pytest.MonkeyPatch) -> None:
+    import story.service as service_module
+    from schemas.errors import Conflict
+
+    campaign, ids, (t1, t2, t3) = _tavern(story)
+    before_live = story.live_world(campaign.id)
+    before_head = story.get_campaign(campaign.id).head_turn_id
+    real_sync = service_module.queue_sync
+
+    def sync_then_fail(writes, campaign_id, current, target):  # type: ignore[no-untyped-def]
+        changes = real_sync(writes, campaign_id, current, target)
+        assert changes > 0  # phases 1-3 were queued...
+        writes.add("CREATE (t:Turn {uid: $t})", t=t1)  # ...and the transaction dies after them
+        return changes
+
+    monkeypatch.setattr(service_module, "queue_sync", sync_then_fail)
+    with pytest.raises(Conflict):
+        story.undo(campaign.id)
+    monkeypatch.undo()
+    assert story.get_campaign(campaign.id).head_turn_id == before_head
+    assert story.live_world(campaign.id) == before_live  # not a mix: the old world whole
+    story.undo(campaign.id)
+    _live_matches(story, campaign.id)

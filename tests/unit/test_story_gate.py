@@ -10,8 +10,8 @@ import pytest
 
 from schemas.errors import Conflict, InvalidRequest, NotFound
 from schemas.story import DiceRoll, ProposalStatus, Resolution
-from story.policy import ContradictionPolicy, GatePolicy
 from story.graph import Writes
+from story.policy import ContradictionPolicy, GatePolicy
 from story.service import StoryService
 from tests.unit.test_story_campaign import gm_entity, new_campaign, play
 
@@ -38,30 +38,73 @@ def test_the_gate_judges_each_proposal_by_its_authority(story: StoryService) -> 
     campaign_id, scene_id, ids, turn_id = _setup(story)
     fact = {"subject_entity_id": ids["ayla"], "predicate": "title"}
     made = {
-        "source": story.propose(scene_id, type="fact", content={**fact, "value": "Ranger"}, authority="source",
-                                confidence=1.0, evidence={"chunk_ids": ["chunk_x"]}),
-        "gm": story.propose(scene_id, type="fact", content={"subject_entity_id": ids["orc"], "predicate": "title",
-                                                            "value": "Chief"}, authority="gm", confidence=0.4),
-        "player_no_roll": story.propose(scene_id, type="relationship", authority="player", confidence=0.9,
-                                        content={"source_entity_id": ids["ayla"], "target_entity_id": ids["orc"],
-                                                 "kind": "intimidates"}, evidence={"turn_ids": [turn_id]}),
-        "player_roll": story.propose(scene_id, type="relationship", authority="player", confidence=0.9,
-                                     content={"source_entity_id": ids["ayla"], "target_entity_id": ids["orc"],
-                                              "kind": "befriends"}, evidence={"turn_ids": [turn_id]}, resolution=ROLL),
-        "system_low": story.propose(scene_id, type="event", authority="system", confidence=0.3,
-                                    content={"title": "A storm starts"}, evidence={"turn_ids": [turn_id]}),
-        "system_high": story.propose(scene_id, type="event", authority="system", confidence=0.95,
-                                     content={"title": "The fire crackles"}, evidence={"turn_ids": [turn_id]}),
-        "system_reviewed": story.propose(scene_id, type="event", authority="system", confidence=0.3,
-                                         content={"title": "A cat appears"}, evidence={"turn_ids": [turn_id]}),
+        "source": story.propose(
+            scene_id,
+            type="fact",
+            content={**fact, "value": "Ranger"},
+            authority="source",
+            confidence=1.0,
+            evidence={"chunk_ids": ["chunk_x"]},
+        ),
+        "gm": story.propose(
+            scene_id,
+            type="fact",
+            content={"subject_entity_id": ids["orc"], "predicate": "title", "value": "Chief"},
+            authority="gm",
+            confidence=0.4,
+        ),
+        "player_no_roll": story.propose(
+            scene_id,
+            type="relationship",
+            authority="player",
+            confidence=0.9,
+            content={"source_entity_id": ids["ayla"], "target_entity_id": ids["orc"], "kind": "intimidates"},
+            evidence={"turn_ids": [turn_id]},
+        ),
+        "player_roll": story.propose(
+            scene_id,
+            type="relationship",
+            authority="player",
+            confidence=0.9,
+            content={"source_entity_id": ids["ayla"], "target_entity_id": ids["orc"], "kind": "befriends"},
+            evidence={"turn_ids": [turn_id]},
+            resolution=ROLL,
+        ),
+        "system_low": story.propose(
+            scene_id,
+            type="event",
+            authority="system",
+            confidence=0.3,
+            content={"title": "A storm starts"},
+            evidence={"turn_ids": [turn_id]},
+        ),
+        "system_high": story.propose(
+            scene_id,
+            type="event",
+            authority="system",
+            confidence=0.95,
+            content={"title": "The fire crackles"},
+            evidence={"turn_ids": [turn_id]},
+        ),
+        "system_reviewed": story.propose(
+            scene_id,
+            type="event",
+            authority="system",
+            confidence=0.3,
+            content={"title": "A cat appears"},
+            evidence={"turn_ids": [turn_id]},
+        ),
     }
     story.review(made["system_reviewed"].id, "gm-anna")
     report = story.end_scene(scene_id, summary="They haggle.")
     status = {name: next(d for d in report.decisions if d.proposal_id == p.id).status for name, p in made.items()}
     assert status == {
-        "source": ProposalStatus.ACCEPTED, "gm": ProposalStatus.ACCEPTED,
-        "player_no_roll": ProposalStatus.REJECTED, "player_roll": ProposalStatus.ACCEPTED,
-        "system_low": ProposalStatus.REJECTED, "system_high": ProposalStatus.ACCEPTED,
+        "source": ProposalStatus.ACCEPTED,
+        "gm": ProposalStatus.ACCEPTED,
+        "player_no_roll": ProposalStatus.REJECTED,
+        "player_roll": ProposalStatus.ACCEPTED,
+        "system_low": ProposalStatus.REJECTED,
+        "system_high": ProposalStatus.ACCEPTED,
         "system_reviewed": ProposalStatus.ACCEPTED,
     }
     for proposal in story.proposals(scene_id, ProposalStatus.REJECTED):
@@ -74,9 +117,15 @@ def test_the_gate_judges_each_proposal_by_its_authority(story: StoryService) -> 
 
 def test_canon_carries_provenance_in_the_graph(story: StoryService) -> None:
     campaign_id, scene_id, ids, turn_id = _setup(story)
-    proposal = story.propose(scene_id, type="relationship", authority="player", confidence=0.8, resolution=ROLL,
-                             content={"source_entity_id": ids["ayla"], "target_entity_id": ids["orc"], "kind": "ally_of"},
-                             evidence={"turn_ids": [turn_id]})
+    proposal = story.propose(
+        scene_id,
+        type="relationship",
+        authority="player",
+        confidence=0.8,
+        resolution=ROLL,
+        content={"source_entity_id": ids["ayla"], "target_entity_id": ids["orc"], "kind": "ally_of"},
+        evidence={"turn_ids": [turn_id]},
+    )
     story.end_scene(scene_id)
     rows = story.graph.run(
         "MATCH (r:Relationship)-[:ESTABLISHED_BY]->(e:StateEvent)-[:FROM_PROPOSAL]->(p:ProposedChange {uid: $p}) "
@@ -94,16 +143,40 @@ def test_canon_carries_provenance_in_the_graph(story: StoryService) -> None:
 def test_validation_happens_before_anything_commits(story: StoryService) -> None:
     campaign_id, scene_id, ids, turn_id = _setup(story)
     before = story.state(campaign_id)
-    bad = story.propose(scene_id, type="state_change", authority="gm", confidence=1.0, content={"events": [
-        {"kind": "current_location_set", "entity_id": ids["ayla"], "location_entity_id": ids["inn"]},
-        {"kind": "relationship_ended", "relationship_id": "rel_never"},
-    ]})
-    good = story.propose(scene_id, type="state_change", authority="gm", confidence=1.0, content={"events": [
-        {"kind": "set_entity_status", "entity_id": ids["orc"], "status": "dead"},
-    ]})
-    dead_walks = story.propose(scene_id, type="state_change", authority="gm", confidence=1.0, content={"events": [
-        {"kind": "current_location_set", "entity_id": ids["orc"], "location_entity_id": ids["inn"]},
-    ]})
+    bad = story.propose(
+        scene_id,
+        type="state_change",
+        authority="gm",
+        confidence=1.0,
+        content={
+            "events": [
+                {"kind": "current_location_set", "entity_id": ids["ayla"], "location_entity_id": ids["inn"]},
+                {"kind": "relationship_ended", "relationship_id": "rel_never"},
+            ]
+        },
+    )
+    good = story.propose(
+        scene_id,
+        type="state_change",
+        authority="gm",
+        confidence=1.0,
+        content={
+            "events": [
+                {"kind": "set_entity_status", "entity_id": ids["orc"], "status": "dead"},
+            ]
+        },
+    )
+    dead_walks = story.propose(
+        scene_id,
+        type="state_change",
+        authority="gm",
+        confidence=1.0,
+        content={
+            "events": [
+                {"kind": "current_location_set", "entity_id": ids["orc"], "location_entity_id": ids["inn"]},
+            ]
+        },
+    )
     report = story.end_scene(scene_id)
     by_id = {d.proposal_id: d for d in report.decisions}
     assert by_id[bad.id].status is ProposalStatus.REJECTED and "relationship_not_active" in by_id[bad.id].rationale
@@ -117,14 +190,26 @@ def test_validation_happens_before_anything_commits(story: StoryService) -> None
 def test_malformed_proposals_are_refused_at_the_door(story: StoryService) -> None:
     campaign_id, scene_id, ids, turn_id = _setup(story)
     with pytest.raises(InvalidRequest, match="malformed proposal"):
-        story.propose(scene_id, type="fact", content={"subject_entity_id": ids["ayla"], "predicate": "hp",
-                                                      "value": "+2"}, authority="gm", confidence=1.0)
+        story.propose(
+            scene_id,
+            type="fact",
+            content={"subject_entity_id": ids["ayla"], "predicate": "hp", "value": "+2"},
+            authority="gm",
+            confidence=1.0,
+        )
     with pytest.raises(InvalidRequest, match="malformed proposal"):
-        story.propose(scene_id, type="state_change", content={"events": [{"kind": "teleport"}]},
-                      authority="gm", confidence=1.0)
+        story.propose(
+            scene_id, type="state_change", content={"events": [{"kind": "teleport"}]}, authority="gm", confidence=1.0
+        )
     with pytest.raises(NotFound, match="turn_missing"):
-        story.propose(scene_id, type="event", content={"title": "x"}, authority="system", confidence=1.0,
-                      evidence={"turn_ids": ["turn_missing"]})
+        story.propose(
+            scene_id,
+            type="event",
+            content={"title": "x"},
+            authority="system",
+            confidence=1.0,
+            evidence={"turn_ids": ["turn_missing"]},
+        )
     with pytest.raises(NotFound):
         story.propose("scene_missing", type="event", content={"title": "x"}, authority="gm", confidence=1.0)
     assert story.proposals(scene_id) == []
@@ -132,21 +217,36 @@ def test_malformed_proposals_are_refused_at_the_door(story: StoryService) -> Non
 
 def test_contradicting_higher_authority_is_rejected_or_disputed(story: StoryService) -> None:
     campaign_id, scene_id, ids, turn_id = _setup(story)
-    story.propose(scene_id, type="fact", content={"subject_entity_id": ids["orc"], "predicate": "species",
-                                                  "value": "orc"}, authority="source", confidence=1.0,
-                  evidence={"chunk_ids": ["chunk_bestiary"]})
+    story.propose(
+        scene_id,
+        type="fact",
+        content={"subject_entity_id": ids["orc"], "predicate": "species", "value": "orc"},
+        authority="source",
+        confidence=1.0,
+        evidence={"chunk_ids": ["chunk_bestiary"]},
+    )
     story.end_scene(scene_id)
     scene = story.start_scene(campaign_id)
-    claim = story.propose(scene.id, type="fact", content={"subject_entity_id": ids["orc"], "predicate": "species",
-                                                          "value": "elf"}, authority="gm", confidence=1.0)
+    claim = story.propose(
+        scene.id,
+        type="fact",
+        content={"subject_entity_id": ids["orc"], "predicate": "species", "value": "elf"},
+        authority="gm",
+        confidence=1.0,
+    )
     (decision,) = story.end_scene(scene.id).decisions
     assert decision.proposal_id == claim.id and decision.status is ProposalStatus.REJECTED
     assert "outranks" in decision.rationale
 
     story.policy = GatePolicy(contradiction=ContradictionPolicy.DISPUTE)
     scene = story.start_scene(campaign_id)
-    story.propose(scene.id, type="fact", content={"subject_entity_id": ids["orc"], "predicate": "species",
-                                                  "value": "elf"}, authority="gm", confidence=1.0)
+    story.propose(
+        scene.id,
+        type="fact",
+        content={"subject_entity_id": ids["orc"], "predicate": "species", "value": "elf"},
+        authority="gm",
+        confidence=1.0,
+    )
     (decision,) = story.end_scene(scene.id).decisions
     assert decision.status is ProposalStatus.ACCEPTED and "disputes" in decision.rationale
     facts = [f for f in story.state(campaign_id).facts if f.predicate == "species"]
@@ -201,14 +301,28 @@ def test_a_commit_behind_the_tip_forks(story: StoryService) -> None:
 
 def test_retcon_supersedes_keeps_both_and_lists_dependents(story: StoryService) -> None:
     campaign_id, scene_id, ids, turn_id = _setup(story)
-    base = story.propose(scene_id, type="fact", authority="gm", confidence=1.0,
-                         content={"subject_entity_id": ids["orc"], "predicate": "home", "object_entity_id": ids["inn"]})
+    base = story.propose(
+        scene_id,
+        type="fact",
+        authority="gm",
+        confidence=1.0,
+        content={"subject_entity_id": ids["orc"], "predicate": "home", "object_entity_id": ids["inn"]},
+    )
     story.end_scene(scene_id)
     home_id = next(f.id for f in story.state(campaign_id).facts if f.predicate == "home")
     scene = story.start_scene(campaign_id)
-    story.propose(scene.id, type="fact", authority="gm", confidence=1.0,
-                  content={"subject_entity_id": ids["orc"], "predicate": "drinks_at", "object_entity_id": ids["inn"],
-                           "depends_on": [home_id]})
+    story.propose(
+        scene.id,
+        type="fact",
+        authority="gm",
+        confidence=1.0,
+        content={
+            "subject_entity_id": ids["orc"],
+            "predicate": "drinks_at",
+            "object_entity_id": ids["inn"],
+            "depends_on": [home_id],
+        },
+    )
     story.end_scene(scene.id)
     dependent = next(f.id for f in story.state(campaign_id).facts if f.predicate == "drinks_at")
     assert story.dependents(campaign_id, home_id) == [dependent]
@@ -219,8 +333,13 @@ def test_retcon_supersedes_keeps_both_and_lists_dependents(story: StoryService) 
     facts = {f.id: f for f in story.state(campaign_id).facts}
     assert facts[home_id].canon_level.value == "retconned" and facts[home_id].status.value == "superseded"
     assert facts[new_fact].replaces == home_id and facts[new_fact].status.value == "active"
-    assert story.graph.run("MATCH (n:Fact {uid: $n})-[:REPLACES]->(o:Fact {uid: $o}) RETURN count(*) AS n",
-                           {"n": new_fact, "o": home_id})[0]["n"] == 1
+    assert (
+        story.graph.run(
+            "MATCH (n:Fact {uid: $n})-[:REPLACES]->(o:Fact {uid: $o}) RETURN count(*) AS n",
+            {"n": new_fact, "o": home_id},
+        )[0]["n"]
+        == 1
+    )
     assert any(c.kind.value == "before_ooc_mutation" for c in story.checkpoints(campaign_id))
     assert base.id  # the proposal that made it canon is still there
     # scoped to its branch: a branch from before the retcon still has the old fact

@@ -70,7 +70,13 @@ class TestLineage:
     def test_branch_at_depth(self) -> None:
         lineage = lineage_of(self.lines, "alt2", 9)
         assert [lineage.branch_at(d, self.lines) for d in (0, 3, 4, 5, 6, 9, 10)] == [
-            "main", "main", "alt", "alt", "alt2", "alt2", None,
+            "main",
+            "main",
+            "alt",
+            "alt",
+            "alt2",
+            "alt2",
+            None,
         ]
 
 
@@ -99,7 +105,9 @@ class TestFold:
 
     def test_replacing_a_fact_supersedes_it(self) -> None:
         old = FactAdded(fact_id="f1", subject_entity_id="hero", predicate="age", value=30, authority="gm")
-        new = FactAdded(fact_id="f2", subject_entity_id="hero", predicate="age", value=31, authority="gm", replaces="f1")
+        new = FactAdded(
+            fact_id="f2", subject_entity_id="hero", predicate="age", value=31, authority="gm", replaces="f1"
+        )
         state = world(HERO, old, new)
         assert state.facts["f1"]["status"] == "superseded" and state.facts["f1"]["superseded_by"] == "f2"
 
@@ -107,7 +115,8 @@ class TestFold:
 class TestRules:
     def test_referenced_entities_must_exist_at_that_point(self) -> None:
         assert codes(WorldState(), CurrentLocationSet(entity_id="hero", location_entity_id="inn")) == [
-            Rule.UNKNOWN_ENTITY, Rule.UNKNOWN_ENTITY,
+            Rule.UNKNOWN_ENTITY,
+            Rule.UNKNOWN_ENTITY,
         ]
         # created earlier in the same batch is fine
         assert codes(WorldState(), HERO, INN, CurrentLocationSet(entity_id="hero", location_entity_id="inn")) == []
@@ -120,11 +129,14 @@ class TestRules:
             PossessionSet(turn_id="t1", item_entity_id="sword", holder_entity_id="ghoul"),
         ) == [Rule.ONE_HOLDER]
         # later turns may hand it over
-        assert codes(
-            state,
-            PossessionSet(turn_id="t1", item_entity_id="sword", holder_entity_id="hero"),
-            PossessionSet(turn_id="t2", item_entity_id="sword", holder_entity_id="ghoul"),
-        ) == []
+        assert (
+            codes(
+                state,
+                PossessionSet(turn_id="t1", item_entity_id="sword", holder_entity_id="hero"),
+                PossessionSet(turn_id="t2", item_entity_id="sword", holder_entity_id="ghoul"),
+            )
+            == []
+        )
 
     def test_a_character_is_in_one_place(self) -> None:
         state = world(HERO, INN, CRYPT)
@@ -134,11 +146,14 @@ class TestRules:
             CurrentLocationSet(turn_id="t1", entity_id="hero", location_entity_id="crypt"),
         ) == [Rule.ONE_PLACE]
         # two moves at different turns are a journey, not a contradiction
-        assert codes(
-            state,
-            CurrentLocationSet(turn_id="t1", entity_id="hero", location_entity_id="inn"),
-            CurrentLocationSet(turn_id="t2", entity_id="hero", location_entity_id="crypt"),
-        ) == []
+        assert (
+            codes(
+                state,
+                CurrentLocationSet(turn_id="t1", entity_id="hero", location_entity_id="inn"),
+                CurrentLocationSet(turn_id="t2", entity_id="hero", location_entity_id="crypt"),
+            )
+            == []
+        )
 
     def test_only_places_contain(self) -> None:
         state = world(HERO, SWORD)
@@ -153,19 +168,23 @@ class TestRules:
         state = world(HERO, INN, SWORD, EntityStatusSet(entity_id="hero", status="dead"))
         assert codes(state, CurrentLocationSet(entity_id="hero", location_entity_id="inn")) == [Rule.INERT_ACTOR]
         assert codes(state, PossessionSet(item_entity_id="sword", holder_entity_id="hero")) == [Rule.INERT_ACTOR]
-        assert codes(
-            state,
-            EntityStatusSet(entity_id="hero", status="active", reason="resurrected"),
-            CurrentLocationSet(entity_id="hero", location_entity_id="inn"),
-        ) == []
+        assert (
+            codes(
+                state,
+                EntityStatusSet(entity_id="hero", status="active", reason="resurrected"),
+                CurrentLocationSet(entity_id="hero", location_entity_id="inn"),
+            )
+            == []
+        )
 
     def test_a_relationship_ends_only_if_it_exists(self) -> None:
         state = world(HERO, GHOUL)
         assert codes(state, RelationshipEnded(relationship_id="r1")) == [Rule.RELATIONSHIP_NOT_ACTIVE]
         assert codes(
             state,
-            RelationshipAdded(relationship_id="r1", source_entity_id="hero", target_entity_id="ghoul",
-                              relationship_kind="enemy_of"),
+            RelationshipAdded(
+                relationship_id="r1", source_entity_id="hero", target_entity_id="ghoul", relationship_kind="enemy_of"
+            ),
             RelationshipEnded(relationship_id="r1"),
             RelationshipEnded(relationship_id="r1"),
         ) == [Rule.RELATIONSHIP_NOT_ACTIVE]
@@ -234,8 +253,9 @@ def test_authority_policy_table(proposal: ProposedChange, policy: GatePolicy, pa
 
 
 class TestContradictions:
-    canon = world(HERO, FactAdded(fact_id="f_src", subject_entity_id="hero", predicate="species", value="elf",
-                                  authority="source"))
+    canon = world(
+        HERO, FactAdded(fact_id="f_src", subject_entity_id="hero", predicate="species", value="elf", authority="source")
+    )
 
     def _fact(self, value: str) -> list[FactAdded]:
         return [FactAdded(subject_entity_id="hero", predicate="species", value=value, authority="gm")]
@@ -256,22 +276,32 @@ class TestContradictions:
     def test_equal_or_higher_authority_supersedes(self) -> None:
         judged = resolve_contradictions(
             [FactAdded(subject_entity_id="hero", predicate="species", value="half-elf", authority="source")],
-            self.canon, Authority.SOURCE, GatePolicy(),
+            self.canon,
+            Authority.SOURCE,
+            GatePolicy(),
         )
         assert judged.accepted and judged.events[-1].replaces == "f_src"  # type: ignore[attr-defined]
 
     def test_restating_canon_is_a_duplicate(self) -> None:
         judged = resolve_contradictions(
             [FactAdded(subject_entity_id="hero", predicate="species", value="elf", authority="source")],
-            self.canon, Authority.SOURCE, GatePolicy(),
+            self.canon,
+            Authority.SOURCE,
+            GatePolicy(),
         )
         assert not judged.accepted and "already canon" in judged.rationale
 
     def test_multi_valued_predicates_do_not_contradict(self) -> None:
-        state = world(HERO, GHOUL, INN, FactAdded(subject_entity_id="hero", predicate="knows", object_entity_id="ghoul",
-                                                 authority="source"))
+        state = world(
+            HERO,
+            GHOUL,
+            INN,
+            FactAdded(subject_entity_id="hero", predicate="knows", object_entity_id="ghoul", authority="source"),
+        )
         judged = resolve_contradictions(
             [FactAdded(subject_entity_id="hero", predicate="knows", object_entity_id="inn", authority="system")],
-            state, Authority.SYSTEM, GatePolicy(),
+            state,
+            Authority.SYSTEM,
+            GatePolicy(),
         )
         assert judged.accepted and len(judged.events) == 1
