@@ -352,7 +352,12 @@ class StoryService:
         return self.story.turn(turn_id)
 
     def add_take(self, turn_id: str, narration: str, *, generation: Any = None, select: bool = True) -> Take:
-        """Record a narration of a turn as a new take (a retry adds one); nothing is replaced."""
+        """Record a narration of a turn as a new take (a retry adds one); nothing is replaced.
+
+        A retry (any take after the first) rejects the proposals still pending from the turn: they
+        were extracted from a narration that is no longer the one told. Selecting an older take
+        again (:meth:`select_take`) is how a revert brings back an archived version.
+        """
         turn = self.story.turn(turn_id)
 
         def build(ctx: CampaignContext, writes: Writes) -> tuple[Take, dict[str, Any]]:
@@ -362,6 +367,15 @@ class StoryService:
             writes.add(*unwind_link("Take", "TAKE_OF", "Turn", [(take.id, turn_id)]))
             if select:
                 self._queue_select(writes, turn_id, take)
+            if count:
+                # a regeneration: what the replaced narration proposed no longer stands
+                writes.add(
+                    "MATCH (p:ProposedChange {turn_id: $t, status: 'pending'}) "
+                    "SET p.status = 'rejected', p.rationale = $why, p.decided_at = $now",
+                    t=turn_id,
+                    why=f"the turn was regenerated (take {take.index})",
+                    now=utc_now().isoformat(),
+                )
             return take, {}
 
         return self._mutate(turn.campaign_id, "take", build)

@@ -251,9 +251,14 @@ class WorldState:
         ]
 
     def view(self, *, world_id: str, campaign_id: str, branch_id: str, turn_id: str | None) -> WorldStateView:
-        """Typed view of the state (what the API and the narrator's scene state read)."""
+        """Typed view of the state (what the API and the narrator's scene state read).
+
+        The records come from validated events, so the models are constructed without validating
+        them again (``model_construct``, with enums converted by hand): ~10x cheaper on a world of
+        thousands of entities, which is what keeps "the state as of any turn" fast.
+        """
         entities = [
-            Entity(
+            Entity.model_construct(
                 id=eid,
                 world_id=world_id,
                 campaign_id=campaign_id,
@@ -268,7 +273,7 @@ class WorldState:
             for eid, e in sorted(self.entities.items())
         ]
         facts = [
-            Fact(
+            Fact.model_construct(
                 id=fid,
                 campaign_id=campaign_id,
                 subject_entity_id=f["subject"],
@@ -285,7 +290,7 @@ class WorldState:
             for fid, f in sorted(self.facts.items())
         ]
         relationships = [
-            Relationship(
+            Relationship.model_construct(
                 id=rid,
                 source_entity_id=r["source"],
                 target_entity_id=r["target"],
@@ -298,7 +303,7 @@ class WorldState:
             for rid, r in sorted(self.relationships.items())
         ]
         threads = [
-            StoryThread(
+            StoryThread.model_construct(
                 id=tid,
                 campaign_id=campaign_id,
                 title=t["title"],
@@ -311,7 +316,7 @@ class WorldState:
             )
             for tid, t in sorted(self.threads.items())
         ]
-        return WorldStateView(
+        return WorldStateView.model_construct(
             campaign_id=campaign_id,
             branch_id=branch_id,
             turn_id=turn_id,

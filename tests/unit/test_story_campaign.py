@@ -16,6 +16,7 @@ from schemas.story import (
     NarrationBlock,
     PromptSection,
     PromptSnapshot,
+    ProposalStatus,
     RetrievalHit,
     RetrievalRecord,
     SpeakerKind,
@@ -536,3 +537,35 @@ def test_a_restore_cut_in_the_middle_leaves_the_old_world(story: StoryService, m
     assert story.live_world(campaign.id) == before_live  # not a mix: the old world whole
     story.undo(campaign.id)
     _live_matches(story, campaign.id)
+
+
+def test_a_regeneration_drops_what_the_old_narration_proposed(story: StoryService) -> None:
+    campaign = new_campaign(story)
+    turn = story.add_turn(campaign.id, "I search the room")
+    story.add_take(turn.id, "You find a hidden key.")
+    scene = story.start_scene(campaign.id)
+    key = story.propose(
+        scene.id,
+        type="entity",
+        turn_id=turn.id,
+        authority="system",
+        confidence=0.9,
+        content={"kind": "item", "name": "Hidden key"},
+        evidence={"turn_ids": [turn.id]},
+    )
+    story.add_take(turn.id, "You find nothing.")  # regenerate
+    proposal = story.get_proposal(key.id)
+    assert proposal.status is ProposalStatus.REJECTED and "regenerated" in (proposal.rationale or "")
+    assert story.end_scene(scene.id).decisions == []
+    assert story.state(campaign.id).entities == []
+
+
+def test_automatic_checkpoints_are_pruned_once_the_story_moves_on(story: StoryService) -> None:
+    campaign = new_campaign(story)
+    for i in range(6):
+        play(story, campaign.id, f"turn {i}")
+        story.create_checkpoint(campaign.id, f"auto {i}", kind="before_user_input")
+    story.create_checkpoint(campaign.id, "named", turn_id=story.history(campaign.id)[0].id)
+    assert story.prune_checkpoints(campaign.id, keep_turns=2) == 3
+    assert [c.name for c in story.checkpoints(campaign.id)] == ["auto 3", "auto 4", "auto 5", "named"]
+    assert story.prune_checkpoints(campaign.id, keep_turns=2) == 0

@@ -305,3 +305,16 @@ class TestContradictions:
             GatePolicy(),
         )
         assert judged.accepted and len(judged.events) == 1
+
+
+def test_the_typed_view_is_what_validation_would_build() -> None:
+    state = world(
+        HERO, INN, SWORD,
+        CurrentLocationSet(entity_id="hero", location_entity_id="inn"),
+        PossessionSet(item_entity_id="sword", holder_entity_id="hero"),
+        FactAdded(fact_id="f1", subject_entity_id="hero", predicate="age", value=30, authority="gm"),
+        ThreadOpened(thread_id="q", title="Quest"),
+    )
+    view = state.view(world_id="w", campaign_id="c", branch_id="b", turn_id=None)
+    again = type(view).model_validate(view.model_dump())  # the constructed view passes validation
+    assert again.model_dump() == view.model_dump() and again.holders == {"sword": "hero"}
