@@ -1194,6 +1194,17 @@ class StoryService:
             canon_event_ids=[r["uid"] for r in events],
         )
 
+    def note_extraction(self, turn_id: str, notes: Sequence[str]) -> None:
+        """Record why parts of a turn's extracted proposals were repaired or dropped."""
+        self.story.turn(turn_id)
+        self.graph.run(
+            "MATCH (t:Turn {uid: $t}) SET t.extraction_notes = coalesce(t.extraction_notes, []) + $n",
+            {"t": turn_id, "n": [str(n)[:500] for n in notes]},
+        )
+
+    def extraction_notes(self, turn_id: str) -> list[str]:
+        return list(self.story.node("Turn", turn_id).get("extraction_notes") or [])
+
     def set_presentation(self, presentation: TurnPresentation) -> TurnPresentation:
         """Store how a turn is shown (narration, speech, rolls, media) apart from its truth."""
         self.story.turn(presentation.turn_id)

@@ -20,10 +20,12 @@ from schemas.common import (
     EntityStatus,
     FactStatus,
     sha256_hex,
+    utc_now,
 )
 from schemas.events import FactInvalidation
 from schemas.story import (
     Entity,
+    Evidence,
     Fact,
     Relationship,
     RelationshipStatus,
@@ -255,8 +257,10 @@ class WorldState:
 
         The records come from validated events, so the models are constructed without validating
         them again (``model_construct``, with enums converted by hand): ~10x cheaper on a world of
-        thousands of entities, which is what keeps "the state as of any turn" fast.
+        thousands of entities, which is what keeps "the state as of any turn" fast. Every field is
+        passed, defaults included: a default factory costs pydantic a signature inspection per call.
         """
+        now = utc_now()
         entities = [
             Entity.model_construct(
                 id=eid,
@@ -269,6 +273,7 @@ class WorldState:
                 status=EntityStatus(e["status"]),
                 attributes=e["attributes"],
                 created_turn_id=e["created_turn_id"],
+                created_at=now,
             )
             for eid, e in sorted(self.entities.items())
         ]
@@ -285,7 +290,9 @@ class WorldState:
                 canon_level=CanonLevel(f["canon_level"]),
                 confidence=f["confidence"],
                 replaces=f["replaces"],
+                evidence=Evidence.model_construct(turn_ids=[], chunk_ids=[], quote=None),
                 created_turn_id=f["turn_id"],
+                created_at=now,
             )
             for fid, f in sorted(self.facts.items())
         ]

@@ -18,7 +18,7 @@ NODE_LABELS: tuple[str, ...] = (
     "Commit", "Resolution", "PromptSnapshot", "Retrieval", "MediaAsset",
     # canon
     "Entity", "Fact", "Axiom", "Relationship", "StoryThread", "Happening", "Memory", "Summary", "Snapshot",
-    "LiveEntity",
+    "LiveEntity", "ApiKey",
 )
 
 #: Properties that queries filter on besides ``uid`` (dedup on re-ingest, lineage walks, gate checks).

@@ -1,0 +1,250 @@
+"""Serving: its settings and the bodies of the REST API.
+
+Settings share the ``LOREKEEPER_`` prefix with :class:`schemas.settings.Settings` and are read the
+same way (environment, ``.env``, ``_FILE`` twins for secrets), built once by
+:func:`get_serve_settings`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from schemas.common import Authority, Confidence, Id, Name, Text
+from schemas.errors import ConfigError
+from schemas.settings import ENV_PREFIX
+from schemas.story import (
+    ChangeType,
+    Evidence,
+    InputMode,
+    ProposalContent,
+    Resolution,
+    Speaker,
+    StoryProfile,
+    WorldStateCheckpointKind,
+)
+
+__all__ = [
+    "ApiKeyInfo",
+    "BranchCreate",
+    "CampaignCreate",
+    "CheckpointCreate",
+    "CommitRequest",
+    "EndSceneRequest",
+    "EngineKind",
+    "ExtractedProposal",
+    "ExtractionBatch",
+    "ProposalCreate",
+    "RetconRequest",
+    "SceneCreate",
+    "Scope",
+    "ServeSettings",
+    "TakeRequest",
+    "TurnRequest",
+    "WorldCreate",
+    "get_serve_settings",
+]
+
+
+class EngineKind(StrEnum):
+    """Where the narrator's tokens come from."""
+
+    VLLM = "vllm"  # vLLM in the narrator replicas (GPUs; vLLM's CPU build in its test lane)
+    OPENAI = "openai"  # any OpenAI-compatible endpoint: Ollama, a vLLM server, llama.cpp's server
+    ECHO = "echo"  # instant and deterministic: tests, benchmarks of the serving overhead, offline demos
+
+
+class ServeSettings(BaseSettings):
+    """How the API, the narrator and the extractor run. Build it with :func:`get_serve_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_file=".env", env_file_encoding="utf-8", extra="ignore", validate_default=True
+    )
+
+    api_host: str = Field(default="127.0.0.1", description="Address the API binds; not loopback needs API keys.")
+    api_port: int = Field(default=8000, ge=1, le=65535)
+    api_keys_file: Path | None = Field(
+        default=None, description="A file of admin API keys, one per line (a mounted Secret), besides managed keys."
+    )
+    max_request_bytes: int = Field(default=1 << 20, ge=1024, description="Largest request body (uploads excepted).")
+    max_upload_bytes: int = Field(default=512 << 20, ge=1024, description="Largest upload to the ingest API.")
+    max_concurrent_turns: int = Field(
+        default=64, ge=1, description="Turns one ingress replica narrates at once; more get 429 with Retry-After."
+    )
+
+    narrator_engine: EngineKind = Field(default=EngineKind.ECHO, description="vllm, openai or echo.")
+    narrator_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint (engine openai).")
+    narrator_model: str = Field(default="narrator", description="Model name (or path, for vllm).")
+    narrator_api_key: SecretStr | None = Field(default=None, description="Key for the OpenAI-compatible endpoint.")
+    narrator_api_key_file: Path | None = None
+    narrator_max_tokens: int = Field(default=512, ge=1, le=32768, description="Longest narration, in tokens.")
+    narrator_temperature: float = Field(default=0.8, ge=0.0, le=2.0)
+    narrator_max_model_len: int = Field(default=8192, ge=256, description="Context window (vllm).")
+    narrator_gpu_memory_utilization: float = Field(default=0.85, gt=0.0, le=1.0, description="vllm.")
+
+    extractor_engine: EngineKind | None = Field(
+        default=None, description="Engine for proposals; the narrator's if unset."
+    )
+    extractor_base_url: str | None = None
+    extractor_model: str | None = None
+
+    context_tokens: int = Field(default=6144, ge=512, description="Prompt budget for a turn, across its sections.")
+    recent_turns: int = Field(default=8, ge=0, le=200, description="Recent turns put in the prompt verbatim.")
+    knowledge_hits: int = Field(default=5, ge=0, le=50, description="Retrieved passages put in the prompt.")
+
+    @model_validator(mode="after")
+    def _secrets_and_engines(self) -> ServeSettings:
+        if self.narrator_api_key_file is not None:
+            if self.narrator_api_key is not None:
+                raise ConfigError(
+                    f"{ENV_PREFIX}NARRATOR_API_KEY_FILE",
+                    f"both {ENV_PREFIX}NARRATOR_API_KEY and {ENV_PREFIX}NARRATOR_API_KEY_FILE are set",
+                )
+            try:
+                key = self.narrator_api_key_file.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(f"{ENV_PREFIX}NARRATOR_API_KEY_FILE", f"cannot read it ({exc.strerror})") from None
+            object.__setattr__(self, "narrator_api_key", SecretStr(key))
+        if self.narrator_engine is EngineKind.OPENAI and not self.narrator_base_url:
+            raise ConfigError(f"{ENV_PREFIX}NARRATOR_BASE_URL", "engine 'openai' needs the endpoint's base URL")
+        if self.extractor_engine is EngineKind.OPENAI and not (self.extractor_base_url or self.narrator_base_url):
+            raise ConfigError(f"{ENV_PREFIX}EXTRACTOR_BASE_URL", "engine 'openai' needs the endpoint's base URL")
+        return self
+
+    @property
+    def loopback(self) -> bool:
+        return self.api_host in ("127.0.0.1", "::1", "localhost")
+
+
+def get_serve_settings() -> ServeSettings:
+    """The process's serve settings, read once."""
+    return _cached()
+
+
+@lru_cache(maxsize=1)
+def _cached() -> ServeSettings:
+    return ServeSettings()
+
+
+get_serve_settings.cache_clear = _cached.cache_clear  # type: ignore[attr-defined]
+
+
+# ============================================================================================
+# API keys
+
+
+class Scope(StrEnum):
+    """What a key may do besides its campaigns."""
+
+    ADMIN = "admin"  # everything: libraries, ingest, every campaign, keys
+
+
+class ApiKeyInfo(BaseModel):
+    """An API key as listed (never the secret)."""
+
+    id: Id
+    name: Name
+    admin: bool = False
+    campaigns: list[Id] = Field(default_factory=list, description="Campaigns the key may read and write.")
+    created_at: str
+    revoked: bool = False
+
+
+# ============================================================================================
+# request bodies
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WorldCreate(_Body):
+    name: Name
+    description: str | None = Field(default=None, max_length=20_000)
+    axioms: list[Text] = Field(default_factory=list, max_length=500)
+
+
+class CampaignCreate(_Body):
+    world_id: Id
+    name: Name
+    profile: StoryProfile
+    narrator_rules: list[Text] = Field(default_factory=list, max_length=200)
+
+
+class TurnRequest(_Body):
+    text: str = Field(default="", max_length=20_000, description="The player's input.")
+    input_mode: InputMode = InputMode.ACTION
+    speaker: Speaker | None = None
+    stream: bool = Field(default=False, description="Stream the narration as server-sent events.")
+
+
+class TakeRequest(_Body):
+    stream: bool = False
+
+
+class BranchCreate(_Body):
+    from_turn_id: Id
+    name: Name | None = None
+
+
+class CheckpointCreate(_Body):
+    name: Name
+    turn_id: Id | None = None
+    kind: WorldStateCheckpointKind = WorldStateCheckpointKind.MANUAL
+    description: str | None = Field(default=None, max_length=2000)
+
+
+class SceneCreate(_Body):
+    title: Name | None = None
+    location_entity_id: Id | None = None
+    participant_entity_ids: list[Id] = Field(default_factory=list, max_length=500)
+
+
+class ProposalCreate(_Body):
+    type: ChangeType
+    content: dict[str, Any]
+    authority: Authority
+    confidence: Confidence = 1.0
+    evidence: Evidence = Field(default_factory=Evidence)
+    turn_id: Id | None = None
+    resolution: Resolution | None = None
+    proposed_by: str | None = Field(default=None, max_length=200)
+
+
+class CommitRequest(_Body):
+    proposal_ids: list[Id] = Field(min_length=1, max_length=1000)
+
+
+class EndSceneRequest(_Body):
+    summary: str | None = Field(default=None, max_length=20_000)
+
+
+class RetconRequest(_Body):
+    campaign_id: Id
+    reason: Text
+    value: str | bool | int | float | None = None
+    object_entity_id: Id | None = None
+    authority: Authority = Authority.GM
+
+
+# ============================================================================================
+# what the extractor model writes (its JSON schema constrains the generation)
+
+
+class ExtractedProposal(_Body):
+    """One change the narration implies, as the extractor model states it."""
+
+    content: ProposalContent = Field(description="The typed change; its `type` says which kind.")
+    confidence: Confidence = Field(description="How sure the extractor is that the narration implies it.")
+    quote: str | None = Field(default=None, max_length=500, description="The words of the narration it rests on.")
+
+
+class ExtractionBatch(_Body):
+    """Everything the extractor found in one turn."""
+
+    proposals: list[ExtractedProposal] = Field(default_factory=list, max_length=50)

@@ -1,0 +1,220 @@
+"""Prompt assembly for a turn: fixed section order, a token budget per section, citations.
+
+The order never changes (narrator rules → world axioms → canonical scene state → retrieved
+knowledge → memories → recent turns → the input), so consecutive turns of one campaign share the
+longest possible prefix and the model server's prefix cache hits. Each section gets a share of the
+budget and is cut at whole lines; what was cut is counted, never silently mangled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.common import sha256_hex
+from schemas.search import SearchHit
+from schemas.story import (
+    Campaign,
+    Memory,
+    PromptSection,
+    PromptSectionKind,
+    PromptSnapshot,
+    RetrievalHit,
+    RetrievalRecord,
+    Summary,
+    Turn,
+    WorldStateView,
+)
+
+#: Share of the context budget per section.
+SECTION_SHARE: dict[PromptSectionKind, float] = {
+    PromptSectionKind.NARRATOR_RULES: 0.10,
+    PromptSectionKind.WORLD_AXIOMS: 0.08,
+    PromptSectionKind.SCENE_STATE: 0.20,
+    PromptSectionKind.RETRIEVED_KNOWLEDGE: 0.25,
+    PromptSectionKind.MEMORIES: 0.10,
+    PromptSectionKind.RECENT_TURNS: 0.22,
+    PromptSectionKind.PLAYER_INPUT: 0.05,
+}
+
+HEADINGS: dict[PromptSectionKind, str] = {
+    PromptSectionKind.NARRATOR_RULES: "# How you narrate",
+    PromptSectionKind.WORLD_AXIOMS: "# Laws of this world (always true)",
+    PromptSectionKind.SCENE_STATE: "# The scene as it stands (canon)",
+    PromptSectionKind.RETRIEVED_KNOWLEDGE: "# From the books (cite as [n])",
+    PromptSectionKind.MEMORIES: "# Memories and summaries",
+    PromptSectionKind.RECENT_TURNS: "# Recent turns",
+    PromptSectionKind.PLAYER_INPUT: "# The player now",
+}
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token for English prose: cheap, and only used to share a budget."""
+    return (len(text) + 3) // 4
+
+
+@dataclass(slots=True)
+class Assembled:
+    """A prompt ready to send, and its records."""
+
+    messages: list[dict[str, str]]
+    text: str
+    snapshot: PromptSnapshot
+    retrieval: RetrievalRecord | None
+    cut: dict[str, int] = field(default_factory=dict)  # lines dropped per section, for the record
+
+
+class PromptAssembler:
+    """Builds the narrator's prompt from canon, knowledge and history within ``budget`` tokens."""
+
+    def __init__(self, *, budget: int, count: Callable[[str], int] = estimate_tokens) -> None:
+        self.budget = budget
+        self.count = count
+
+    def _fit(self, kind: PromptSectionKind, lines: Sequence[str], *, keep: str = "first") -> tuple[str, int]:
+        limit = int(self.budget * SECTION_SHARE[kind])
+        chosen: list[str] = []
+        used = 0
+        ordered = list(lines) if keep == "first" else list(reversed(lines))
+        for line in ordered:
+            cost = self.count(line) + 1
+            if used + cost > limit:
+                break
+            chosen.append(line)
+            used += cost
+        if keep != "first":
+            chosen.reverse()
+        return "\n".join(chosen), len(lines) - len(chosen)
+
+    def assemble(
+        self,
+        *,
+        turn: Turn,
+        model: str,
+        campaign: Campaign,
+        axioms: Sequence[str],
+        state: WorldStateView,
+        hits: Sequence[SearchHit],
+        query: str,
+        memories: Sequence[Memory],
+        summaries: Sequence[Summary],
+        recent: Sequence[Turn],
+        player_input: str,
+    ) -> Assembled:
+        p = campaign.profile
+        rules = [
+            "You are the narrator of a tabletop role-playing game. Describe what happens; never decide for the "
+            "players; respect the canon below; when the books below inform you, cite them as [n].",
+            f"Genre: {p.genre}"
+            + (f" ({p.subgenre})" if p.subgenre else "")
+            + (f"; tone: {p.tone}" if p.tone else "")
+            + f"; point of view: {p.point_of_view.value.replace('_', ' ')}; tense: {p.tense.value}.",
+            *(f"- {rule}" for rule in campaign.narrator_rules),
+        ]
+        sections: list[tuple[PromptSectionKind, list[str], str]] = [
+            (PromptSectionKind.NARRATOR_RULES, rules, "first"),
+            (PromptSectionKind.WORLD_AXIOMS, [f"- {a}" for a in axioms], "first"),
+            (PromptSectionKind.SCENE_STATE, scene_lines(state), "first"),
+            (PromptSectionKind.RETRIEVED_KNOWLEDGE, knowledge_lines(hits), "first"),
+            (PromptSectionKind.MEMORIES, memory_lines(memories, summaries, state), "first"),
+            (PromptSectionKind.RECENT_TURNS, turn_lines(recent), "last"),
+            (PromptSectionKind.PLAYER_INPUT, [player_input or "(the player waits; narrate on)"], "first"),
+        ]
+        parts: list[str] = []
+        records: list[PromptSection] = []
+        cut: dict[str, int] = {}
+        for kind, lines, keep in sections:
+            body, dropped = self._fit(kind, lines, keep=keep)
+            if dropped:
+                cut[kind.value] = dropped
+            text = f"{HEADINGS[kind]}\n{body}" if body else HEADINGS[kind]
+            parts.append(text)
+            records.append(PromptSection(kind=kind, token_count=self.count(text), content_hash=sha256_hex(text)))
+        system = "\n\n".join(parts[:-1])
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": parts[-1]}]
+        whole = system + "\n\n" + parts[-1]
+        snapshot = PromptSnapshot(turn_id=turn.id, model=model, sections=records, content_hash=sha256_hex(whole))
+        used_ids = {h.chunk_id for h in hits[: _shown(cut, len(hits))]}
+        retrieval = (
+            RetrievalRecord(
+                turn_id=turn.id,
+                query=query,
+                hits=[
+                    RetrievalHit(
+                        chunk_id=h.chunk_id,
+                        rank=i,
+                        item_uid=h.item_uid,
+                        leg_scores=_legs(h.scores),
+                        fused_score=h.score,
+                        used_in_prompt=h.chunk_id in used_ids,
+                    )
+                    for i, h in enumerate(hits, start=1)
+                ],
+            )
+            if hits
+            else None
+        )
+        return Assembled(messages=messages, text=whole, snapshot=snapshot, retrieval=retrieval, cut=cut)
+
+
+def _shown(cut: dict[str, int], total: int) -> int:
+    return total - cut.get(PromptSectionKind.RETRIEVED_KNOWLEDGE.value, 0)
+
+
+def _legs(scores: dict[str, float]) -> dict[Any, float]:
+    names = {"vector": "vector", "text": "full_text", "bm25": "full_text", "full_text": "full_text", "graph": "graph"}
+    return {names[k]: v for k, v in scores.items() if k in names}
+
+
+def scene_lines(state: WorldStateView) -> list[str]:
+    """The canonical scene state: where we are, who is here, what they hold, open threads, facts."""
+    names = {e.id: e.name for e in state.entities}
+    lines: list[str] = []
+    for e in state.entities:
+        where = names.get(state.locations.get(e.id, ""))
+        holder = names.get(state.holders.get(e.id, ""))
+        bits = [f"{e.name} ({e.kind.value}, {e.status.value})"]
+        if where:
+            bits.append(f"at {where}")
+        if holder:
+            bits.append(f"held by {holder}")
+        if e.attributes:
+            bits.append(", ".join(f"{k}={v}" for k, v in sorted(e.attributes.items())))
+        lines.append("- " + "; ".join(bits))
+    for t in state.threads:
+        if t.status.value == "open":
+            lines.append(f"- open thread: {t.title}")
+    for f in state.facts:
+        if f.status.value == "active":
+            obj = names.get(f.object_entity_id or "") or f.value
+            lines.append(f"- fact: {names.get(f.subject_entity_id, f.subject_entity_id)} {f.predicate} {obj}")
+    return lines
+
+
+def knowledge_lines(hits: Sequence[SearchHit]) -> list[str]:
+    out = []
+    for i, h in enumerate(hits, start=1):
+        where = f", p. {h.page_start}" if h.page_start else ""
+        path = " > ".join(h.heading_path)
+        head = f"[{i}] {h.title}{where}" + (f" ({path})" if path else "")
+        out.append(f"{head}: {' '.join(h.text.split())}")
+    return out
+
+
+def memory_lines(memories: Sequence[Memory], summaries: Sequence[Summary], state: WorldStateView) -> list[str]:
+    names = {e.id: e.name for e in state.entities}
+    lines = [f"- summary: {s.text}" for s in summaries[-3:]]
+    for m in sorted(memories, key=lambda m: -m.salience):
+        lines.append(f"- {names.get(m.observer_entity_id, m.observer_entity_id)} ({m.kind.value}): {m.text}")
+    return lines
+
+
+def turn_lines(turns: Sequence[Turn]) -> list[str]:
+    lines = []
+    for t in turns:
+        if t.text:
+            lines.append(f"Player: {t.text}")
+        if t.narration:
+            lines.append(f"Narrator: {t.narration}")
+    return lines

@@ -1,0 +1,26 @@
+"""Prometheus metrics of the serving layer (scraped at ``/metrics``)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+HTTP_REQUESTS = Counter("lorekeeper_http_requests_total", "HTTP requests by route and status.", ["route", "status"])
+HTTP_DURATION = Histogram(
+    "lorekeeper_http_request_duration_seconds", "HTTP request time by route.", ["route"], buckets=_LATENCY_BUCKETS
+)
+NARRATOR_TTFT = Histogram(
+    "lorekeeper_narrator_time_to_first_token_seconds",
+    "Time to the narration's first piece.",
+    ["model"],
+    buckets=_LATENCY_BUCKETS,
+)
+NARRATOR_OUTPUT_TOKENS = Counter("lorekeeper_narrator_output_tokens_total", "Narration pieces streamed.", ["model"])
+NARRATOR_REQUESTS = Counter("lorekeeper_narrator_requests_total", "Narrations by outcome.", ["model", "status"])
+GATE_DECISIONS = Counter(
+    "lorekeeper_gate_decisions_total",
+    "Proposals the gate decided, by decision and authority.",
+    ["decision", "authority"],
+)
+TURNS_REFUSED = Counter("lorekeeper_turns_refused_total", "Turns refused with 429 (over capacity).")

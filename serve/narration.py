@@ -1,0 +1,269 @@
+"""A narrated turn, end to end: record → assemble → narrate (streamed) → keep → extract proposals.
+
+1. The turn is recorded at the campaign's head (pending), so a crash mid-generation leaves a
+   visible, retryable turn rather than nothing.
+2. The prompt is assembled in its fixed order (:mod:`serve.context`), with retrieved knowledge
+   scoped to the campaign and memories filtered to the head's lineage.
+3. The narration streams from the engine; time to first token and tokens are measured.
+4. The narration becomes the turn's take, with its prompt snapshot and retrieval record.
+5. The extractor writes proposals as structured output against the typed schema; each one is
+   validated, repaired where that is safe (a JSON object cut out of surrounding prose), or dropped
+   with the reason recorded on the turn. They are *staged* on the scene: only the gate makes canon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+from pydantic import ValidationError
+
+from schemas.errors import LorekeeperError, NotFound
+from schemas.search import SearchFilters, SearchHit
+from schemas.serving import ExtractionBatch, ServeSettings, TurnRequest
+from schemas.story import GenerationMetadata, SceneStatus, Turn
+from serve.context import Assembled, PromptAssembler
+from serve.engines import NarratorEngine
+from serve.metrics import NARRATOR_OUTPUT_TOKENS, NARRATOR_REQUESTS, NARRATOR_TTFT
+from story.service import StoryService
+
+log = structlog.get_logger(__name__)
+
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+class Searcher(Protocol):
+    def search(self, query: str, *, filters: SearchFilters | None = None, limit: int = 10) -> list[SearchHit]: ...
+
+
+@dataclass(slots=True)
+class TurnOutcome:
+    """What a turn produced (the last event of a streamed turn)."""
+
+    turn_id: str
+    take_id: str
+    narration: str
+    proposal_ids: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    generation: dict[str, Any] = field(default_factory=dict)
+
+
+EXTRACTION_INSTRUCTIONS = (
+    "You extract what a narration makes true in the game world, as typed proposals. Use only entity ids "
+    "from the list below; to introduce a new entity, propose it with type 'entity'. Write absolute values, "
+    "never increments. Propose nothing the narration does not state. Answer with JSON only."
+)
+
+
+class TurnFlow:
+    """Plays turns for any campaign through the story service, a searcher and two engines."""
+
+    def __init__(
+        self,
+        story: StoryService,
+        narrator: NarratorEngine,
+        *,
+        settings: ServeSettings,
+        extractor: NarratorEngine | None = None,
+        searcher: Searcher | None = None,
+        campaign_filters: Callable[[str], SearchFilters] | None = None,
+    ) -> None:
+        self.story = story
+        self.narrator = narrator
+        self.extractor = extractor or narrator
+        self.searcher = searcher
+        self.settings = settings
+        self.assembler = PromptAssembler(budget=settings.context_tokens)
+        self.campaign_filters = campaign_filters or (lambda campaign_id: SearchFilters())
+
+    async def play(self, campaign_id: str, request: TurnRequest) -> AsyncIterator[dict[str, Any]]:
+        """Events of one turn: ``turn`` (recorded), ``delta`` (narration pieces), ``done`` (the outcome)."""
+        turn = await asyncio.to_thread(
+            self.story.add_turn, campaign_id, request.text, input_mode=request.input_mode, speaker=request.speaker
+        )
+        yield {"event": "turn", "turn_id": turn.id, "branch_id": turn.branch_id, "depth": turn.depth}
+        async for event in self._narrate(campaign_id, turn, request.text):
+            yield event
+
+    async def retake(self, campaign_id: str, turn_id: str) -> AsyncIterator[dict[str, Any]]:
+        """Narrate a turn again as a new take (a retry); the old takes stay."""
+        turn = await asyncio.to_thread(self.story.get_turn, turn_id)
+        if turn.campaign_id != campaign_id:
+            raise NotFound("story", f"no turn {turn_id!r} in campaign {campaign_id!r}")
+        yield {"event": "turn", "turn_id": turn.id, "branch_id": turn.branch_id, "depth": turn.depth}
+        async for event in self._narrate(campaign_id, turn, turn.text):
+            yield event
+
+    async def _narrate(self, campaign_id: str, turn: Turn, text: str) -> AsyncIterator[dict[str, Any]]:
+        assembled = await asyncio.to_thread(self._assemble, campaign_id, turn, text)
+        started = time.perf_counter()
+        first: float | None = None
+        pieces: list[str] = []
+        status = "ok"
+        try:
+            async for piece in self.narrator.stream(
+                assembled.messages,
+                max_tokens=self.settings.narrator_max_tokens,
+                temperature=self.settings.narrator_temperature,
+            ):
+                if first is None:
+                    first = time.perf_counter() - started
+                    NARRATOR_TTFT.labels(model=self.narrator.model).observe(first)
+                pieces.append(piece)
+                yield {"event": "delta", "text": piece}
+        except BaseException:
+            status = "error"
+            raise
+        finally:
+            NARRATOR_REQUESTS.labels(model=self.narrator.model, status=status).inc()
+        latency = time.perf_counter() - started
+        narration = "".join(pieces).strip() or "(the narrator is silent)"
+        NARRATOR_OUTPUT_TOKENS.labels(model=self.narrator.model).inc(len(pieces))
+        generation = GenerationMetadata(
+            model=self.narrator.model,
+            prompt_tokens=assembled.snapshot.total_tokens,
+            completion_tokens=len(pieces),
+            latency_ms=latency * 1000,
+            time_to_first_token_ms=(first or latency) * 1000,
+            temperature=self.settings.narrator_temperature,
+            prompt_snapshot_id=assembled.snapshot.id,
+        )
+        take = await asyncio.to_thread(self._keep, turn, narration, generation, assembled)
+        proposal_ids, dropped = await self._extract(campaign_id, turn, text, narration)
+        if dropped:
+            await asyncio.to_thread(self.story.note_extraction, turn.id, dropped)
+        log.info(
+            "turn_narrated",
+            campaign_id=campaign_id,
+            turn_id=turn.id,
+            ttft_ms=round(generation.time_to_first_token_ms or 0, 1),
+            latency_ms=round(generation.latency_ms, 1),
+            pieces=len(pieces),
+            proposals=len(proposal_ids),
+            dropped=len(dropped),
+        )
+        outcome = TurnOutcome(
+            turn_id=turn.id,
+            take_id=take,
+            narration=narration,
+            proposal_ids=proposal_ids,
+            dropped=dropped,
+            generation=generation.model_dump(mode="json"),
+        )
+        yield {"event": "done", **outcome.__dict__}
+
+    # -- the blocking parts (run in a worker thread) ---------------------------------------------
+
+    def _assemble(self, campaign_id: str, turn: Turn, text: str) -> Assembled:
+        story = self.story
+        campaign = story.get_campaign(campaign_id)
+        hits: list[SearchHit] = []
+        if self.searcher is not None and text.strip() and self.settings.knowledge_hits:
+            try:
+                hits = self.searcher.search(
+                    text, filters=self.campaign_filters(campaign_id), limit=self.settings.knowledge_hits
+                )
+            except LorekeeperError as exc:  # knowledge is a help, not a precondition of narrating
+                log.warning("turn_search_failed", campaign_id=campaign_id, error=exc.message)
+        parent = turn.parent_turn_id
+        recent = story.history(campaign_id, turn_id=parent, last=self.settings.recent_turns) if parent else []
+        return self.assembler.assemble(
+            turn=turn,
+            model=self.narrator.model,
+            campaign=campaign,
+            axioms=[a.text for a in story.axioms(campaign.world_id)],
+            state=story.state(campaign_id),
+            hits=hits,
+            query=text,
+            memories=story.memories(campaign_id),
+            summaries=story.summaries(campaign_id),
+            recent=recent,
+            player_input=text,
+        )
+
+    def _keep(self, turn: Turn, narration: str, generation: GenerationMetadata, assembled: Assembled) -> str:
+        take = self.story.add_take(turn.id, narration, generation=generation)
+        self.story.record_prompt(turn.id, assembled.text, assembled.snapshot)
+        if assembled.retrieval is not None:
+            self.story.record_retrieval(assembled.retrieval)
+        return take.id
+
+    async def _extract(self, campaign_id: str, turn: Turn, text: str, narration: str) -> tuple[list[str], list[str]]:
+        state = await asyncio.to_thread(self.story.state, campaign_id)
+        cast = "\n".join(f"- {e.id}: {e.name} ({e.kind.value})" for e in state.entities) or "(no entities yet)"
+        messages = [
+            {"role": "system", "content": f"{EXTRACTION_INSTRUCTIONS}\n\nEntities:\n{cast}"},
+            {"role": "user", "content": f"Player: {text}\nNarration: {narration}"},
+        ]
+        try:
+            raw = await self.extractor.structured(messages, schema=ExtractionBatch.model_json_schema(), max_tokens=1024)
+        except LorekeeperError as exc:
+            return [], [f"extractor unavailable: {exc.message}"]
+        batch, dropped = parse_extraction(raw)
+        if not batch:
+            return [], dropped
+        scene_id = await asyncio.to_thread(self._scene_for, campaign_id)
+        staged: list[str] = []
+        for index, item in enumerate(batch):
+            try:
+                proposal = await asyncio.to_thread(
+                    self.story.propose,
+                    scene_id,
+                    type=item.content.type,
+                    content=item.content.model_dump(mode="json"),
+                    authority="system",
+                    confidence=item.confidence,
+                    turn_id=turn.id,
+                    proposed_by="extractor",
+                    evidence={"turn_ids": [turn.id], "quote": item.quote},
+                )
+                staged.append(proposal.id)
+            except LorekeeperError as exc:
+                dropped.append(f"proposal {index}: {exc.message}")
+        return staged, dropped
+
+    def _scene_for(self, campaign_id: str) -> str:
+        """The active scene, opening one when none is (proposals are staged on scenes)."""
+        for scene in reversed(self.story.scenes(campaign_id)):
+            if scene.status is SceneStatus.ACTIVE:
+                return scene.id
+        return self.story.start_scene(campaign_id).id
+
+
+def parse_extraction(raw: str) -> tuple[list[Any], list[str]]:
+    """The proposals in an extractor answer, with the reasons for what had to be dropped.
+
+    Whole-answer repair is limited to cutting a JSON object out of surrounding text (a model that
+    wrapped its JSON in prose or a code fence); each proposal is then validated on its own, so one
+    bad proposal never costs the others.
+    """
+    dropped: list[str] = []
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        match = _JSON_OBJECT.search(raw or "")
+        try:
+            doc = json.loads(match.group(0)) if match else None
+        except ValueError:
+            doc = None
+        if doc is None:
+            return [], [f"the extractor's answer is not JSON: {raw[:120]!r}"]
+        dropped.append("repaired: the JSON object was cut out of surrounding text")
+    items = doc.get("proposals") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        return [], [*dropped, "the extractor's answer has no 'proposals' list"]
+    good = []
+    for index, item in enumerate(items[:50]):
+        try:
+            good.append(ExtractionBatch.model_validate({"proposals": [item]}).proposals[0])
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"][2:]) or "proposal"
+            dropped.append(f"proposal {index}: {where}: {first['msg']}")
+    return good, dropped
