@@ -220,6 +220,17 @@ def serve_config_problems(config: dict[str, Any]) -> list[str]:
 
 # -- rules every Lorekeeper pod follows, shared by the chart's and the plain manifests' tests -----------
 
+# The keys of the Secret that holds every credential (the chart's and the plain manifests').
+SECRET_KEYS = (
+    "blob-access-key",
+    "blob-secret-key",
+    "text-username",
+    "text-password",
+    "vector-api-key",
+    "graph-username",
+    "graph-password",
+    "api-keys",
+)
 SECRET_WORDS = ("PASSWORD", "SECRET", "TOKEN", "API_KEY", "ACCESS_KEY", "USERNAME")
 # Settings the serving issue adds to schemas/settings.py under exactly these names.
 FORTHCOMING_SETTINGS = {
@@ -317,3 +328,35 @@ def worker_group_problems(cluster: dict[str, Any]) -> list[str]:
             if not all(c["image"].endswith("-gpu") for c in spec["containers"]):
                 found.append(f"{name}: GPU workers run the GPU image")
     return found
+
+
+def settings_of(config: dict[str, str], container: dict[str, Any], secrets_dir: Path, secrets: dict[str, str]) -> Any:
+    """The Settings a Lorekeeper container would build: its ConfigMap plus the Secret's files.
+
+    ``secrets`` maps Secret keys to values; they are written under ``secrets_dir`` as the kubelet would
+    mount them, and each ``LOREKEEPER_*_FILE`` variable is pointed there.
+    """
+    from schemas.settings import load_settings
+
+    values: dict[str, Any] = {
+        key.removeprefix("LOREKEEPER_").lower(): value
+        for key, value in config.items()
+        if key not in FORTHCOMING_SETTINGS
+    }
+    for env in container["env"]:
+        if env["name"] in FORTHCOMING_SETTINGS or not env["name"].endswith("_FILE"):
+            continue
+        key = Path(env["value"]).name
+        path = secrets_dir / key
+        path.write_text(secrets[key] + "\n")
+        values[env["name"].removeprefix("LOREKEEPER_").lower()] = str(path)
+    return load_settings(**values)
+
+
+def backends(settings: Any) -> list[str]:
+    return [
+        settings.blob_location().backend.value,
+        settings.text_location().backend.value,
+        settings.vector_location().backend.value,
+        settings.graph_location().backend.value,
+    ]

@@ -99,30 +99,12 @@ def test_the_config_map_holds_settings_lorekeeper_reads_and_no_secret(service: d
 def test_the_config_map_and_secret_files_resolve_to_the_server_stores(
     service: dict[str, dict[str, Any]], tmp_path: Path
 ) -> None:
-    from schemas.settings import load_settings
-
-    values: dict[str, Any] = {
-        key.removeprefix("LOREKEEPER_").lower(): value
-        for key, value in service["ConfigMap"]["data"].items()
-        if key not in deploy.FORTHCOMING_SETTINGS
-    }
     container = deploy.pod_specs(service["RayService"])[0]["containers"][0]
-    for env in container["env"]:
-        if env["name"] in deploy.FORTHCOMING_SETTINGS:
-            continue
-        # the Secret's files, as the kubelet would mount them
-        secret = tmp_path / Path(env["value"]).name
-        secret.write_text(f"Str0ng-{secret.name}\n")
-        values[env["name"].removeprefix("LOREKEEPER_").lower()] = str(secret)
-    settings = load_settings(**values)
+    secrets = {key: f"Str0ng-{key}" for key in deploy.SECRET_KEYS}
+    settings = deploy.settings_of(service["ConfigMap"]["data"], container, tmp_path, secrets)
     assert settings.environment.value == "production"
-    assert settings.graph_password is not None and settings.graph_password.get_secret_value() == "Str0ng-graph-password"
-    assert [
-        settings.blob_location().backend.value,
-        settings.text_location().backend.value,
-        settings.vector_location().backend.value,
-        settings.graph_location().backend.value,
-    ] == ["s3", "opensearch", "qdrant_server", "neo4j"]
+    assert settings.graph_password.get_secret_value() == "Str0ng-graph-password"
+    assert deploy.backends(settings) == ["s3", "opensearch", "qdrant_server", "neo4j"]
 
 
 def test_the_ingest_job_runs_the_real_entrypoint_and_cleans_up(job: dict[str, Any]) -> None:
