@@ -232,20 +232,14 @@ SECRET_KEYS = (
     "api-keys",
 )
 SECRET_WORDS = ("PASSWORD", "SECRET", "TOKEN", "API_KEY", "ACCESS_KEY", "USERNAME")
-# Settings the serving issue adds to schemas/settings.py under exactly these names.
-FORTHCOMING_SETTINGS = {
-    "LOREKEEPER_NARRATOR_ENGINE",
-    "LOREKEEPER_NARRATOR_BASE_URL",
-    "LOREKEEPER_NARRATOR_MODEL",
-    "LOREKEEPER_API_KEYS_FILE",
-}
 
 
 def settings_variables() -> set[str]:
-    """Every LOREKEEPER_* variable Lorekeeper reads, or will once serving lands."""
+    """Every LOREKEEPER_* variable Lorekeeper reads: the stores' settings and the serving ones."""
+    from schemas.serving import ServeSettings
     from schemas.settings import Settings
 
-    return {f"LOREKEEPER_{name.upper()}" for name in Settings.model_fields} | FORTHCOMING_SETTINGS
+    return {f"LOREKEEPER_{name.upper()}" for name in [*Settings.model_fields, *ServeSettings.model_fields]}
 
 
 def pod_problems(spec: dict[str, Any]) -> list[str]:
@@ -330,27 +324,27 @@ def worker_group_problems(cluster: dict[str, Any]) -> list[str]:
     return found
 
 
-def settings_of(config: dict[str, str], container: dict[str, Any], secrets_dir: Path, secrets: dict[str, str]) -> Any:
-    """The Settings a Lorekeeper container would build: its ConfigMap plus the Secret's files.
+def settings_of(
+    config: dict[str, str], container: dict[str, Any], secrets_dir: Path, secrets: dict[str, str]
+) -> tuple[Any, Any]:
+    """The Settings and ServeSettings a Lorekeeper container would build: its ConfigMap plus the Secret's files.
 
     ``secrets`` maps Secret keys to values; they are written under ``secrets_dir`` as the kubelet would
     mount them, and each ``LOREKEEPER_*_FILE`` variable is pointed there.
     """
+    from schemas.serving import ServeSettings
     from schemas.settings import load_settings
 
-    values: dict[str, Any] = {
-        key.removeprefix("LOREKEEPER_").lower(): value
-        for key, value in config.items()
-        if key not in FORTHCOMING_SETTINGS
-    }
+    values: dict[str, Any] = {key.removeprefix("LOREKEEPER_").lower(): value for key, value in config.items()}
     for env in container["env"]:
-        if env["name"] in FORTHCOMING_SETTINGS or not env["name"].endswith("_FILE"):
+        if not env["name"].endswith("_FILE"):
             continue
         key = Path(env["value"]).name
         path = secrets_dir / key
         path.write_text(secrets[key] + "\n")
         values[env["name"].removeprefix("LOREKEEPER_").lower()] = str(path)
-    return load_settings(**values)
+    # both read the same LOREKEEPER_* variables and ignore the other's
+    return load_settings(**values), ServeSettings(**values)
 
 
 def backends(settings: Any) -> list[str]:

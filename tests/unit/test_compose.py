@@ -10,19 +10,14 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from tests.unit import deploy_checks as deploy
+
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "cluster"
 STORES = ("minio", "opensearch", "qdrant", "neo4j")
 LOREKEEPER_SERVICES = ("ray-head", "ray-worker", "api")
-# Variables the serving issue adds to schemas/settings.py under exactly these names.
-FORTHCOMING_SETTINGS = {
-    "LOREKEEPER_NARRATOR_ENGINE",
-    "LOREKEEPER_NARRATOR_BASE_URL",
-    "LOREKEEPER_NARRATOR_MODEL",
-    "LOREKEEPER_API_KEYS_FILE",
-}
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +59,8 @@ def test_env_example_names_every_required_variable(compose: dict) -> None:
     required = set(re.findall(r"\$\{(LOREKEEPER_[A-Z_]+):\?", (CLUSTER / "docker-compose.yml").read_text()))
     defined = set(re.findall(r"^(LOREKEEPER_[A-Z_]+)=", example, flags=re.M))
     assert required <= defined
-    from schemas.settings import Settings
-
-    # every variable of the example is one Lorekeeper reads (or will read once serving lands)
-    fields = {f"LOREKEEPER_{name.upper()}" for name in Settings.model_fields} | FORTHCOMING_SETTINGS
-    assert defined <= fields, defined - fields
+    # every variable of the example is one Lorekeeper reads
+    assert defined <= deploy.settings_variables(), defined - deploy.settings_variables()
 
 
 def test_ray_head_worker_and_api_run_the_cpu_image(compose: dict) -> None:
@@ -133,7 +125,7 @@ def _container_settings(compose: dict) -> dict[str, str]:
     """The LOREKEEPER_* variables of the API container, with strong values for the ${VAR:?} secrets."""
     values = {}
     for key, value in compose["services"]["api"]["environment"].items():
-        if not key.startswith("LOREKEEPER_") or key in FORTHCOMING_SETTINGS:
+        if not key.startswith("LOREKEEPER_"):
             continue
         value = str(value)
         required = re.fullmatch(r"\$\{(\w+):\?[^}]*\}", value)
@@ -156,6 +148,19 @@ def test_the_containers_settings_resolve_to_the_server_backends(compose: dict) -
     assert settings.text_location().backend.value == "opensearch"
     assert settings.vector_location().backend.value == "qdrant_server"
     assert settings.graph_location().backend.value == "neo4j"
+
+
+def test_the_containers_serve_settings_bind_every_address_and_need_keys(compose: dict) -> None:
+    from schemas.serving import EngineKind, ServeSettings
+
+    env = compose["services"]["api"]["environment"]
+    assert {key for key in env if key.startswith("LOREKEEPER_")} <= deploy.settings_variables()
+    serving = ServeSettings(**_container_settings(compose))
+    # the Serve proxy listens on every address (serve-config.yaml), so the API must not think it is
+    # on loopback, where it would run open without keys
+    assert not serving.loopback and serving.api_port == 8000
+    assert serving.api_keys_file is not None and serving.api_keys_file.name == "api-keys"
+    assert serving.narrator_engine is EngineKind.OPENAI and serving.narrator_base_url
 
 
 @pytest.mark.xfail(

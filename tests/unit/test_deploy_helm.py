@@ -253,8 +253,14 @@ def test_the_rendered_settings_are_ones_lorekeeper_accepts(chart: helm.Chart, tm
     rendered = render(chart, _values(CHART / "ci" / "external-stores-values.yaml"))
     container = deploy.pod_specs(one(rendered, "RayService"))[0]["containers"][0]
     secrets = {key: f"Str0ng-{key}" for key in deploy.SECRET_KEYS}
-    settings = deploy.settings_of(one(rendered, "ConfigMap")["data"], container, tmp_path, secrets)
+    settings, serving = deploy.settings_of(one(rendered, "ConfigMap")["data"], container, tmp_path, secrets)
     assert deploy.backends(settings) == ["s3", "opensearch", "qdrant_server", "neo4j"]
+    assert (serving.narrator_engine.value, serving.narrator_base_url, serving.narrator_model) == (
+        "openai",
+        "https://llm.internal.example.com/v1",
+        "narrator-70b",
+    )
+    assert not serving.loopback and serving.api_keys_file == tmp_path / "api-keys"
     assert settings.graph_location().database == "lorekeeper"
     assert settings.text_verify_certs is True
 

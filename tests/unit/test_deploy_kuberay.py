@@ -101,10 +101,12 @@ def test_the_config_map_and_secret_files_resolve_to_the_server_stores(
 ) -> None:
     container = deploy.pod_specs(service["RayService"])[0]["containers"][0]
     secrets = {key: f"Str0ng-{key}" for key in deploy.SECRET_KEYS}
-    settings = deploy.settings_of(service["ConfigMap"]["data"], container, tmp_path, secrets)
+    settings, serving = deploy.settings_of(service["ConfigMap"]["data"], container, tmp_path, secrets)
     assert settings.environment.value == "production"
     assert settings.graph_password.get_secret_value() == "Str0ng-graph-password"
     assert deploy.backends(settings) == ["s3", "opensearch", "qdrant_server", "neo4j"]
+    assert serving.narrator_engine.value == "vllm" and serving.narrator_model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert not serving.loopback and serving.api_keys_file == tmp_path / "api-keys"
 
 
 def test_the_ingest_job_runs_the_real_entrypoint_and_cleans_up(job: dict[str, Any]) -> None:
