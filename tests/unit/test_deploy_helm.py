@@ -23,6 +23,7 @@ CHART = deploy.ROOT / "helm" / "lorekeeper"
 CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
 RELEASE, NAMESPACE = "lorekeeper", "lore"
 FULLNAME = "lorekeeper"  # the release name contains the chart name
+CONFIG = f"{FULLNAME}-config"
 # What a cluster operator must add to the defaults for them to render: no credentials, no store URLs
 # and no narrator are defaults.
 MINIMAL: dict[str, Any] = {
@@ -131,7 +132,7 @@ def test_the_ray_cluster_is_the_pinned_release_with_bounded_groups(
 
 def test_no_credential_is_rendered_outside_a_secret(profile: tuple[str, dict[str, list[dict[str, Any]]]]) -> None:
     _, rendered = profile
-    config = one(rendered, "ConfigMap")["data"]
+    config = one(rendered, "ConfigMap", CONFIG)["data"]
     assert set(config) <= deploy.settings_variables(), set(config) - deploy.settings_variables()
     assert not [key for key in config if any(word in key for word in deploy.SECRET_WORDS)]
     assert [o for o in objects(rendered) if o["kind"] == "Secret"] == [], "the profiles use an existing Secret"
@@ -177,7 +178,7 @@ def test_laptop_bundles_the_stores_of_the_compose_file(chart: helm.Chart) -> Non
         assert container.get("readinessProbe") and container.get("livenessProbe"), store
         for env in container.get("env", []):
             assert "value" not in env or "$(" in env["value"] or not any(w in env["name"] for w in ("PASSWORD", "KEY"))
-    config = one(rendered, "ConfigMap")["data"]
+    config = one(rendered, "ConfigMap", CONFIG)["data"]
     assert config["LOREKEEPER_GRAPH_URL"] == f"bolt://{FULLNAME}-neo4j:7687"
     assert [o for o in objects(rendered) if o["kind"] in ("Ingress", "ServiceMonitor")] == []
 
@@ -186,7 +187,7 @@ def test_external_stores_render_no_statefulset_and_expose_api_and_mcp(chart: hel
     values = _values(CHART / "ci" / "external-stores-values.yaml")
     rendered = render(chart, values)
     assert not [o for o in objects(rendered) if o["kind"] == "StatefulSet"]
-    config = one(rendered, "ConfigMap")["data"]
+    config = one(rendered, "ConfigMap", CONFIG)["data"]
     assert config["LOREKEEPER_BLOB_URL"] == values["stores"]["external"]["blobUrl"]
     assert config["LOREKEEPER_TEXT_VERIFY_CERTS"] == "true"
     ingress = one(rendered, "Ingress")
@@ -231,7 +232,7 @@ def test_gpu_profile_puts_the_narrator_on_a_tainted_gpu_pool(chart: helm.Chart) 
     narrator = next(d for d in served["applications"][0]["deployments"] if d["name"] == "Narrator")
     assert narrator["ray_actor_options"]["num_gpus"] == 1
     assert narrator["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 4, "target_ongoing_requests": 16}
-    assert one(rendered, "ConfigMap")["data"]["LOREKEEPER_NARRATOR_ENGINE"] == "vllm"
+    assert one(rendered, "ConfigMap", CONFIG)["data"]["LOREKEEPER_NARRATOR_ENGINE"] == "vllm"
 
 
 def test_the_defaults_render_the_serve_config_of_the_repository(chart: helm.Chart) -> None:
@@ -253,7 +254,7 @@ def test_the_rendered_settings_are_ones_lorekeeper_accepts(chart: helm.Chart, tm
     rendered = render(chart, _values(CHART / "ci" / "external-stores-values.yaml"))
     container = deploy.pod_specs(one(rendered, "RayService"))[0]["containers"][0]
     secrets = {key: f"Str0ng-{key}" for key in deploy.SECRET_KEYS}
-    settings, serving = deploy.settings_of(one(rendered, "ConfigMap")["data"], container, tmp_path, secrets)
+    settings, serving = deploy.settings_of(one(rendered, "ConfigMap", CONFIG)["data"], container, tmp_path, secrets)
     assert deploy.backends(settings) == ["s3", "opensearch", "qdrant_server", "neo4j"]
     assert (serving.narrator_engine.value, serving.narrator_base_url, serving.narrator_model) == (
         "openai",
