@@ -1,4 +1,4 @@
-"""Search filters shared by the API, the search service and the two index families."""
+"""Search contracts shared by the API, the search service and the index families: filters, requests, hits."""
 
 from __future__ import annotations
 
@@ -57,6 +57,16 @@ class SearchFilters(BaseModel):
         return True
 
 
+class LegWeights(BaseModel):
+    """Weights of the retrieval legs in reciprocal rank fusion (0 turns a leg off)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    vector: float = Field(default=1.0, ge=0, le=100)
+    text: float = Field(default=1.0, ge=0, le=100)
+    graph: float = Field(default=1.0, ge=0, le=100)
+
+
 class SearchRequest(BaseModel):
     """A search over the ingested knowledge."""
 
@@ -65,6 +75,12 @@ class SearchRequest(BaseModel):
     query: str = Field(min_length=1, max_length=2000, description="What to look for, in plain words.")
     filters: SearchFilters = Field(default_factory=SearchFilters)
     limit: int = Field(default=10, ge=1, le=100)
+    rerank: bool | None = Field(
+        default=None,
+        description="Re-rank with the configured cross-encoder; None = whenever one is configured, "
+        "True = required (an error when none is configured), False = never.",
+    )
+    weights: LegWeights | None = Field(default=None, description="RRF weight per leg; unset = the service's.")
 
 
 class SearchHit(BaseModel):
@@ -77,7 +93,18 @@ class SearchHit(BaseModel):
     page_start: int | None = None
     page_end: int | None = None
     heading_path: list[str] = Field(default_factory=list)
-    score: float = Field(description="Fused score; higher is better.")
-    scores: dict[str, float] = Field(default_factory=dict, description="Raw score per leg (vector, text, …).")
-    ranks: dict[str, int] = Field(default_factory=dict, description="1-based rank per leg.")
+    score: float = Field(
+        description="Final score, higher is better: the fused RRF score, or the re-ranker's when re-ranked."
+    )
+    scores: dict[str, float] = Field(
+        default_factory=dict, description="Raw score per leg (vector, text, graph) and rerank when re-ranked."
+    )
+    ranks: dict[str, int] = Field(default_factory=dict, description="1-based rank per leg (and rerank).")
     highlights: list[str] = Field(default_factory=list)
+    fused_score: float | None = Field(
+        default=None, description="RRF score before re-ranking (equal to score when not re-ranked)."
+    )
+    reranker: str | None = Field(default=None, description="Model that re-ranked this hit; None if not re-ranked.")
+    concepts: list[str] = Field(
+        default_factory=list, description="Concepts of the query that led the graph leg to this chunk."
+    )

@@ -202,6 +202,20 @@ class Settings(BaseSettings):
     graph_password_file: Path | None = None
     graph_database: str | None = Field(default=None, description="Neo4j database name.")
 
+    # search (docs/search.md)
+    reranker_model: str | None = Field(
+        default=None,
+        description="Local folder of a cross-encoder that re-ranks search results; unset = no re-ranking. "
+        "Nothing is fetched from a model hub.",
+    )
+    reranker_device: str = Field(default="cpu", description="Device of the re-ranker: cpu, cuda or cuda:N.")
+    rerank_candidates: int = Field(
+        default=10, ge=1, le=200, description="How many of the best fused hits the re-ranker reads per query."
+    )
+    search_vector_weight: float = Field(default=1.0, ge=0, description="RRF weight of the vector leg.")
+    search_text_weight: float = Field(default=1.0, ge=0, description="RRF weight of the full-text (BM25) leg.")
+    search_graph_weight: float = Field(default=1.0, ge=0, description="RRF weight of the graph (concept) leg.")
+
     @model_validator(mode="after")
     def _read_secret_files(self) -> Settings:
         for name in _SECRET_FIELDS:

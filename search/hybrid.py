@@ -1,28 +1,40 @@
-"""Hybrid retrieval: a vector leg and a BM25 leg, fused by weighted reciprocal rank fusion.
+"""Hybrid retrieval: vector, BM25 and graph legs, fused by weighted reciprocal rank fusion, then
+re-ranked by a cross-encoder when one is configured.
 
-Only chunks of *visible* items are returned (ready and enabled in the graph), so an item appears
-in search only once all its chunks are in every store, and a superseded version disappears as soon
-as its replacement is ready, while its chunks stay in the graph for the citations that point at them.
+Only chunks of *visible* items that pass the filters are returned (see :mod:`search.scope`): every
+leg is restricted to the same items, so an item appears in search only once all its chunks are in
+every store, and a superseded version disappears as soon as its replacement is ready, while its
+chunks stay in the graph for the citations that point at them.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.embedding import Embedder
-from schemas.errors import NotFound
-from schemas.search import SearchFilters, SearchHit
-from stores.catalog import Catalog
+from models.rerank import Reranker
+from schemas.errors import ConfigError, NotFound
+from schemas.search import LegWeights, SearchFilters, SearchHit, SearchRequest
+from search.fusion import Fused, rrf
+from search.graph import GraphLeg, GraphLegConfig, GraphLegResult
+from search.metrics import RERANK_DURATION, SEARCH_DURATION
+from search.scope import ItemScope, ScopedItem
 from stores.graph.base import GraphStore
-from stores.text.base import TextIndex
-from stores.vector.base import VectorIndex
+from stores.text.base import TextHit, TextIndex
+from stores.vector.base import VectorHit, VectorIndex
 
 log = structlog.get_logger(__name__)
+
+LEGS: tuple[str, ...] = ("vector", "text", "graph")
+
+T = TypeVar("T")
 
 
 class HybridConfig(BaseModel):
@@ -30,31 +42,58 @@ class HybridConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    vector_weight: float = Field(default=1.0, ge=0)
-    text_weight: float = Field(default=1.0, ge=0)
+    vector_weight: float = Field(default=1.0, ge=0, description="RRF weight of the vector leg (0 = off).")
+    text_weight: float = Field(default=1.0, ge=0, description="RRF weight of the BM25 leg (0 = off).")
+    graph_weight: float = Field(default=1.0, ge=0, description="RRF weight of the graph leg (0 = off).")
     rrf_k: int = Field(default=60, gt=0, description="RRF constant: larger flattens the rank curve.")
     candidates: int = Field(default=50, gt=0, le=1000, description="Hits fetched from each leg before fusing.")
     collection: str = Field(default="chunks", description="Vector collection of chunk embeddings.")
+    graph: GraphLegConfig = Field(default_factory=GraphLegConfig, description="Reach and scoring of the graph leg.")
+    rerank_candidates: int = Field(
+        default=10, gt=0, le=200, description="Best fused hits the re-ranker reads (at least the limit asked)."
+    )
+    parallel: bool = Field(
+        default=True,
+        description="Run the BM25 and graph legs on threads while the query is embedded (the stores and "
+        "torch release the GIL while they work).",
+    )
+
+    def weights(self, override: LegWeights | None = None) -> dict[str, float]:
+        if override is not None:
+            return {"vector": override.vector, "text": override.text, "graph": override.graph}
+        return {"vector": self.vector_weight, "text": self.text_weight, "graph": self.graph_weight}
 
 
 HYBRID_RRF = HybridConfig()
-"""The default preset: equal weights, k = 60."""
+"""The default preset: every leg weighted 1, k = 60, re-ranking the best 10 when a reranker is set."""
+
+VECTOR_ONLY = HybridConfig(text_weight=0, graph_weight=0)
+TEXT_ONLY = HybridConfig(vector_weight=0, graph_weight=0)
+GRAPH_ONLY = HybridConfig(vector_weight=0, text_weight=0)
 
 
-@dataclass
-class _Candidate:
-    chunk_id: str
+@dataclass(slots=True)
+class _Citation:
     item_uid: str = ""
     title: str = ""
     text: str = ""
     page_start: int | None = None
     page_end: int | None = None
     heading_path: tuple[str, ...] = ()
-    fused: float = 0.0
+    highlights: tuple[str, ...] = ()
+    concepts: tuple[str, ...] = ()
+
+
+def _timed(search_type: str, fn: Callable[[], T]) -> tuple[T, float]:
+    started = time.perf_counter()
+    result = fn()
+    elapsed = time.perf_counter() - started
+    SEARCH_DURATION.labels(search_type=search_type).observe(elapsed)
+    return result, elapsed
 
 
 class HybridSearcher:
-    """Vector + full text over the chunk indexes, fused, filtered to visible items."""
+    """Vector + full text + graph over the chunk stores, fused, filtered, optionally re-ranked."""
 
     def __init__(
         self,
@@ -64,81 +103,274 @@ class HybridSearcher:
         graph: GraphStore,
         embedder: Embedder,
         config: HybridConfig = HYBRID_RRF,
+        reranker: Reranker | None = None,
     ) -> None:
         self.text = text
         self.vectors = vectors
-        self.catalog = Catalog(graph)
+        self.graph = graph
+        self.scope = ItemScope(graph)
+        self.graph_leg = GraphLeg(graph, config.graph)
         self.embedder = embedder
         self.config = config
+        self.reranker = reranker
+        self._pool: ThreadPoolExecutor | None = None
 
-    def search(self, query: str, *, filters: SearchFilters | None = None, limit: int = 10) -> list[SearchHit]:
-        """The best ``limit`` chunks for ``query``, best first, with citations and per-leg scores."""
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Load the models now (a serving replica's constructor), not on the first query."""
+        self.embedder.embed_query("warm up")
+        if self.reranker is not None:
+            self.reranker.score("warm up", ["warm up"])
+
+    def close(self) -> None:
+        """Stop the leg threads (the stores belong to whoever opened them)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    def _submit(self, fn: Callable[[], T]) -> Future[T]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="search-leg")
+        return self._pool.submit(fn)
+
+    # -- search --------------------------------------------------------------------------------
+
+    def search_request(self, request: SearchRequest) -> list[SearchHit]:
+        """:meth:`search` with the fields of an API request."""
+        return self.search(
+            request.query, filters=request.filters, limit=request.limit, rerank=request.rerank, weights=request.weights
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        filters: SearchFilters | None = None,
+        limit: int = 10,
+        rerank: bool | None = None,
+        weights: LegWeights | None = None,
+    ) -> list[SearchHit]:
+        """The best ``limit`` chunks for ``query``, best first, with citations and per-leg scores and ranks.
+
+        Args:
+            query: what to look for, in plain words.
+            filters: keyword filters, applied on every leg.
+            limit: how many hits to return.
+            rerank: None re-ranks when a reranker is configured, True requires one, False never re-ranks.
+            weights: RRF weight per leg for this query; 0 skips a leg.
+
+        Raises:
+            ConfigError: ``rerank=True`` and no reranker is configured.
+        """
+        if rerank and self.reranker is None:
+            raise ConfigError("LOREKEEPER_RERANKER_MODEL", "re-ranking was asked for and no reranker is configured")
         started = time.perf_counter()
+        leg_weights = self.config.weights(weights)
+        use_rerank = self.reranker is not None and rerank is not False
         depth = max(self.config.candidates, limit * 3)
-        text_hits = self.text.search(query, filters=filters, limit=depth, highlight=True)
-        vector = self.embedder.embed_query(query)
-        try:
-            vector_hits = self.vectors.search(self.config.collection, vector.tolist(), filters=filters, limit=depth)
-        except NotFound:  # nothing ingested yet: the collection does not exist
-            vector_hits = []
 
-        candidates: dict[str, _Candidate] = {}
-        scores: dict[str, dict[str, float]] = {}
-        ranks: dict[str, dict[str, int]] = {}
-        highlights: dict[str, list[str]] = {}
-        for rank, hit in enumerate(text_hits, start=1):
-            c = candidates.setdefault(hit.id, _Candidate(hit.id))
-            c.title, c.text = hit.title, hit.text
-            c.item_uid = str(hit.fields.get("item", ""))
-            c.page_start, c.page_end = hit.data.get("page_start"), hit.data.get("page_end")
-            c.heading_path = tuple(hit.data.get("heading_path") or ())
-            c.fused += self.config.text_weight / (self.config.rrf_k + rank)
-            scores.setdefault(hit.id, {})["text"] = hit.score
-            ranks.setdefault(hit.id, {})["text"] = rank
-            highlights[hit.id] = hit.highlights
-        for rank, vhit in enumerate(vector_hits, start=1):
-            c = candidates.setdefault(vhit.id, _Candidate(vhit.id))
-            payload = vhit.payload
-            if not c.item_uid:
-                c.item_uid = str(payload.get("item", ""))
-                c.title = str(payload.get("title", ""))
-                c.page_start, c.page_end = payload.get("page_start"), payload.get("page_end")
-                c.heading_path = tuple(payload.get("heading_path") or ())
-            c.fused += self.config.vector_weight / (self.config.rrf_k + rank)
-            scores.setdefault(vhit.id, {})["vector"] = vhit.score
-            ranks.setdefault(vhit.id, {})["vector"] = rank
+        allowed = self.scope.allowed(filters)
+        hits_by_leg, citations = self._run_legs(query, filters, allowed, leg_weights, depth)
+        fused = rrf(hits_by_leg, leg_weights, k=self.config.rrf_k)
+        keep = max(limit, self.config.rerank_candidates) if use_rerank else limit
+        top = fused[:keep]
+        self._complete_citations(top, citations, allowed)
 
-        visible = self.catalog.visible_items(c.item_uid for c in candidates.values())
-        ordered = sorted(
-            (c for c in candidates.values() if c.item_uid in visible), key=lambda c: (-c.fused, c.chunk_id)
-        )[:limit]
-        for c in ordered:
-            if not c.text:  # found by the vector leg only: the text index holds the text too
-                c.text = self.text.get(c.chunk_id).text
-        hits = [
-            SearchHit(
-                chunk_id=c.chunk_id,
-                item_uid=c.item_uid,
-                title=c.title,
-                text=c.text,
-                page_start=c.page_start,
-                page_end=c.page_end,
-                heading_path=list(c.heading_path),
-                score=round(c.fused, 6),
-                scores=scores.get(c.chunk_id, {}),
-                ranks=ranks.get(c.chunk_id, {}),
-                highlights=highlights.get(c.chunk_id, []),
-            )
-            for c in ordered
-        ]
+        model: str | None = None
+        rerank_scores: dict[str, float] = {}
+        if use_rerank and top:
+            assert self.reranker is not None
+            model = self.reranker.name
+            top, rerank_scores = self._rerank(query, top, citations)
+        hits = [self._hit(doc, citations[doc.id], rerank_scores, model, rank) for rank, doc in enumerate(top, 1)]
+        hits = hits[:limit]
+        elapsed = time.perf_counter() - started
+        SEARCH_DURATION.labels(search_type="hybrid").observe(elapsed)
         log.info(
             "search_completed",
-            text_hits=len(text_hits),
-            vector_hits=len(vector_hits),
+            legs={leg: len(h) for leg, h in hits_by_leg.items()},
+            fused=len(fused),
             returned=len(hits),
-            ms=round((time.perf_counter() - started) * 1000, 1),
+            reranker=model,
+            ms=round(elapsed * 1000, 2),
         )
         return hits
 
-    def search_many(self, queries: Sequence[str], *, limit: int = 10) -> list[list[SearchHit]]:
-        return [self.search(q, limit=limit) for q in queries]
+    def search_many(
+        self,
+        queries: Sequence[str],
+        *,
+        filters: SearchFilters | None = None,
+        limit: int = 10,
+        rerank: bool | None = None,
+    ) -> list[list[SearchHit]]:
+        return [self.search(q, filters=filters, limit=limit, rerank=rerank) for q in queries]
+
+    # -- legs ----------------------------------------------------------------------------------
+
+    def _run_legs(
+        self,
+        query: str,
+        filters: SearchFilters | None,
+        allowed: dict[str, ScopedItem],
+        weights: dict[str, float],
+        depth: int,
+    ) -> tuple[dict[str, list[tuple[str, float]]], dict[str, _Citation]]:
+        citations: dict[str, _Citation] = {}
+        legs: dict[str, list[tuple[str, float]]] = {}
+        if not allowed:
+            return {leg: [] for leg in LEGS if weights[leg] > 0}, citations
+        futures: dict[str, Future[Any]] = {}
+        runners: dict[str, Callable[[], Any]] = {
+            "text": lambda: self._text_leg(query, filters, depth),
+            "graph": lambda: self._graph_leg(query, allowed, depth),
+        }
+        for leg, runner in runners.items():
+            if weights[leg] > 0 and self.config.parallel:
+                futures[leg] = self._submit(runner)
+        vector_hits: list[VectorHit] = (
+            self._vector_leg(query, filters, depth) if weights["vector"] > 0 else []
+        )
+        results: dict[str, Any] = {}
+        for leg, runner in runners.items():
+            if weights[leg] > 0:
+                results[leg] = futures[leg].result() if leg in futures else runner()
+
+        if "text" in results:
+            text_hits: list[TextHit] = results["text"]
+            legs["text"] = []
+            for hit in text_hits:
+                item_uid = str(hit.fields.get("item", ""))
+                if item_uid not in allowed:
+                    continue
+                legs["text"].append((hit.id, hit.score))
+                citations[hit.id] = _Citation(
+                    item_uid=item_uid,
+                    title=hit.title,
+                    text=hit.text,
+                    page_start=hit.data.get("page_start"),
+                    page_end=hit.data.get("page_end"),
+                    heading_path=tuple(hit.data.get("heading_path") or ()),
+                    highlights=tuple(hit.highlights),
+                )
+        if weights["vector"] > 0:
+            legs["vector"] = []
+            for vhit in vector_hits:
+                payload = vhit.payload
+                item_uid = str(payload.get("item", ""))
+                if item_uid not in allowed:
+                    continue
+                legs["vector"].append((vhit.id, vhit.score))
+                if vhit.id not in citations:
+                    citations[vhit.id] = _Citation(
+                        item_uid=item_uid,
+                        title=str(payload.get("title", "")),
+                        page_start=payload.get("page_start"),
+                        page_end=payload.get("page_end"),
+                        heading_path=tuple(payload.get("heading_path") or ()),
+                    )
+        if "graph" in results:
+            graph_result: GraphLegResult = results["graph"]
+            legs["graph"] = []
+            for ghit in graph_result.hits:
+                legs["graph"].append((ghit.chunk_id, ghit.score))
+                citation = citations.setdefault(ghit.chunk_id, _Citation(item_uid=ghit.item_uid))
+                citation.concepts = tuple(dict.fromkeys(ghit.concepts))
+        return legs, citations
+
+    def _text_leg(self, query: str, filters: SearchFilters | None, depth: int) -> list[TextHit]:
+        hits, elapsed = _timed("text", lambda: self.text.search(query, filters=filters, limit=depth, highlight=True))
+        log.debug("search_text_results", count=len(hits), ms=round(elapsed * 1000, 2))
+        return hits
+
+    def _vector_leg(self, query: str, filters: SearchFilters | None, depth: int) -> list[VectorHit]:
+        def run() -> list[VectorHit]:
+            vector = self.embedder.embed_query(query)
+            try:
+                return self.vectors.search(self.config.collection, vector.tolist(), filters=filters, limit=depth)
+            except NotFound:  # nothing ingested yet: the collection does not exist
+                return []
+
+        hits, elapsed = _timed("vector", run)
+        log.debug("search_vector_results", count=len(hits), ms=round(elapsed * 1000, 2))
+        return hits
+
+    def _graph_leg(self, query: str, allowed: dict[str, ScopedItem], depth: int) -> GraphLegResult:
+        result, elapsed = _timed("graph", lambda: self.graph_leg.search(query, items=allowed.keys(), limit=depth))
+        log.debug(
+            "search_graph_traverse",
+            concepts=[c.name for c in result.named],
+            neighbours=[c.name for c in result.neighbours],
+            chunks=len(result.hits),
+            ms=round(elapsed * 1000, 2),
+        )
+        return result
+
+    # -- citations, re-ranking, hits -------------------------------------------------------------
+
+    def _complete_citations(
+        self, docs: Sequence[Fused], citations: dict[str, _Citation], allowed: dict[str, ScopedItem]
+    ) -> None:
+        """Fill text and citation fields that the leg which found a chunk did not carry (the text
+        index stores every chunk's text and citation data)."""
+        for doc in docs:
+            citation = citations[doc.id]
+            citation.title = citation.title or allowed.get(citation.item_uid, _NO_ITEM).title
+            if citation.text:
+                continue
+            try:
+                stored = self.text.get(doc.id)
+            except NotFound:
+                continue
+            citation.text = stored.text
+            citation.title = citation.title or stored.title
+            if not citation.heading_path:
+                citation.heading_path = tuple(stored.data.get("heading_path") or ())
+            if citation.page_start is None:
+                citation.page_start, citation.page_end = stored.data.get("page_start"), stored.data.get("page_end")
+
+    def _rerank(
+        self, query: str, docs: list[Fused], citations: dict[str, _Citation]
+    ) -> tuple[list[Fused], dict[str, float]]:
+        assert self.reranker is not None
+        model = self.reranker.name
+        started = time.perf_counter()
+        scores = self.reranker.score(query, [citations[d.id].text for d in docs])
+        elapsed = time.perf_counter() - started
+        RERANK_DURATION.labels(model=model).observe(elapsed)
+        by_id = {d.id: float(s) for d, s in zip(docs, scores, strict=True)}
+        # Stable: equal re-ranker scores keep the fused order.
+        ordered = sorted(docs, key=lambda d: -by_id[d.id])
+        log.debug("search_rerank", model=model, candidates=len(docs), ms=round(elapsed * 1000, 2))
+        return ordered, by_id
+
+    @staticmethod
+    def _hit(
+        doc: Fused, citation: _Citation, rerank_scores: dict[str, float], model: str | None, rank: int
+    ) -> SearchHit:
+        scores, ranks = dict(doc.scores), dict(doc.ranks)
+        score = round(doc.score, 6)
+        if model is not None:
+            scores["rerank"] = rerank_scores[doc.id]
+            ranks["rerank"] = rank
+            score = rerank_scores[doc.id]
+        return SearchHit(
+            chunk_id=doc.id,
+            item_uid=citation.item_uid,
+            title=citation.title,
+            text=citation.text,
+            page_start=citation.page_start,
+            page_end=citation.page_end,
+            heading_path=list(citation.heading_path),
+            score=score,
+            scores=scores,
+            ranks=ranks,
+            highlights=list(citation.highlights),
+            fused_score=round(doc.score, 6),
+            reranker=model,
+            concepts=list(citation.concepts),
+        )
+
+
+_NO_ITEM = ScopedItem("", "", {})

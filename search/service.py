@@ -1,4 +1,5 @@
-"""Open a ready-to-use searcher over the configured stores (the CLI and the API build it the same way)."""
+"""Open a ready-to-use searcher over the configured stores (the CLI, the API and the narrator build it
+the same way)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,29 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
+from models.rerank import RerankConfig, Reranker, build_reranker
 from schemas.settings import Settings, get_settings
-from search.hybrid import HYBRID_RRF, HybridConfig, HybridSearcher
+from search.hybrid import HybridConfig, HybridSearcher
 from stores.factory import open_graph_store, open_text_index, open_vector_index
+
+_FROM_SETTINGS: Reranker = object()  # type: ignore[assignment]
+
+
+def config_from_settings(settings: Settings) -> HybridConfig:
+    """The fused search's configuration from the ``LOREKEEPER_SEARCH_*`` / ``RERANK_*`` settings."""
+    return HybridConfig(
+        vector_weight=settings.search_vector_weight,
+        text_weight=settings.search_text_weight,
+        graph_weight=settings.search_graph_weight,
+        rerank_candidates=settings.rerank_candidates,
+    )
+
+
+def reranker_from_settings(settings: Settings) -> Reranker | None:
+    """The cross-encoder named by ``LOREKEEPER_RERANKER_MODEL`` (loaded on first use), or None."""
+    if not settings.reranker_model:
+        return None
+    return build_reranker(RerankConfig(model=settings.reranker_model, device=settings.reranker_device))
 
 
 @contextmanager
@@ -16,15 +37,32 @@ def open_searcher(
     settings: Settings | None = None,
     *,
     embedding: EmbeddingConfig | None = None,
-    config: HybridConfig = HYBRID_RRF,
+    config: HybridConfig | None = None,
+    reranker: Reranker | None = _FROM_SETTINGS,
 ) -> Iterator[HybridSearcher]:
-    """A :class:`HybridSearcher` on the configured stores; the stores close when the block ends."""
+    """A :class:`HybridSearcher` on the configured stores; the stores close when the block ends.
+
+    Args:
+        settings: where the stores are and which reranker to use; :func:`get_settings` when None.
+        embedding: the query embedding model (the ingestion default when None).
+        config: weights and depths; from the settings when None.
+        reranker: a reranker to use instead of the configured one (None = no re-ranking).
+    """
     settings = settings or get_settings()
+    if reranker is _FROM_SETTINGS:
+        reranker = reranker_from_settings(settings)
     text, vectors, graph = open_text_index(settings), open_vector_index(settings), open_graph_store(settings)
+    searcher = HybridSearcher(
+        text=text,
+        vectors=vectors,
+        graph=graph,
+        embedder=SentenceTransformerEmbedder(embedding),
+        config=config or config_from_settings(settings),
+        reranker=reranker,
+    )
     try:
-        yield HybridSearcher(
-            text=text, vectors=vectors, graph=graph, embedder=SentenceTransformerEmbedder(embedding), config=config
-        )
+        yield searcher
     finally:
+        searcher.close()
         for store in (text, vectors, graph):
             store.close()

@@ -1,0 +1,237 @@
+"""The graph leg of hybrid search: concepts named in the query → the chunks that mention them.
+
+Ingestion writes ``(Chunk)-[:MENTIONS]->(Concept)-[:RELATED_TO {weight}]->(Concept)`` (see
+:mod:`stores.catalog`); a concept's ``normalized_name`` is the singular, case-folded name. The leg:
+
+1. cuts the query into word n-grams (1 to 4 words, not starting or ending with a stop word), each
+   also with its last word made singular, and looks them up by ``normalized_name`` (an index);
+   a match inside a longer match is dropped (``fate point`` wins over ``point``);
+2. adds the strongest ``RELATED_TO`` neighbours of the matched concepts, weighted lower;
+3. scores each active chunk of an allowed item that mentions any of them:
+   ``sum(weight(concept) * idf(concept) * (1 + heading_bonus if the concept is in the chunk's heading))``
+   with ``idf = 1 / ln(e + chunks mentioning the concept)``, so a rare concept counts more than a
+   common one and the section *about* a concept beats a passing mention.
+
+The queries are plain Cypher in the subset that Neo4j and the embedded FalkorDB both run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.knowledge import ChunkStatus, normalize_name
+from stores.graph.base import GraphStore
+
+_WORD_RE = re.compile(r"[\w][\w'’\-]*")
+
+# Words that never start or end a concept name in a question (they may sit inside one:
+# "attack of opportunity"). Deliberately small: concept names are looked up exactly, so a
+# word left in costs one more index lookup, not a false match.
+STOP_WORDS = frozenset(
+    {
+        "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did", "do", "does", "doing",
+        "for", "from", "get", "gets", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me",
+        "my", "of", "on", "or", "our", "should", "so", "than", "that", "the", "their", "them", "then", "there",
+        "these", "they", "this", "those", "to", "up", "us", "was", "we", "were", "what", "when", "where", "which",
+        "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "about", "after", "before",
+        "between", "during", "over", "under", "again", "any", "all", "each", "every", "some", "much", "many", "more",
+        "most", "other", "such", "only", "own", "same", "too", "very", "just", "also", "use", "used", "using", "work",
+        "works", "happen", "happens", "tell", "explain",
+    }
+)
+
+MAX_NGRAM = 4
+
+
+def singular(word: str) -> str:
+    """A simple English singular of one lowercase word (``aspects`` → ``aspect``, ``abilities`` →
+    ``ability``, ``boxes`` → ``box``); words that only look plural (``stress``, ``status``) are kept."""
+    if len(word) <= 3 or word.endswith(("ss", "us", "is", "'s", "’s")):
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("xes", "zes", "ches", "shes", "sses")):
+        return word[:-2]
+    if word.endswith("s"):
+        return word[:-1]
+    return word
+
+
+@dataclass(frozen=True, slots=True)
+class NamedSpan:
+    """A normalized name looked up for the query and the word span ``[start, end)`` it covers."""
+
+    name: str
+    start: int
+    end: int
+
+
+def query_names(query: str, *, max_ngram: int = MAX_NGRAM) -> list[NamedSpan]:
+    """The normalized names a concept named in ``query`` could have, with the words each covers."""
+    words = _WORD_RE.findall(normalize_name(query))
+    spans: list[NamedSpan] = []
+    seen: set[tuple[str, int, int]] = set()
+    for start in range(len(words)):
+        if words[start] in STOP_WORDS:
+            continue
+        for end in range(start + 1, min(len(words), start + max_ngram) + 1):
+            if words[end - 1] in STOP_WORDS:
+                continue
+            phrase = words[start:end]
+            for name in {" ".join(phrase), " ".join([*phrase[:-1], singular(phrase[-1])])}:
+                if (name, start, end) not in seen:
+                    seen.add((name, start, end))
+                    spans.append(NamedSpan(name, start, end))
+    return spans
+
+
+class GraphLegConfig(BaseModel):
+    """How far the graph leg reaches and how it scores."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    neighbours: int = Field(default=5, ge=0, le=100, description="RELATED_TO neighbours added per query.")
+    neighbour_weight: float = Field(
+        default=0.3, ge=0, le=1, description="Weight of a neighbour's chunks relative to a named concept's."
+    )
+    chunks_per_concept: int = Field(
+        default=200, gt=0, le=10_000, description="Chunks read per concept (sections about it first)."
+    )
+    heading_bonus: float = Field(
+        default=1.0, ge=0, description="Extra weight when the concept is named in the chunk's heading path."
+    )
+    max_ngram: int = Field(default=MAX_NGRAM, ge=1, le=8, description="Longest concept name looked for, in words.")
+
+
+@dataclass(slots=True)
+class MatchedConcept:
+    uid: str
+    name: str
+    weight: float
+    via: str | None = None  # the named concept a neighbour was reached from
+
+
+@dataclass(slots=True)
+class GraphHit:
+    """A chunk the graph leg found, its score and the concepts that led to it."""
+
+    chunk_id: str
+    item_uid: str
+    score: float
+    concepts: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class GraphLegResult:
+    hits: list[GraphHit]
+    named: list[MatchedConcept]
+    neighbours: list[MatchedConcept]
+
+
+_CONCEPTS_BY_NAME = (
+    "MATCH (k:Concept) WHERE k.normalized_name IN $names "
+    "RETURN k.uid AS uid, k.name AS name, k.normalized_name AS normalized_name"
+)
+_NEIGHBOURS = (
+    "MATCH (k:Concept)-[r:RELATED_TO]-(n:Concept) WHERE k.uid IN $uids AND NOT n.uid IN $uids "
+    "RETURN k.uid AS source, n.uid AS uid, n.name AS name, r.weight AS weight "
+    "ORDER BY weight DESC, uid LIMIT $limit"
+)
+_CHUNKS = (
+    "UNWIND $concepts AS kid "
+    "MATCH (k:Concept {uid: kid})<-[:MENTIONS]-(c:Chunk) "
+    "WHERE c.status = $active AND c.item_uid IN $items "
+    "WITH k, c, CASE WHEN any(h IN c.heading_path WHERE toLower(h) CONTAINS k.normalized_name) "
+    "THEN 1 ELSE 0 END AS in_heading "
+    "ORDER BY in_heading DESC, c.sequence "
+    "WITH k, count(c) AS df, collect([c.uid, c.item_uid, in_heading]) AS found "
+    "RETURN k.uid AS concept, df, found[0..$per] AS chunks"
+)
+
+
+class GraphLeg:
+    """Finds chunks through the concepts a query names (see the module docstring)."""
+
+    def __init__(self, graph: GraphStore, config: GraphLegConfig | None = None) -> None:
+        self.graph = graph
+        self.config = config or GraphLegConfig()
+
+    def match_concepts(self, query: str) -> list[MatchedConcept]:
+        """The concepts named in ``query``, longest match first; none inside a longer match."""
+        spans = query_names(query, max_ngram=self.config.max_ngram)
+        if not spans:
+            return []
+        rows = self.graph.run(_CONCEPTS_BY_NAME, {"names": sorted({s.name for s in spans})})
+        by_name: dict[str, list[dict[str, str]]] = {}
+        for row in rows:
+            by_name.setdefault(str(row["normalized_name"]), []).append(row)
+        found = [s for s in spans if s.name in by_name]
+        # Longest spans first; a span inside an already kept one is dropped.
+        found.sort(key=lambda s: (-(s.end - s.start), s.start))
+        kept: list[NamedSpan] = []
+        for span in found:
+            if not any(k.start <= span.start and span.end <= k.end for k in kept):
+                kept.append(span)
+        matched: dict[str, MatchedConcept] = {}
+        for span in kept:
+            for row in by_name[span.name]:
+                matched.setdefault(str(row["uid"]), MatchedConcept(str(row["uid"]), str(row["name"]), 1.0))
+        return list(matched.values())
+
+    def neighbours(self, named: Sequence[MatchedConcept]) -> list[MatchedConcept]:
+        """The strongest RELATED_TO neighbours of ``named``, weighted relative to the strongest edge."""
+        if not named or self.config.neighbours == 0 or self.config.neighbour_weight == 0:
+            return []
+        rows = self.graph.run(
+            _NEIGHBOURS, {"uids": [c.uid for c in named], "limit": self.config.neighbours * 4}
+        )
+        strongest = max((float(r["weight"] or 0) for r in rows), default=0.0) or 1.0
+        out: dict[str, MatchedConcept] = {}
+        for row in rows:
+            uid = str(row["uid"])
+            if uid in out:
+                continue
+            weight = self.config.neighbour_weight * float(row["weight"] or 0) / strongest
+            out[uid] = MatchedConcept(uid, str(row["name"]), weight, via=str(row["source"]))
+            if len(out) == self.config.neighbours:
+                break
+        return list(out.values())
+
+    def search(self, query: str, *, items: Collection[str], limit: int = 50) -> GraphLegResult:
+        """The best ``limit`` chunks of ``items`` for the concepts ``query`` names, best first."""
+        named = self.match_concepts(query)
+        if not named or not items:
+            return GraphLegResult([], named, [])
+        related = self.neighbours(named)
+        concepts = {c.uid: c for c in [*named, *related]}
+        rows = self.graph.run(
+            _CHUNKS,
+            {
+                "concepts": list(concepts),
+                "active": ChunkStatus.ACTIVE.value,
+                "items": sorted(items),
+                "per": self.config.chunks_per_concept,
+            },
+        )
+        hits: dict[str, GraphHit] = {}
+        order: dict[str, int] = {}
+        for row in rows:
+            concept = concepts[str(row["concept"])]
+            idf = 1.0 / math.log(math.e + int(row["df"]))
+            for position, (chunk_id, item_uid, in_heading) in enumerate(row["chunks"] or []):
+                gain = concept.weight * idf * (1.0 + self.config.heading_bonus * float(in_heading or 0))
+                hit = hits.get(chunk_id)
+                if hit is None:
+                    hit = hits[chunk_id] = GraphHit(str(chunk_id), str(item_uid), 0.0)
+                    order[chunk_id] = position
+                hit.score += gain
+                hit.concepts.append(concept.name)
+                order[chunk_id] = min(order[chunk_id], position)
+        # Ties (chunks that mention the same concepts the same way) go to the earlier section.
+        ranked = sorted(hits.values(), key=lambda h: (-h.score, order[h.chunk_id], h.chunk_id))[:limit]
+        return GraphLegResult(ranked, named, related)

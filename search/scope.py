@@ -1,0 +1,56 @@
+"""Which items a search may return: visible ones (ready and enabled) that pass the request's filters.
+
+Every leg is restricted to the same set, read from the graph (the system of record) once per search:
+an item appears in search only once all its chunks are in every store, and a superseded or disabled
+one disappears at once, whatever the derived indexes still hold. The filters are checked on the same
+keyword fields that ingestion writes on every index record (``jobs.stages.index_records``: library,
+library_type, item, classification, collection), with the same rule (:meth:`SearchFilters.matches`),
+so the graph leg honours a filter exactly as the text and vector indexes do. Chunks of the library
+carry no ``campaign`` or ``status`` field, so those filters match no library chunk on any leg.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schemas.knowledge import ItemStatus
+from schemas.search import SearchFilters
+from stores.graph.base import GraphStore
+
+_VISIBLE_ITEMS = (
+    "MATCH (l:Library)-[:HAS_ITEM]->(i:Item) WHERE i.status = $ready AND i.enabled = true "
+    "RETURN i.uid AS uid, i.title AS title, l.uid AS library, l.type AS library_type, "
+    "i.classification AS classification, i.collection_uid AS collection"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ScopedItem:
+    uid: str
+    title: str
+    fields: dict[str, str]
+
+
+class ItemScope:
+    """Reads the visible items and their filter fields from the graph."""
+
+    def __init__(self, graph: GraphStore) -> None:
+        self.graph = graph
+
+    def visible(self) -> dict[str, ScopedItem]:
+        """Every visible item by uid."""
+        out: dict[str, ScopedItem] = {}
+        for row in self.graph.run(_VISIBLE_ITEMS, {"ready": ItemStatus.READY.value}):
+            fields = {"item": str(row["uid"])}
+            for name in ("library", "library_type", "classification", "collection"):
+                if row.get(name) is not None:
+                    fields[name] = str(row[name])
+            out[str(row["uid"])] = ScopedItem(str(row["uid"]), str(row.get("title") or ""), fields)
+        return out
+
+    def allowed(self, filters: SearchFilters | None) -> dict[str, ScopedItem]:
+        """The visible items that pass ``filters`` (all visible items when there are none)."""
+        items = self.visible()
+        if filters is None or not filters.conditions():
+            return items
+        return {uid: item for uid, item in items.items() if filters.matches(dict(item.fields))}
