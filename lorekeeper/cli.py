@@ -151,8 +151,27 @@ def search(
     queries: Annotated[
         Path | None, typer.Option(help="JSON lines with 'id' and 'query'; loads the models once.")
     ] = None,
+    rerank: Annotated[
+        bool | None,
+        typer.Option(
+            "--rerank/--no-rerank",
+            help="Re-rank with LOREKEEPER_RERANKER_MODEL (default: whenever it is set).",
+            show_default=False,
+        ),
+    ] = None,
+    library: Annotated[
+        list[str] | None, typer.Option(help="Only this library (name or uid); repeat for several.")
+    ] = None,
+    library_type: Annotated[
+        list[str] | None, typer.Option("--type", help="Only libraries of this type (rulebook, lore, …).")
+    ] = None,
+    classification: Annotated[
+        list[str] | None, typer.Option(help="Only canon, reference or inspiration items.")
+    ] = None,
 ) -> None:
-    """Search the ingested knowledge (vector + full text, fused) and cite book, page and heading path."""
+    """Search the ingested knowledge (vector + full text + graph, fused, re-ranked when a reranker is set)
+    and cite book, page and heading path."""
+    from schemas.search import SearchFilters
     from search.service import open_searcher
 
     if (query is None) == (queries is None):
@@ -160,6 +179,15 @@ def search(
         raise typer.Exit(2)
     settings = _settings()
     with open_searcher(settings) as searcher:
+        try:
+            filters = SearchFilters(
+                library=[searcher.library_uid(name) for name in library] if library else None,
+                library_type=library_type or None,
+                classification=classification or None,
+            )
+        except (ValueError, LorekeeperError) as exc:
+            err_console.print(str(exc))
+            raise typer.Exit(2) from None
         if queries is not None:
             for line_no, line in enumerate(queries.read_text(encoding="utf-8").splitlines(), start=1):
                 if not line.strip():
@@ -170,11 +198,11 @@ def search(
                 except (ValueError, KeyError, TypeError):
                     err_console.print(f"{queries}:{line_no}: expected a JSON object with 'id' and 'query'")
                     raise typer.Exit(2) from None
-                hits = searcher.search(text, limit=limit)
+                hits = searcher.search(text, filters=filters, limit=limit, rerank=rerank)
                 typer.echo(json.dumps({"id": qid, "hits": [_hit_json(h) for h in hits]}))
             return
         assert query is not None
-        hits = searcher.search(query, limit=limit)
+        hits = searcher.search(query, filters=filters, limit=limit, rerank=rerank)
     if as_json:
         for hit in hits:
             typer.echo(json.dumps(_hit_json(hit)))
@@ -187,7 +215,8 @@ def search(
         if hit.page_start:
             pages = f", p. {hit.page_start}" + (f"-{hit.page_end}" if hit.page_end != hit.page_start else "")
         where = " > ".join(hit.heading_path)
-        console.rule(f"[bold]{n}. {hit.title}{pages}[/bold]  {where}  [dim]{hit.score:.4f}[/dim]")
+        legs = " ".join(f"{leg}#{rank}" for leg, rank in hit.ranks.items())
+        console.rule(f"[bold]{n}. {hit.title}{pages}[/bold]  {where}  [dim]{hit.score:.4f} {legs}[/dim]")
         text = hit.text if len(hit.text) < 700 else hit.text[:700] + " …"
         console.print(text, markup=False, highlight=False)
 

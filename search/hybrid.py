@@ -26,6 +26,7 @@ from search.fusion import Fused, rrf
 from search.graph import GraphLeg, GraphLegConfig, GraphLegResult
 from search.metrics import RERANK_DURATION, SEARCH_DURATION
 from search.scope import ItemScope, ScopedItem
+from stores.catalog import Catalog
 from stores.graph.base import GraphStore
 from stores.text.base import TextHit, TextIndex
 from stores.vector.base import VectorHit, VectorIndex
@@ -133,6 +134,21 @@ class HybridSearcher:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="search-leg")
         return self._pool.submit(fn)
+
+    def library_uid(self, name_or_uid: str) -> str:
+        """The uid of the library with this uid or name (for filters typed by people).
+
+        Raises:
+            NotFound: no library has that uid or name.
+        """
+        catalog = Catalog(self.graph)
+        try:
+            return catalog.get_library(name_or_uid).uid
+        except NotFound:
+            library = catalog.find_library(name_or_uid)
+        if library is None:
+            raise NotFound("graph", f"no library named or with uid {name_or_uid!r}")
+        return library.uid
 
     # -- search --------------------------------------------------------------------------------
 

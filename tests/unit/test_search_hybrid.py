@@ -248,7 +248,9 @@ def _fields(world: World, chunk_id: str) -> dict[str, object]:
     return fields
 
 
-@pytest.mark.parametrize("config", [VECTOR_ONLY, TEXT_ONLY, GRAPH_ONLY, HYBRID_RRF], ids=["vector", "text", "graph", "hybrid"])
+@pytest.mark.parametrize(
+    "config", [VECTOR_ONLY, TEXT_ONLY, GRAPH_ONLY, HYBRID_RRF], ids=["vector", "text", "graph", "hybrid"]
+)
 def test_every_filter_holds_on_every_leg(searcher: HybridSearcher, world: World, config: HybridConfig) -> None:
     leg = _with(searcher, config)
     homebrew, fate = world.libraries["Homebrew"], world.libraries["Fate Rules"]
@@ -271,7 +273,9 @@ def test_every_filter_holds_on_every_leg(searcher: HybridSearcher, world: World,
     # campaign and status: library chunks carry neither, on any leg
     assert leg.search(query, filters=SearchFilters(campaign="camp-1"), limit=5) == []
     assert leg.search(query, filters=SearchFilters(status="active"), limit=5) == []
-    assert set(FILTER_FIELDS) == {"library", "library_type", "collection", "item", "classification", "campaign", "status"}
+    assert set(FILTER_FIELDS) == {
+        "library", "library_type", "collection", "item", "classification", "campaign", "status"
+    }, "a new filter field needs a case here"
 
 
 def test_library_type_filter_is_search_by_category(searcher: HybridSearcher, world: World) -> None:
@@ -298,3 +302,25 @@ def test_disabled_items_vanish_from_every_leg(world: World, embedder: SentenceTr
             Catalog(graph).set_item_status(homebrew.uid, ItemStatus.READY, enabled=True)
         finally:
             graph.close()
+
+
+def test_cli_search_uses_the_service_with_filters(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from lorekeeper.cli import app
+
+    monkeypatch.setenv("LOREKEEPER_DATA_DIR", str(world.settings.data_dir))
+    runner = CliRunner()
+    args = ["search", "ships in the sky", "--json", "--type", "lore", "--no-rerank", "--limit", "2"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    hits = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert hits and all(h["title"] == "Khorvaire Gazetteer" for h in hits)
+    assert {"scores", "ranks", "reranker", "concepts"} <= set(hits[0])
+    named = runner.invoke(app, ["search", "aspect", "--json", "--library", "Homebrew"])
+    assert named.exit_code == 0, named.output
+    assert {json.loads(line)["title"] for line in named.stdout.splitlines() if line.startswith("{")} == {"Table Rules"}
+    missing = runner.invoke(app, ["search", "aspect", "--library", "No Such Shelf"])
+    assert missing.exit_code == 2 and "No Such Shelf" in missing.output
