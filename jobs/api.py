@@ -5,10 +5,11 @@ mounts the same router behind its own ingress.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile, status
@@ -192,6 +193,54 @@ def lorekeeper_error_handler(_: Request, exc: Exception) -> Response:
     return JSONResponse(exc.to_dict(), status_code=exc.status_code)
 
 
+@asynccontextmanager
+async def ingest_context(
+    app: FastAPI,
+    settings: Settings,
+    *,
+    allowed_roots: list[Path] | None = None,
+    max_upload_bytes: int = 512 * 1024 * 1024,
+    start_runner: bool = True,
+) -> AsyncIterator[IngestContext]:
+    """Open what the routes need on ``app.state.ingest`` (and the job runner), and close it after."""
+    from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
+
+    ctx = IngestContext(settings, allowed_roots=allowed_roots or [Path.cwd()], max_upload_bytes=max_upload_bytes)
+    ctx.graph.ensure_schema(LOREKEEPER_GRAPH_SCHEMA)
+    ctx.blob.ensure_bucket()
+    app.state.ingest = ctx
+    started_ray = False
+    if start_runner:
+        from jobs.pipeline import start_ray
+
+        # One Ray session for the life of the app, not one per job (inside Ray Serve, the replica's).
+        started_ray = start_ray()
+        ctx.runner.start()
+    try:
+        yield ctx
+    finally:
+        ctx.close()
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+
+
+def mount(app: FastAPI, admin: Any = None, *, settings: Settings | None = None) -> Callable[[FastAPI], Any]:
+    """Add the ingest routes to another app (the serving ingress), behind its ``admin`` dependency.
+
+    Returns the lifespan that opens and closes the ingest context; the host app enters it.
+    """
+    app.include_router(router, dependencies=[admin] if admin is not None else [])
+    chosen = settings or get_settings()
+    allowed = [Path(p) for p in os.environ.get("LOREKEEPER_INGEST_ROOTS", "").split(os.pathsep) if p] or None
+
+    def lifespan(host: FastAPI) -> Any:
+        return ingest_context(host, chosen, allowed_roots=allowed)
+
+    return lifespan
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -204,27 +253,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
-
-        ctx = IngestContext(settings, allowed_roots=allowed_roots or [Path.cwd()], max_upload_bytes=max_upload_bytes)
-        ctx.graph.ensure_schema(LOREKEEPER_GRAPH_SCHEMA)
-        ctx.blob.ensure_bucket()
-        app.state.ingest = ctx
-        started_ray = False
-        if start_runner:
-            from jobs.pipeline import start_ray
-
-            # One Ray session for the life of the app, not one per job.
-            started_ray = start_ray()
-            ctx.runner.start()
-        try:
+        async with ingest_context(
+            app, settings, allowed_roots=allowed_roots, max_upload_bytes=max_upload_bytes, start_runner=start_runner
+        ):
             yield
-        finally:
-            ctx.close()
-            if started_ray:
-                import ray
-
-                ray.shutdown()
 
     app = FastAPI(title="Lorekeeper ingest", lifespan=lifespan)
     app.include_router(router)
@@ -243,4 +275,4 @@ def create_app(
     return app
 
 
-__all__ = ["create_app", "router"]
+__all__ = ["create_app", "ingest_context", "mount", "router"]

@@ -1124,6 +1124,7 @@ class ProposalDecision(LorekeeperModel):
     proposal_id: Id
     status: ProposalStatus
     rationale: str
+    authority: Authority | None = Field(default=None, description="Authority of the proposal decided.")
     event_ids: list[Id] = Field(default_factory=list, description="Events committed for it (accepted only).")
 
 

@@ -18,7 +18,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import structlog
@@ -73,10 +73,12 @@ class TurnFlow:
         extractor: NarratorEngine | None = None,
         searcher: Searcher | None = None,
         campaign_filters: Callable[[str], SearchFilters] | None = None,
+        narrator_for: Callable[[str], NarratorEngine] | None = None,
     ) -> None:
         self.story = story
         self.narrator = narrator
-        self.extractor = extractor or narrator
+        self.extractor = extractor
+        self.narrator_for = narrator_for or (lambda campaign_id: narrator)
         self.searcher = searcher
         self.settings = settings
         self.assembler = PromptAssembler(budget=settings.context_tokens)
@@ -101,32 +103,33 @@ class TurnFlow:
             yield event
 
     async def _narrate(self, campaign_id: str, turn: Turn, text: str) -> AsyncIterator[dict[str, Any]]:
-        assembled = await asyncio.to_thread(self._assemble, campaign_id, turn, text)
+        engine = self.narrator_for(campaign_id)
+        assembled = await asyncio.to_thread(self._assemble, campaign_id, turn, text, engine.model)
         started = time.perf_counter()
         first: float | None = None
         pieces: list[str] = []
         status = "ok"
         try:
-            async for piece in self.narrator.stream(
+            async for piece in engine.stream(
                 assembled.messages,
                 max_tokens=self.settings.narrator_max_tokens,
                 temperature=self.settings.narrator_temperature,
             ):
                 if first is None:
                     first = time.perf_counter() - started
-                    NARRATOR_TTFT.labels(model=self.narrator.model).observe(first)
+                    NARRATOR_TTFT.labels(model=engine.model).observe(first)
                 pieces.append(piece)
                 yield {"event": "delta", "text": piece}
         except BaseException:
             status = "error"
             raise
         finally:
-            NARRATOR_REQUESTS.labels(model=self.narrator.model, status=status).inc()
+            NARRATOR_REQUESTS.labels(model=engine.model, status=status).inc()
         latency = time.perf_counter() - started
         narration = "".join(pieces).strip() or "(the narrator is silent)"
-        NARRATOR_OUTPUT_TOKENS.labels(model=self.narrator.model).inc(len(pieces))
+        NARRATOR_OUTPUT_TOKENS.labels(model=engine.model).inc(len(pieces))
         generation = GenerationMetadata(
-            model=self.narrator.model,
+            model=engine.model,
             prompt_tokens=assembled.snapshot.total_tokens,
             completion_tokens=len(pieces),
             latency_ms=latency * 1000,
@@ -135,7 +138,7 @@ class TurnFlow:
             prompt_snapshot_id=assembled.snapshot.id,
         )
         take = await asyncio.to_thread(self._keep, turn, narration, generation, assembled)
-        proposal_ids, dropped = await self._extract(campaign_id, turn, text, narration)
+        proposal_ids, dropped = await self._extract(campaign_id, turn, text, narration, self.extractor or engine)
         if dropped:
             await asyncio.to_thread(self.story.note_extraction, turn.id, dropped)
         log.info(
@@ -156,11 +159,11 @@ class TurnFlow:
             dropped=dropped,
             generation=generation.model_dump(mode="json"),
         )
-        yield {"event": "done", **outcome.__dict__}
+        yield {"event": "done", **asdict(outcome)}
 
     # -- the blocking parts (run in a worker thread) ---------------------------------------------
 
-    def _assemble(self, campaign_id: str, turn: Turn, text: str) -> Assembled:
+    def _assemble(self, campaign_id: str, turn: Turn, text: str, model: str) -> Assembled:
         story = self.story
         campaign = story.get_campaign(campaign_id)
         hits: list[SearchHit] = []
@@ -175,7 +178,7 @@ class TurnFlow:
         recent = story.history(campaign_id, turn_id=parent, last=self.settings.recent_turns) if parent else []
         return self.assembler.assemble(
             turn=turn,
-            model=self.narrator.model,
+            model=model,
             campaign=campaign,
             axioms=[a.text for a in story.axioms(campaign.world_id)],
             state=story.state(campaign_id),
@@ -194,7 +197,9 @@ class TurnFlow:
             self.story.record_retrieval(assembled.retrieval)
         return take.id
 
-    async def _extract(self, campaign_id: str, turn: Turn, text: str, narration: str) -> tuple[list[str], list[str]]:
+    async def _extract(
+        self, campaign_id: str, turn: Turn, text: str, narration: str, extractor: NarratorEngine
+    ) -> tuple[list[str], list[str]]:
         state = await asyncio.to_thread(self.story.state, campaign_id)
         cast = "\n".join(f"- {e.id}: {e.name} ({e.kind.value})" for e in state.entities) or "(no entities yet)"
         messages = [
@@ -202,7 +207,7 @@ class TurnFlow:
             {"role": "user", "content": f"Player: {text}\nNarration: {narration}"},
         ]
         try:
-            raw = await self.extractor.structured(messages, schema=ExtractionBatch.model_json_schema(), max_tokens=1024)
+            raw = await extractor.structured(messages, schema=ExtractionBatch.model_json_schema(), max_tokens=1024)
         except LorekeeperError as exc:
             return [], [f"extractor unavailable: {exc.message}"]
         batch, dropped = parse_extraction(raw)

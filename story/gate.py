@@ -121,6 +121,7 @@ def judge(
             ProposalDecision(
                 proposal_id=proposal.id,
                 status=ProposalStatus.ACCEPTED,
+                authority=proposal.authority,
                 rationale=f"{why}; {settled.rationale}" if settled.rationale else why,
                 event_ids=[e.event_id for e in settled.events],
             )
@@ -129,7 +130,9 @@ def judge(
 
 
 def _rejected(proposal: ProposedChange, why: str) -> ProposalDecision:
-    return ProposalDecision(proposal_id=proposal.id, status=ProposalStatus.REJECTED, rationale=why)
+    return ProposalDecision(
+        proposal_id=proposal.id, status=ProposalStatus.REJECTED, rationale=why, authority=proposal.authority
+    )
 
 
 def resolution_uid(proposal_id: str) -> str:

@@ -1,0 +1,329 @@
+"""The Ray Serve application: Ingress (the FastAPI app and MCP), Narrator, Search and Gate deployments.
+
+::
+
+    HTTP ──▶ Ingress ──┬─▶ Narrator  (engine per replica; routed by campaign id: one table, one replica)
+       (FastAPI, MCP)  ├─▶ Search    (hybrid search; the only deployment that opens the vector index)
+                       └─▶ Gate      (scene-end canonization on the graph)
+
+Each deployment is built by a ``build_*`` function from a pydantic config; ``build_application``
+(imported as ``serve.app:build_app`` by ``serve run`` and ``cluster/serve-config.yaml``) binds the
+four. Replica counts, autoscaling and resources come from those configs, and a Serve config file
+overrides them per deployment name without touching code.
+
+**Affinity.** A campaign's narration requests carry the campaign id as the *multiplexed model id*:
+Ray Serve's router sends an id to the replica that already holds it while that replica is healthy
+and not saturated, so a table keeps hitting the replica whose prefix cache holds its prompt (rules,
+axioms and scene state come first in every prompt, :mod:`serve.context`). Other campaigns spread.
+
+**Embedded stores.** The embedded vector engine is owned by one process, so with embedded stores
+Search runs one replica; the embedded graph is shared by every process on the node (it attaches to
+one server), so Ingress and Gate replicas can read and write it together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import ExitStack
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+from ray import serve
+from ray.serve import Application
+from ray.serve.handle import DeploymentHandle
+
+from schemas.search import SearchFilters, SearchHit
+from schemas.serving import get_serve_settings
+from schemas.settings import Settings, VectorBackend, get_settings
+from schemas.story import GateReport
+from serve.engines import Message, NarratorEngine, build_engine
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_PLUGINS = ("jobs.api:mount",)
+TABLES_PER_REPLICA = 512
+"""Campaigns a narrator replica is known to hold (least recently used ones are forgotten)."""
+
+
+# -- configs --------------------------------------------------------------------------------------
+
+
+class Autoscaling(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    min_replicas: int = Field(default=1, ge=0)
+    max_replicas: int = Field(default=4, ge=1)
+    target_ongoing_requests: float = Field(default=8, gt=0)
+
+
+class DeploymentConfig(BaseModel):
+    """Replicas and resources of one deployment (a Serve config file may override them by name)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_replicas: int | None = Field(default=1, ge=1, description="Fixed replicas; unset to autoscale.")
+    autoscaling: Autoscaling | None = None
+    max_ongoing_requests: int = Field(default=32, ge=1)
+    max_queued_requests: int = Field(default=-1, description="Past this, callers get back-pressure (-1: none).")
+    num_cpus: float = Field(default=1, ge=0)
+    num_gpus: float = Field(default=0, ge=0)
+
+    def options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "max_ongoing_requests": self.max_ongoing_requests,
+            "max_queued_requests": self.max_queued_requests,
+            "ray_actor_options": {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus},
+        }
+        if self.autoscaling is not None:
+            options["autoscaling_config"] = self.autoscaling.model_dump()
+        else:
+            options["num_replicas"] = self.num_replicas
+        return options
+
+
+class AppConfig(BaseModel):
+    """Arguments of the application (``args:`` in a Serve config, or ``serve run … key=value``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ingress: DeploymentConfig = Field(default_factory=lambda: DeploymentConfig(num_cpus=0.5, max_ongoing_requests=256))
+    narrator: DeploymentConfig = Field(
+        default_factory=lambda: DeploymentConfig(
+            num_replicas=None,
+            autoscaling=Autoscaling(min_replicas=1, max_replicas=4, target_ongoing_requests=8),
+            max_ongoing_requests=16,
+            max_queued_requests=64,
+        )
+    )
+    search: DeploymentConfig = Field(default_factory=lambda: DeploymentConfig(max_ongoing_requests=64))
+    gate: DeploymentConfig = Field(default_factory=lambda: DeploymentConfig(num_cpus=0.5, max_ongoing_requests=16))
+    plugins: list[str] = Field(default_factory=lambda: list(DEFAULT_PLUGINS))
+    mcp: bool = True
+
+
+# -- the deployments ------------------------------------------------------------------------------
+
+
+class NarratorReplica:
+    """One narrator engine (vLLM on a GPU, an OpenAI-compatible client, or echo) per replica."""
+
+    def __init__(self) -> None:
+        self.settings = get_serve_settings()
+        self.engine: NarratorEngine = build_engine(self.settings)
+        self.model = self.engine.model
+        log.info("narrator_replica_started", engine=self.settings.narrator_engine.value, model=self.model)
+
+    async def _table(self) -> None:
+        """Register the campaign of this request on the replica (Serve routes its next turns here)."""
+        campaign_id = serve.get_multiplexed_model_id()
+        if campaign_id:
+            await self._load_table(campaign_id)
+
+    @serve.multiplexed(max_num_models_per_replica=TABLES_PER_REPLICA)
+    async def _load_table(self, campaign_id: str) -> str:
+        # Nothing to load: holding the id is what tells the router where this table's cache is warm.
+        return campaign_id
+
+    async def stream(
+        self, messages: list[Message], max_tokens: int, temperature: float, seed: int | None = None
+    ) -> AsyncIterator[str]:
+        await self._table()
+        async for piece in self.engine.stream(messages, max_tokens=max_tokens, temperature=temperature, seed=seed):
+            yield piece
+
+    async def structured(self, messages: list[Message], schema: dict[str, Any], max_tokens: int) -> str:
+        await self._table()
+        return await self.engine.structured(messages, schema=schema, max_tokens=max_tokens)
+
+    def model_name(self) -> str:
+        return self.model
+
+    def check_health(self) -> None:  # Serve calls this; an exception marks the replica unhealthy
+        if self.engine is None:
+            raise RuntimeError("the narrator engine is gone")
+
+
+class SearchReplica:
+    """Hybrid search on the stores of this replica's settings."""
+
+    def __init__(self) -> None:
+        from search.service import open_searcher
+        from serve.services import LocalSearch
+
+        self._stack = ExitStack()
+        self.searcher = LocalSearch(self._stack.enter_context(open_searcher(get_settings())))
+
+    def search(
+        self, query: str, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
+    ) -> list[SearchHit]:
+        return self.searcher.search(query, filters=filters, limit=limit, rerank=rerank)
+
+    def __del__(self) -> None:
+        self._stack.close()
+
+
+class GateReplica:
+    """The scene-end gate on the graph: commits are serialised per campaign inside the story service."""
+
+    def __init__(self) -> None:
+        from serve.services import LocalGate
+        from stores.factory import open_blob_store, open_graph_store
+        from story.service import StoryService
+
+        settings = get_settings()
+        self.graph, self.blobs = open_graph_store(settings), open_blob_store(settings)
+        story = StoryService(self.graph, self.blobs)
+        story.prepare()
+        self.gate = LocalGate(story)
+
+    def commit(self, scene_id: str, proposal_ids: Sequence[str]) -> GateReport:
+        return self.gate.commit(scene_id, proposal_ids)
+
+    def end_scene(self, scene_id: str, summary: str | None = None) -> GateReport:
+        return self.gate.end_scene(scene_id, summary=summary)
+
+    def __del__(self) -> None:
+        self.graph.close()
+        self.blobs.close()
+
+
+# -- handles behind the service protocols (what the ingress composes) --------------------------------
+
+
+class RemoteSearch:
+    """:class:`~serve.services.SearchBackend` over the Search deployment (called from worker threads)."""
+
+    def __init__(self, handle: DeploymentHandle) -> None:
+        self.handle = handle
+
+    def search(
+        self, query: str, *, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
+    ) -> list[SearchHit]:
+        return self.handle.search.remote(query, filters, limit, rerank).result()  # type: ignore[no-any-return]
+
+
+class RemoteGate:
+    """:class:`~serve.services.GateBackend` over the Gate deployment."""
+
+    def __init__(self, handle: DeploymentHandle) -> None:
+        self.handle = handle
+
+    def commit(self, scene_id: str, proposal_ids: Sequence[str]) -> GateReport:
+        return self.handle.commit.remote(scene_id, list(proposal_ids)).result()  # type: ignore[no-any-return]
+
+    def end_scene(self, scene_id: str, *, summary: str | None = None) -> GateReport:
+        return self.handle.end_scene.remote(scene_id, summary).result()  # type: ignore[no-any-return]
+
+
+class RemoteEngine:
+    """A :class:`~serve.engines.NarratorEngine` whose requests go to the Narrator deployment."""
+
+    def __init__(self, handle: DeploymentHandle, model: str, campaign_id: str = "") -> None:
+        self.model = model
+        self.handle = handle.options(multiplexed_model_id=campaign_id) if campaign_id else handle
+        self._streaming = self.handle.options(stream=True)
+
+    async def stream(
+        self, messages: list[Message], *, max_tokens: int, temperature: float, seed: int | None = None
+    ) -> AsyncIterator[str]:
+        async for piece in self._streaming.stream.remote(messages, max_tokens, temperature, seed):  # type: ignore[union-attr]
+            yield piece
+
+    async def structured(self, messages: list[Message], *, schema: dict[str, Any], max_tokens: int) -> str:
+        return await self.handle.structured.remote(messages, schema, max_tokens)  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        return None
+
+
+class RemoteNarrator:
+    """:class:`~serve.services.NarratorRouter` over the Narrator deployment, keyed by campaign."""
+
+    def __init__(self, handle: DeploymentHandle, model: str) -> None:
+        self.handle = handle
+        self.model = model
+        self._default = RemoteEngine(handle, model)
+
+    def for_campaign(self, campaign_id: str) -> NarratorEngine:
+        return RemoteEngine(self.handle, self.model, campaign_id)
+
+    @property
+    def default(self) -> NarratorEngine:
+        return self._default
+
+
+@serve.ingress()
+class IngressReplica:
+    """The FastAPI app (REST, OpenAI passthrough, MCP) over handles to the other deployments."""
+
+    def __init__(
+        self,
+        narrator: DeploymentHandle,
+        search: DeploymentHandle,
+        gate: DeploymentHandle,
+        plugins: Sequence[str] = DEFAULT_PLUGINS,
+        mcp: bool = True,
+    ) -> None:
+        self.handles = (narrator, search, gate)
+        self.plugins = list(plugins)
+        self.mcp = mcp
+        self._stack = ExitStack()
+
+    async def __serve_build_asgi_app__(self) -> Any:
+        from serve.app import create_app
+        from serve.services import check_binding, open_services
+
+        narrator, search, gate = self.handles
+        model = await narrator.model_name.remote()
+        serve_settings = get_serve_settings()
+        services = self._stack.enter_context(
+            open_services(
+                get_settings(),
+                serve_settings,
+                search=RemoteSearch(search),
+                gate=RemoteGate(gate),
+                narrator=RemoteNarrator(narrator, model),
+            )
+        )
+        services.open = check_binding(serve_settings, services.keys)
+        return create_app(services, plugins=self.plugins, mcp=self.mcp)
+
+    def __del__(self) -> None:
+        self._stack.close()
+
+
+# -- builders -------------------------------------------------------------------------------------
+
+
+def build_narrator(config: DeploymentConfig) -> Application:
+    return serve.deployment(name="Narrator", **config.options())(NarratorReplica).bind()
+
+
+def build_search(config: DeploymentConfig, settings: Settings | None = None) -> Application:
+    options = config.options()
+    if (settings or get_settings()).vector_location().backend is not VectorBackend.QDRANT_SERVER:
+        # the embedded vector engine is owned by one process
+        options.pop("autoscaling_config", None)
+        options["num_replicas"] = 1
+    return serve.deployment(name="Search", **options)(SearchReplica).bind()
+
+
+def build_gate(config: DeploymentConfig) -> Application:
+    return serve.deployment(name="Gate", **config.options())(GateReplica).bind()
+
+
+def build_ingress(config: AppConfig, narrator: Application, search: Application, gate: Application) -> Application:
+    deployment = serve.deployment(name="Ingress", **config.ingress.options())(IngressReplica)
+    return deployment.bind(narrator, search, gate, config.plugins, config.mcp)
+
+
+def build_application(args: dict[str, Any]) -> Application:
+    """The whole application from ``args`` (an :class:`AppConfig` as a dict)."""
+    config = AppConfig.model_validate(args)
+    return build_ingress(
+        config,
+        build_narrator(config.narrator),
+        build_search(config.search),
+        build_gate(config.gate),
+    )

@@ -1,0 +1,314 @@
+"""The MCP server at ``/mcp`` (streamable HTTP, MCP SDK): knowledge tools for any client, play tools for tables.
+
+Tools: ``search_knowledge``, ``search_by_category``, ``list_libraries``, ``list_collections``,
+``get_item``, ``get_concepts``, ``get_health``; for play ``get_state_as_of``, ``get_provenance`` and
+``propose_change``. Resources: ``lorekeeper://library-types`` and ``lorekeeper://libraries``.
+
+Auth is the REST API's: the same ``Authorization: Bearer KEY``, checked before a request reaches the
+MCP session, and the same campaign scopes checked inside each play tool. Every call is logged at
+debug level (``mcp_tool_called`` … ``mcp_tool_response`` with sizes and durations) and counted
+(``lorekeeper_mcp_tool_invocations_total{tool,status}``, ``lorekeeper_mcp_tool_duration_seconds{tool}``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import structlog
+from fastapi import FastAPI
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.transport_security import TransportSecuritySettings
+from prometheus_client import Counter, Histogram
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from schemas.errors import LorekeeperError, NotFound
+from schemas.knowledge import CHUNKING_DEFAULTS, Classification, LibraryType
+from schemas.search import SearchFilters
+from schemas.story import Authority, ChangeType, Evidence
+from serve.auth import OPEN, Principal, Unauthorized
+from serve.services import Services
+
+log = structlog.get_logger(__name__)
+
+MCP_CALLS = Counter("lorekeeper_mcp_tool_invocations_total", "MCP tool calls by tool and outcome.", ["tool", "status"])
+MCP_DURATION = Histogram(
+    "lorekeeper_mcp_tool_duration_seconds",
+    "MCP tool call time.",
+    ["tool"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+
+T = TypeVar("T")
+_PRINCIPAL = "lorekeeper.principal"
+
+
+def _caller(ctx: Context[Any, Any, Any]) -> Principal:
+    request = ctx.request_context.request
+    principal = getattr(request, "scope", {}).get(_PRINCIPAL) if request is not None else None
+    if principal is None:
+        raise Unauthorized("send an API key as 'Authorization: Bearer KEY'")
+    return principal  # type: ignore[no-any-return]
+
+
+def _tool(name: str) -> Callable[[Callable[..., Awaitable[T]]], Callable[..., Awaitable[T]]]:
+    """Log, time and count a tool; turn a Lorekeeper error into the tool's error message."""
+
+    def wrap(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+        @functools.wraps(fn)
+        async def call(*args: Any, **kwargs: Any) -> T:
+            started = time.perf_counter()
+            log.debug("mcp_tool_called", tool=name, arguments=sorted(k for k in kwargs if k != "ctx"))
+            status = "ok"
+            try:
+                result = await fn(*args, **kwargs)
+            except LorekeeperError as exc:
+                status = exc.code
+                raise ValueError(f"{exc.code}: {exc.message}") from None
+            except Exception:
+                status = "error"
+                raise
+            finally:
+                elapsed = time.perf_counter() - started
+                MCP_CALLS.labels(tool=name, status=status).inc()
+                MCP_DURATION.labels(tool=name).observe(elapsed)
+            size = len(json.dumps(result, default=str))
+            log.debug("mcp_tool_response", tool=name, status=status, bytes=size, duration_ms=round(elapsed * 1000, 2))
+            return result
+
+        return call
+
+    return wrap
+
+
+def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
+    """The MCP server over ``services`` (its HTTP app is mounted by :func:`mount_mcp`)."""
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=protect_hosts,
+        allowed_hosts=["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*"],
+    )
+    server: FastMCP[Any] = FastMCP(
+        "lorekeeper",
+        instructions=(
+            "Lorekeeper: search ingested rulebooks and lore (with citations), read the canon of a campaign "
+            "as of any turn, and propose changes that the scene-end gate may make canon."
+        ),
+        stateless_http=True,
+        json_response=True,
+        streamable_http_path="/mcp",
+        transport_security=security,
+    )
+    run = services.run
+
+    async def _search(
+        tool: str, query: str, filters: SearchFilters, limit: int, rerank: bool | None
+    ) -> list[dict[str, Any]]:
+        if services.search is None:
+            raise NotFound("search", "search is not configured on this server")
+        started = time.perf_counter()
+        hits = await run(services.search.search, query, filters=filters, limit=limit, rerank=rerank)
+        log.debug(
+            "mcp_search_vector_results",
+            tool=tool,
+            hits=len(hits),
+            with_vector=sum(1 for h in hits if "vector" in h.scores),
+            with_graph=sum(1 for h in hits if "graph" in h.scores),
+            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+        if any("rerank" in h.scores for h in hits):
+            log.debug("mcp_search_rerank", tool=tool, reranked=len(hits))
+        return [h.model_dump(mode="json") for h in hits]
+
+    @server.tool()
+    @_tool("search_knowledge")
+    async def search_knowledge(
+        query: str,
+        limit: int = 8,
+        library: str | None = None,
+        classification: Classification | None = None,
+        item: str | None = None,
+        rerank: bool | None = None,
+    ) -> list[dict[str, Any]]:
+        """Search the ingested rulebooks and lore; each hit cites its book, pages, heading path and chunk id."""
+        filters = SearchFilters(
+            library=[library] if library else None,
+            classification=[classification.value] if classification else None,
+            item=[item] if item else None,
+        )
+        return await _search("search_knowledge", query, filters, max(1, min(limit, 50)), rerank)
+
+    @server.tool()
+    @_tool("search_by_category")
+    async def search_by_category(
+        query: str, library_type: LibraryType, limit: int = 8, rerank: bool | None = None
+    ) -> list[dict[str, Any]]:
+        """Search only libraries of one type (rulebook, lore, setting, adventure, reference …)."""
+        filters = SearchFilters(library_type=[library_type.value])
+        return await _search("search_by_category", query, filters, max(1, min(limit, 50)), rerank)
+
+    @server.tool()
+    @_tool("list_libraries")
+    async def list_libraries() -> list[dict[str, Any]]:
+        """The libraries: their ids, names and types."""
+        libraries = await run(services.catalog.list_libraries)
+        return [lib.model_dump(mode="json") for lib in libraries]
+
+    @server.tool()
+    @_tool("list_collections")
+    async def list_collections(library_uid: str) -> list[dict[str, Any]]:
+        """The collections of a library."""
+        collections = await run(services.catalog.list_collections, library_uid)
+        return [c.model_dump(mode="json") for c in collections]
+
+    @server.tool()
+    @_tool("get_item")
+    async def get_item(item_uid: str) -> dict[str, Any]:
+        """One ingested item (a book or file): title, type, size, classification, status."""
+        item = await run(services.catalog.get_item, item_uid)
+        return item.model_dump(mode="json")  # type: ignore[no-any-return]
+
+    @server.tool()
+    @_tool("get_concepts")
+    async def get_concepts(library_uid: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """Concepts extracted from the knowledge (most mentioned first), optionally of one library."""
+        started = time.perf_counter()
+        concepts = await run(services.catalog.list_concepts, library_uid=library_uid, limit=max(1, min(limit, 1000)))
+        log.debug("mcp_graph_traverse", tool="get_concepts", nodes=len(concepts), ms=_ms(started))
+        return concepts  # type: ignore[no-any-return]
+
+    @server.tool()
+    @_tool("get_health")
+    async def get_health() -> dict[str, Any]:
+        """Whether the server and its graph answer."""
+        try:
+            await run(services.story.graph.run, "RETURN 1 AS ok")
+            graph = "ok"
+        except LorekeeperError as exc:
+            graph = exc.message
+        return {"status": "ok" if graph == "ok" else "degraded", "graph": graph, "search": services.search is not None}
+
+    @server.tool()
+    @_tool("get_state_as_of")
+    async def get_state_as_of(
+        campaign_id: str, ctx: Context[Any, Any, Any], turn_id: str | None = None, branch_id: str | None = None
+    ) -> dict[str, Any]:
+        """The world of a campaign as of a turn (default: its head): entities, facts, relationships, threads."""
+        _caller(ctx).require_campaign(campaign_id)
+        started = time.perf_counter()
+        if turn_id is not None:
+            turn = await run(services.story.get_turn, turn_id)
+            if turn.campaign_id != campaign_id:
+                raise NotFound("story", f"no turn {turn_id!r} in campaign {campaign_id!r}")
+        view = await run(services.story.state, campaign_id, turn_id=turn_id, branch_id=branch_id)
+        log.debug("mcp_graph_traverse", tool="get_state_as_of", entities=len(view.entities), ms=_ms(started))
+        return view.model_dump(mode="json")  # type: ignore[no-any-return]
+
+    @server.tool()
+    @_tool("get_provenance")
+    async def get_provenance(campaign_id: str, turn_id: str, ctx: Context[Any, Any, Any]) -> dict[str, Any]:
+        """Why the narrator knew what it knew at a turn (prompt, passages) and what the turn made canon."""
+        _caller(ctx).require_campaign(campaign_id)
+        turn = await run(services.story.get_turn, turn_id)
+        if turn.campaign_id != campaign_id:
+            raise NotFound("story", f"no turn {turn_id!r} in campaign {campaign_id!r}")
+        provenance = await run(services.story.provenance, turn_id)
+        return provenance.model_dump(mode="json")  # type: ignore[no-any-return]
+
+    @server.tool()
+    @_tool("propose_change")
+    async def propose_change(
+        scene_id: str,
+        type: ChangeType,
+        content: dict[str, Any],
+        ctx: Context[Any, Any, Any],
+        authority: Authority = Authority.PLAYER,
+        confidence: float = 1.0,
+        turn_id: str | None = None,
+        evidence: Evidence | None = None,
+    ) -> dict[str, Any]:
+        """Propose a typed change on a scene; it becomes canon only if the gate accepts it when the scene ends."""
+        caller = _caller(ctx)
+        scene = await run(services.story.get_scene, scene_id)
+        if not (caller.admin or scene.campaign_id in caller.campaigns):
+            raise NotFound("story", f"no scene {scene_id!r}")
+        proposal = await run(
+            services.story.propose,
+            scene_id,
+            type=type,
+            content=content,
+            authority=authority,
+            confidence=confidence,
+            turn_id=turn_id,
+            evidence=(evidence or Evidence()).model_dump(mode="json"),
+            proposed_by=f"mcp:{caller.key_id}",
+        )
+        return proposal.model_dump(mode="json")  # type: ignore[no-any-return]
+
+    @server.resource("lorekeeper://library-types", mime_type="application/json")
+    def library_types() -> str:
+        """Library types and the chunking defaults each carries."""
+        return json.dumps({t.value: CHUNKING_DEFAULTS[t].model_dump(mode="json") for t in LibraryType})
+
+    @server.resource("lorekeeper://libraries", mime_type="application/json")
+    async def libraries() -> str:
+        """The libraries of this server."""
+        found = await asyncio.to_thread(services.catalog.list_libraries)
+        return json.dumps([lib.model_dump(mode="json") for lib in found])
+
+    return server
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
+class _Authenticated:
+    """Checks the bearer key before the MCP session sees the request, and passes the principal on."""
+
+    def __init__(self, app: ASGIApp, services: Services) -> None:
+        self.app = app
+        self.services = services
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        key = token.strip() if scheme.lower() == "bearer" else ""
+        try:
+            if not key and self.services.open:
+                principal = OPEN
+            else:
+                principal = await self.services.run(self.services.keys.verify, key or None)
+        except LorekeeperError as exc:
+            from fastapi.responses import JSONResponse
+
+            response = JSONResponse(exc.to_dict(), status_code=exc.status_code, headers={"WWW-Authenticate": "Bearer"})
+            await response(scope, receive, send)
+            return
+        scope[_PRINCIPAL] = principal
+        await self.app(scope, receive, send)
+
+
+def mount_mcp(app: FastAPI, services: Services) -> Callable[[FastAPI], Any]:
+    """Mount the MCP server at ``/mcp``; returns the lifespan that runs its session manager."""
+    from starlette.routing import Route
+
+    server = build_mcp(services, protect_hosts=services.open)
+    # A route, not a mount: "/mcp" itself answers (a mount would redirect it to "/mcp/").
+    endpoint = _Authenticated(server.streamable_http_app(), services)
+    app.router.routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with server.session_manager.run():
+            yield
+
+    return lifespan

@@ -1,0 +1,230 @@
+"""What the API stands on, composed once per ingress: stores, the story service, keys, and three backends.
+
+The three backends are where Ray Serve and a single process differ, and nothing else does:
+
+* **search** — a :class:`SearchBackend`: the hybrid searcher in this process, or the Search deployment;
+* **gate** — a :class:`GateBackend`: the story service's gate in this process, or the Gate deployment;
+* **narrator** — a :class:`NarratorRouter`: one engine for every campaign in this process, or the
+  Narrator deployment with the campaign id as the routing key (affinity for the prefix cache).
+
+The routes (:mod:`serve.app`), the turn flow (:mod:`serve.narration`) and the MCP tools
+(:mod:`serve.mcp`) see only these, so a test on the in-process backends exercises the same code the
+cluster runs, and the serving benchmark compares the two paths on the same routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from schemas.errors import ConfigError
+from schemas.search import SearchFilters, SearchHit
+from schemas.serving import ServeSettings, get_serve_settings
+from schemas.settings import Settings, get_settings
+from schemas.story import GateReport
+from serve.auth import ApiKeys
+from serve.engines import NarratorEngine, build_engine
+from serve.narration import TurnFlow
+from stores.catalog import Catalog
+from stores.factory import open_blob_store, open_graph_store
+from story.service import StoryService
+
+log = structlog.get_logger(__name__)
+
+
+class SearchBackend(Protocol):
+    """Hybrid search over the ingested knowledge (blocking: call it from a worker thread)."""
+
+    def search(
+        self, query: str, *, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
+    ) -> list[SearchHit]: ...
+
+
+class GateBackend(Protocol):
+    """The scene-end canonization gate (blocking)."""
+
+    def commit(self, scene_id: str, proposal_ids: Sequence[str]) -> GateReport: ...
+
+    def end_scene(self, scene_id: str, *, summary: str | None = None) -> GateReport: ...
+
+
+class NarratorRouter(Protocol):
+    """The engine that narrates for a campaign (the same one, or a replica chosen by campaign)."""
+
+    def for_campaign(self, campaign_id: str) -> NarratorEngine: ...
+
+    @property
+    def default(self) -> NarratorEngine: ...
+
+
+class LocalSearch:
+    """The hybrid searcher of this process, behind :class:`SearchBackend`."""
+
+    def __init__(self, searcher: Any) -> None:
+        self.searcher = searcher
+
+    def search(
+        self, query: str, *, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
+    ) -> list[SearchHit]:
+        kwargs: dict[str, Any] = {"filters": filters, "limit": limit}
+        if rerank is not None:
+            kwargs["rerank"] = rerank
+        try:
+            return list(self.searcher.search(query, **kwargs))
+        except TypeError:
+            if "rerank" not in kwargs:
+                raise
+            kwargs.pop("rerank")  # a searcher without a reranker
+            return list(self.searcher.search(query, **kwargs))
+
+
+class LocalGate:
+    """The story service's gate, in this process."""
+
+    def __init__(self, story: StoryService) -> None:
+        self.story = story
+
+    def commit(self, scene_id: str, proposal_ids: Sequence[str]) -> GateReport:
+        return self.story.commit(scene_id, proposal_ids)
+
+    def end_scene(self, scene_id: str, *, summary: str | None = None) -> GateReport:
+        return self.story.end_scene(scene_id, summary=summary)
+
+
+class SingleEngine:
+    """One engine narrates for every campaign (a laptop, a test, or a single narrator replica)."""
+
+    def __init__(self, engine: NarratorEngine) -> None:
+        self.engine = engine
+
+    def for_campaign(self, campaign_id: str) -> NarratorEngine:
+        return self.engine
+
+    @property
+    def default(self) -> NarratorEngine:
+        return self.engine
+
+
+class Capacity:
+    """How many turns this ingress replica narrates at once; past it, callers are told to come back.
+
+    A refusal is immediate (429 with Retry-After) rather than a queue that grows until timeouts: a
+    table waiting on a spinner is worse than one told to retry in a second.
+    """
+
+    def __init__(self, limit: int, *, retry_after_s: int = 2) -> None:
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+        self.active = 0
+
+    def try_acquire(self) -> bool:
+        if self.active >= self.limit:
+            return False
+        self.active += 1
+        return True
+
+    def release(self) -> None:
+        self.active = max(0, self.active - 1)
+
+
+@dataclass
+class Services:
+    """Everything a route needs, built once per ingress replica."""
+
+    settings: Settings
+    serve: ServeSettings
+    story: StoryService
+    catalog: Catalog
+    keys: ApiKeys
+    search: SearchBackend | None
+    gate: GateBackend
+    narrator: NarratorRouter
+    flow: TurnFlow
+    capacity: Capacity
+    open: bool = False
+    """True when the API runs without keys (loopback only)."""
+
+    async def run(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Run a blocking store call off the event loop."""
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+def check_binding(serve: ServeSettings, keys: ApiKeys) -> bool:
+    """Whether the API may run open; refuse to serve a non-loopback address without keys.
+
+    Raises:
+        ConfigError: bound to a non-loopback address with no key configured.
+    """
+    if keys.any_configured():
+        return False
+    if serve.loopback:
+        log.warning("api_open", host=serve.api_host, reason="no API keys configured; bound to loopback only")
+        return True
+    raise ConfigError(
+        "LOREKEEPER_API_KEYS_FILE",
+        f"the API is bound to {serve.api_host!r}, not loopback, and no API key exists: create one with "
+        "`lorekeeper keys create NAME --admin` or mount a keys file",
+    )
+
+
+@contextmanager
+def open_services(
+    settings: Settings | None = None,
+    serve: ServeSettings | None = None,
+    *,
+    search: SearchBackend | None = None,
+    gate: GateBackend | None = None,
+    narrator: NarratorRouter | None = None,
+    extractor: NarratorEngine | None = None,
+    with_search: bool = True,
+) -> Iterator[Services]:
+    """Open the stores and compose the services; the stores close when the block ends.
+
+    Backends not given are built in this process from settings: the hybrid searcher on the
+    configured stores (unless ``with_search`` is false), the story service's gate, and the
+    narrator engine of ``LOREKEEPER_NARRATOR_ENGINE``.
+    """
+    settings = settings or get_settings()
+    serve = serve or get_serve_settings()
+    with ExitStack() as stack:
+        graph = open_graph_store(settings)
+        stack.callback(graph.close)
+        blobs = open_blob_store(settings)
+        stack.callback(blobs.close)
+        story = StoryService(graph, blobs)
+        story.prepare()
+        keys = ApiKeys(graph, keys_file=serve.api_keys_file)
+        if search is None and with_search:
+            from search.service import open_searcher
+
+            search = LocalSearch(stack.enter_context(open_searcher(settings)))
+        if narrator is None:
+            engine = build_engine(serve)
+            narrator = SingleEngine(engine)
+        if extractor is None and serve.extractor_engine is not None:
+            extractor = build_engine(serve, role="extractor")
+        flow = TurnFlow(
+            story,
+            narrator.default,
+            settings=serve,
+            extractor=extractor,
+            searcher=search,
+            narrator_for=narrator.for_campaign,
+        )
+        yield Services(
+            settings=settings,
+            serve=serve,
+            story=story,
+            catalog=Catalog(graph),
+            keys=keys,
+            search=search,
+            gate=gate or LocalGate(story),
+            narrator=narrator,
+            flow=flow,
+            capacity=Capacity(serve.max_concurrent_turns),
+        )
