@@ -1,0 +1,430 @@
+"""Search latency on the embedded stores: p50/p95 of each leg alone, hybrid, filtered hybrid and hybrid
+with re-ranking, on 100,000 chunks, in one run.
+
+The chunks are synthesised from the corpus in ``../shared/corpus`` (read in place, never copied into
+the repository) and written straight through the store APIs that ingestion uses (``Catalog``,
+``TextIndex.upsert``, ``VectorIndex.upsert``):
+
+- text: windows of 3-8 consecutive sentences of the Fate SRDs, the D&D SRD 5.1 JSON and the CRD3
+  transcripts, under real headings of the same books; 100 items in 5 libraries of different types
+  and classifications;
+- concepts: the corpus's headings and SRD names are the vocabulary; a chunk MENTIONS each vocabulary
+  name its text contains; RELATED_TO weights are co-mention counts (what ``Catalog.refresh_related``
+  computes), written for pairs seen at least twice;
+- vectors: ``--embedded`` distinct windows are embedded with the real model (all-MiniLM-L6-v2); every
+  other chunk gets one of those vectors plus noise (embedding 100k chunks on 2 cores takes ~30 min;
+  HNSW latency depends on the distribution, not on which text a vector came from).
+
+Queries are the player questions of ``benchmarks/data/search_questions.jsonl`` plus "how does X work"
+questions over vocabulary names, each timed end to end through ``HybridSearcher.search`` (query
+embedding, every leg, item scope, fusion, citations, re-ranking), after warm-up. The re-ranker is a
+cross-encoder of the CPU default's shape (ms-marco-MiniLM-L6-v2: 6 layers, 384 wide), built from the
+local MiniLM weights with an untrained head: its latency is the real one, its ranking is not.
+
+Usage::
+
+    python benchmarks/search_latency.py                    # 100k chunks, ~8 min on 2 cores
+    python benchmarks/search_latency.py --chunks 20000     # smaller, ~2 min
+
+Writes benchmarks/results/search_latency.json and benchmarks/results/search_latency.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import logging
+import os
+import platform
+import random
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(REPO))
+
+import structlog  # noqa: E402
+
+from schemas.common import content_id, sha256_hex  # noqa: E402
+from schemas.knowledge import (  # noqa: E402
+    Chunk,
+    Classification,
+    Concept,
+    FileType,
+    Item,
+    ItemStatus,
+    Library,
+    LibraryType,
+    normalize_name,
+)
+from schemas.search import LegWeights, SearchFilters  # noqa: E402
+from schemas.settings import load_settings  # noqa: E402
+
+CORPUS = REPO.parent / "shared" / "corpus"
+QUESTIONS = REPO / "benchmarks" / "data" / "search_questions.jsonl"
+RESULTS = REPO / "benchmarks" / "results"
+GOAL_P95_MS = 30.0
+GOAL_RERANK_P95_MS = 150.0
+LIBRARIES = [
+    ("Core rules", LibraryType.RULEBOOK, Classification.CANON),
+    ("Setting", LibraryType.SETTING, Classification.CANON),
+    ("Lore", LibraryType.LORE, Classification.INSPIRATION),
+    ("Bestiary", LibraryType.BESTIARY, Classification.REFERENCE),
+    ("Adventures", LibraryType.ADVENTURE, Classification.REFERENCE),
+]
+ITEMS = 100
+
+_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])")
+_TAG_RE = re.compile(r"<[^>]+>")
+_WORD_RE = re.compile(r"[\w][\w'’\-]*")
+
+
+# -- corpus ---------------------------------------------------------------------------------------
+
+
+def corpus_text() -> tuple[list[str], list[str]]:
+    """Sentences and headings of the corpus books and transcripts."""
+    sentences: list[str] = []
+    headings: list[str] = []
+    for path in sorted((CORPUS / "rulebooks" / "fate-srd").iterdir()):
+        raw = path.read_text(encoding="utf-8", errors="replace")
+        if path.suffix == ".html":
+            headings += [html.unescape(_TAG_RE.sub("", h)).strip() for h in re.findall(r"<h[1-4][^>]*>(.*?)</h", raw)]
+            raw = html.unescape(_TAG_RE.sub(" ", raw))
+        else:
+            headings += [_TAG_RE.sub("", h).strip("# ").strip() for h in re.findall(r"^#{1,4} .*$", raw, flags=re.M)]
+        for line in raw.splitlines():
+            if not line.startswith("#"):
+                sentences += [s.strip() for s in _SENTENCE_RE.split(line) if len(s.split()) >= 5]
+    srd = CORPUS / "rulebooks" / "dnd-srd-5.1" / "json-srd-2014"
+    for path in sorted(srd.glob("*.json")):
+        try:
+            rows = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            continue
+        if not isinstance(rows, list):
+            continue
+        for row in rows:
+            fields = row.get("fields", {}) if isinstance(row, dict) else {}
+            name = fields.get("name") or fields.get("describes")
+            if isinstance(name, str):
+                headings.append(name.title() if name.islower() else name)
+            desc = fields.get("desc")
+            if isinstance(desc, str):
+                for line in desc.splitlines():
+                    sentences += [s.strip() for s in _SENTENCE_RE.split(line) if len(s.split()) >= 5]
+    for path in sorted((CORPUS / "memory").rglob("*")):
+        if path.is_file() and path.suffix in {".json", ".txt", ".md"} and len(sentences) < 400_000:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            for utterance in re.findall(r'"utterance"\s*:\s*"((?:[^"\\]|\\.)*)"', text) or text.splitlines():
+                sentences += [s.strip() for s in _SENTENCE_RE.split(utterance) if len(s.split()) >= 5]
+    headings = [h for h in dict.fromkeys(headings) if 2 <= len(h) <= 60 and not h.isdigit()]
+    return sentences, headings
+
+
+def vocabulary(headings: list[str]) -> dict[str, str]:
+    """Normalized concept name → display name, from headings of one to three words."""
+    vocab: dict[str, str] = {}
+    for heading in headings:
+        name = normalize_name(heading)
+        if 1 <= len(name.split()) <= 3 and len(name) >= 4 and name not in vocab:
+            vocab[name] = heading
+    return vocab
+
+
+def mentions(text: str, vocab: dict[str, str]) -> set[str]:
+    words = _WORD_RE.findall(text.casefold())
+    found = set()
+    for n in (1, 2, 3):
+        for i in range(len(words) - n + 1):
+            gram = " ".join(words[i : i + n])
+            if gram in vocab:
+                found.add(gram)
+            elif gram.endswith("s") and gram[:-1] in vocab:
+                found.add(gram[:-1])
+    return found
+
+
+# -- loading --------------------------------------------------------------------------------------
+
+
+def load(settings: Any, n_chunks: int, n_embedded: int, seed: int = 7) -> dict[str, Any]:
+    from jobs.stages import index_records
+    from models.embedding import SentenceTransformerEmbedder
+    from stores.catalog import Catalog
+    from stores.factory import open_graph_store, open_text_index, open_vector_index
+    from stores.vector.base import VectorSpace
+
+    rng = random.Random(seed)
+    nrng = np.random.default_rng(seed)
+    sentences, headings = corpus_text()
+    vocab = vocabulary(headings)
+    timings: dict[str, float] = {}
+
+    started = time.perf_counter()
+    texts = []
+    for _ in range(n_chunks):
+        start = rng.randrange(len(sentences) - 8)
+        texts.append(" ".join(sentences[start : start + rng.randint(3, 8)]))
+    embedder = SentenceTransformerEmbedder()
+    base = embedder.embed_documents(texts[:n_embedded])
+    timings["embed_s"] = time.perf_counter() - started
+    vectors = np.empty((n_chunks, base.shape[1]), dtype=np.float32)
+    vectors[:n_embedded] = base
+    picks = nrng.integers(0, n_embedded, size=n_chunks - n_embedded)
+    noisy = base[picks] + nrng.normal(0, 0.03, size=(n_chunks - n_embedded, base.shape[1])).astype(np.float32)
+    vectors[n_embedded:] = noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
+
+    graph, text, vindex = open_graph_store(settings), open_text_index(settings), open_vector_index(settings)
+    catalog = Catalog(graph)
+    text.ensure()
+    vindex.ensure_collection("chunks", VectorSpace(dim=base.shape[1]))
+    libraries = [catalog.save_library(Library(name=name, type=kind)) for name, kind, _ in LIBRARIES]
+    per_item = n_chunks // ITEMS
+    pair_counts: Counter[tuple[str, str]] = Counter()
+    concepts: dict[str, Concept] = {}
+    graph_s = text_s = vector_s = 0.0
+    for i in range(ITEMS):
+        lib_index = i % len(LIBRARIES)
+        library = libraries[lib_index]
+        body = f"synthetic item {i}"
+        item = Item(
+            uid=content_id("item", body),
+            library_uid=library.uid,
+            title=f"{LIBRARIES[lib_index][0]} {i // len(LIBRARIES) + 1}",
+            file_type=FileType.MARKDOWN,
+            size_bytes=per_item * 400,
+            content_hash=sha256_hex(body),
+            classification=LIBRARIES[lib_index][2],
+            source_ref=f"synthetic/{i}.md",
+            status=ItemStatus.READY,
+        )
+        catalog.save_item(item)
+        rows = range(i * per_item, (i + 1) * per_item)
+        chunks, docs, points, edges = [], [], [], []
+        heading = rng.choice(headings)
+        for seq, row in enumerate(rows):
+            if seq % 6 == 0:
+                heading = rng.choice(headings)
+            chunk = Chunk(
+                uid=f"{item.uid}-{seq}",
+                item_uid=item.uid,
+                sequence=seq,
+                text_key=f"items/{item.uid}/chunks/chunk_{seq:03d}.txt",
+                heading_path=[rng.choice(headings), heading],
+                token_count=max(1, len(texts[row].split())),
+            )
+            chunks.append(chunk)
+            doc, point = index_records(library, item, chunk, texts[row], vectors[row], embedder.name)
+            docs.append(doc)
+            points.append(point)
+            named = mentions(texts[row] + " " + heading, vocab)
+            for name in named:
+                if name not in concepts:
+                    concepts[name] = Concept(uid=content_id("concept", name), name=vocab[name])
+                edges.append((chunk.uid, concepts[name].uid))
+            pair_counts.update(combinations(sorted(concepts[n].uid for n in named), 2))
+        t0 = time.perf_counter()
+        for start in range(0, len(chunks), 2000):
+            catalog.save_chunks(chunks[start : start + 2000])
+        catalog.save_mentions(list(concepts.values()), [])
+        for start in range(0, len(edges), 5000):
+            catalog.save_mentions([], edges[start : start + 5000])
+        t1 = time.perf_counter()
+        text.upsert(docs)
+        t2 = time.perf_counter()
+        for start in range(0, len(points), 512):
+            vindex.upsert("chunks", points[start : start + 512])
+        t3 = time.perf_counter()
+        graph_s, text_s, vector_s = graph_s + t1 - t0, text_s + t2 - t1, vector_s + t3 - t2
+        if (i + 1) % 10 == 0:
+            print(f"  {(i + 1) * per_item} chunks written", flush=True)
+    t0 = time.perf_counter()
+    related = [{"a": a, "b": b, "w": w} for (a, b), w in pair_counts.items() if w >= 2]
+    for start in range(0, len(related), 5000):
+        graph.run(
+            "UNWIND $rows AS row MATCH (a:Concept {uid: row.a}), (b:Concept {uid: row.b}) "
+            "MERGE (a)-[r:RELATED_TO]->(b) SET r.weight = row.w",
+            {"rows": related[start : start + 5000]},
+        )
+    graph_s += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    text.refresh()
+    vindex.optimize("chunks")
+    timings.update(
+        graph_write_s=graph_s, text_write_s=text_s, vector_write_s=vector_s, optimize_s=time.perf_counter() - t0
+    )
+    mention_count = graph.run("MATCH (:Chunk)-[m:MENTIONS]->(:Concept) RETURN count(m) AS n")[0]["n"]
+    for store in (graph, text, vindex):
+        store.close()
+    return {
+        "chunks": n_chunks,
+        "items": ITEMS,
+        "libraries": len(LIBRARIES),
+        "embedded_chunks": n_embedded,
+        "concepts": len(concepts),
+        "mentions": int(mention_count),
+        "related_pairs": len(related),
+        "load_s": {k: round(v, 1) for k, v in timings.items()},
+        "vocabulary": sorted(vocab),
+    }
+
+
+# -- measuring ------------------------------------------------------------------------------------
+
+
+def queries(vocab: list[str], n: int, seed: int = 11) -> list[str]:
+    rng = random.Random(seed)
+    asked = [json.loads(line)["query"] for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    forms = ["how does {} work", "what is {}", "rules for {}", "{} in combat", "can I use {} on my turn"]
+    while len(asked) < n:
+        asked.append(rng.choice(forms).format(rng.choice(vocab)))
+    rng.shuffle(asked)
+    return asked[:n]
+
+
+def measure(searcher: Any, qs: list[str], **kwargs: Any) -> dict[str, Any]:
+    for q in qs[:5]:  # warm-up: caches, lazy model loads, first HNSW pages
+        searcher.search(q, **kwargs)
+    times = []
+    found = 0
+    for q in qs:
+        t0 = time.perf_counter()
+        hits = searcher.search(q, **kwargs)
+        times.append((time.perf_counter() - t0) * 1000)
+        found += bool(hits)
+    arr = np.asarray(times)
+    return {
+        "queries": len(qs),
+        "p50_ms": round(float(np.percentile(arr, 50)), 2),
+        "p95_ms": round(float(np.percentile(arr, 95)), 2),
+        "mean_ms": round(float(arr.mean()), 2),
+        "with_hits": found,
+    }
+
+
+def build_cross_encoder(folder: Path) -> Path:
+    """A cross-encoder of ms-marco-MiniLM-L6-v2's shape from the local MiniLM weights (untrained head)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from models.embedding import resolve_model_path
+
+    torch.manual_seed(0)
+    source = resolve_model_path("all-MiniLM-L6-v2")
+    AutoModelForSequenceClassification.from_pretrained(source, num_labels=1).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
+    return folder
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = report["series"]
+    names = list(series)
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    xs = np.arange(len(names))
+    width = 0.38
+    p50 = [series[n]["p50_ms"] for n in names]
+    p95 = [series[n]["p95_ms"] for n in names]
+    ax.bar(xs - width / 2, p50, width, label="p50")
+    ax.bar(xs + width / 2, p95, width, label="p95")
+    for x, v in zip(xs, p95, strict=True):
+        ax.text(x + width / 2, v * 1.03, f"{v:.1f}", ha="center", fontsize=8)
+    ax.axhline(GOAL_P95_MS, color="green", linestyle="--", linewidth=1, label=f"goal p95 {GOAL_P95_MS:.0f} ms")
+    ax.axhline(GOAL_RERANK_P95_MS, color="red", linestyle=":", linewidth=1, label="goal p95 with rerank 150 ms")
+    ax.set_xticks(xs, names, rotation=15)
+    ax.set_ylabel("ms per search")
+    data, cpus = report["data"], report["machine"]["cpus"]
+    ax.set_title(f"Search latency, embedded stores, {data['chunks']:,} chunks, {cpus} CPUs")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--embedded", type=int, default=3000, help="chunks embedded for real")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--data-dir", type=Path, help="load here, or reuse it when it already holds the chunks")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    logging.getLogger().setLevel(logging.WARNING)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    started = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="search-latency-"))
+    data_dir = args.data_dir or work / "data"
+    settings = load_settings(data_dir=data_dir)
+    marker = data_dir / "search_latency_data.json"
+    if marker.exists() and json.loads(marker.read_text())["chunks"] == args.chunks:
+        data = json.loads(marker.read_text())
+    else:
+        data = load(settings, args.chunks, min(args.embedded, args.chunks))
+        marker.write_text(json.dumps(data))
+    qs = queries(data["vocabulary"], args.queries)
+
+    from search.service import open_searcher
+
+    reranker = build_cross_encoder(work / "minilm-cross-encoder")
+    rerank_settings = load_settings(data_dir=data_dir, reranker_model=str(reranker))
+    lore = SearchFilters(library_type="lore")
+    series: dict[str, Any] = {}
+    with open_searcher(rerank_settings) as searcher:
+        searcher.load()
+        runs: dict[str, dict[str, Any]] = {
+            "vector": {"weights": LegWeights(vector=1, text=0, graph=0), "rerank": False},
+            "text": {"weights": LegWeights(vector=0, text=1, graph=0), "rerank": False},
+            "graph": {"weights": LegWeights(vector=0, text=0, graph=1), "rerank": False},
+            "hybrid": {"rerank": False},
+            "hybrid filtered": {"rerank": False, "filters": lore},
+            "hybrid+rerank": {"rerank": True},
+        }
+        for name, kwargs in runs.items():
+            series[name] = measure(searcher, qs, limit=10, **kwargs)
+            print(f"{name:16s} p50 {series[name]['p50_ms']:7.2f} ms  p95 {series[name]['p95_ms']:7.2f} ms", flush=True)
+        config = searcher.config.model_dump(mode="json")
+    data = {k: v for k, v in data.items() if k != "vocabulary"}
+    report = {
+        "benchmark": "search_latency",
+        "data": data,
+        "hybrid_config": config,
+        "reranker": {"shape": "ms-marco-MiniLM-L6-v2 (6 layers, 384 wide)", "trained": False},
+        "goals_ms": {"p95_without_rerank": GOAL_P95_MS, "p95_with_rerank": GOAL_RERANK_P95_MS},
+        "goals_met": {
+            "p95_without_rerank": series["hybrid"]["p95_ms"] <= GOAL_P95_MS,
+            "p95_with_rerank": series["hybrid+rerank"]["p95_ms"] <= GOAL_RERANK_P95_MS,
+        },
+        "ratios": {
+            "hybrid_over_fastest_leg_p95": round(
+                series["hybrid"]["p95_ms"] / min(series[n]["p95_ms"] for n in ("vector", "text", "graph")), 2
+            ),
+            "rerank_over_hybrid_p95": round(series["hybrid+rerank"]["p95_ms"] / series["hybrid"]["p95_ms"], 2),
+        },
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "wall_s": round(time.perf_counter() - started, 1),
+        "series": series,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "search_latency.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    plot(report, args.out / "search_latency.png")
+    print(json.dumps({k: report[k] for k in ("goals_met", "ratios", "wall_s")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
