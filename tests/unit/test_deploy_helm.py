@@ -6,6 +6,7 @@ the compose stack, the Serve config and the settings Lorekeeper reads."""
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -323,6 +324,67 @@ def test_inline_credentials_go_into_the_charts_secret_only(chart: helm.Chart) ->
         assert value not in elsewhere
     for spec in deploy.pod_specs(one(rendered, "RayService")):
         assert deploy.lorekeeper_container_problems(spec, f"{FULLNAME}-secrets", f"{FULLNAME}-config") == []
+
+
+def test_the_narrator_endpoints_key_is_an_optional_file_of_the_secret(chart: helm.Chart, tmp_path: Path) -> None:
+    values = _merge(
+        _values(CHART / "ci" / "external-stores-values.yaml"), {"serve": {"narrator": {"apiKeyFromSecret": True}}}
+    )
+    rendered = render(chart, values)
+    container = deploy.pod_specs(one(rendered, "RayService"))[0]["containers"][0]
+    files = {env["name"]: env["value"] for env in container["env"]}
+    assert files["LOREKEEPER_NARRATOR_API_KEY_FILE"] == "/var/run/secrets/lorekeeper/narrator-api-key"
+    secrets = {key: f"Str0ng-{key}" for key in [*deploy.SECRET_KEYS, "narrator-api-key"]}
+    _, serving = deploy.settings_of(one(rendered, "ConfigMap", CONFIG)["data"], container, tmp_path, secrets)
+    assert serving.narrator_api_key.get_secret_value() == "Str0ng-narrator-api-key"
+    # off by default: no variable naming a file the Secret may not have
+    default = deploy.pod_specs(one(render(chart, _values(CHART / "ci" / "external-stores-values.yaml")), "RayService"))
+    assert "LOREKEEPER_NARRATOR_API_KEY_FILE" not in {env["name"] for env in default[0]["containers"][0]["env"]}
+    # inline: the chart's Secret carries it, and refuses to render without it
+    inline = {key: f"v-{key}" for key in ("blobAccessKey", "blobSecretKey", "textUsername", "textPassword")}
+    inline |= {key: f"v-{key}" for key in ("vectorApiKey", "graphUsername", "graphPassword", "apiKeys")}
+    with_key = _merge(
+        MINIMAL, {"secrets": {**inline, "existingSecret": ""}, "serve": {"narrator": {"apiKeyFromSecret": True}}}
+    )
+    assert "set secrets.narratorApiKey (there are no default passwords)" in render_error(chart, with_key)
+    secret = one(render(chart, _merge(with_key, {"secrets": {"narratorApiKey": "sk-narrator"}})), "Secret")
+    assert secret["stringData"]["narrator-api-key"] == "sk-narrator"
+
+
+def test_the_echo_engine_renders_without_an_endpoint(chart: helm.Chart) -> None:
+    values = _merge(MINIMAL, {"serve": {"narrator": {"engine": "echo", "baseUrl": ""}}})
+    config = one(render(chart, values), "ConfigMap", CONFIG)["data"]
+    assert config["LOREKEEPER_NARRATOR_ENGINE"] == "echo" and "LOREKEEPER_NARRATOR_BASE_URL" not in config
+
+
+def test_every_value_is_documented_and_typed(chart: helm.Chart) -> None:
+    """values.yaml explains every key (a comment on or above it; a name explained once, e.g. storage, or
+    Kubernetes' own fields, counts everywhere), and values.schema.json types every key."""
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    keys = []
+    for index, line in enumerate(lines):
+        match = re.match(r"^(\s*)([A-Za-z][\w.-]*):(\s|$)", line)
+        if match:
+            commented = "#" in line.split(":", 1)[1] or (index > 0 and lines[index - 1].strip().startswith("#"))
+            keys.append((match.group(2), commented, index + 1))
+    # Kubernetes' own fields: resources' requests and limits, a toleration's key, operator and effect
+    kubernetes = {"requests", "limits", "key", "operator", "effect"}
+    explained = {name for name, commented, _ in keys if commented} | kubernetes
+    assert [(line, name) for name, _, line in keys if name not in explained] == []
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+
+    def typed(values: dict[str, Any], node: dict[str, Any], path: str) -> list[str]:
+        missing = []
+        for key, value in values.items():
+            child = node.get("properties", {}).get(key)
+            if child is None:
+                missing.append(f"{path}{key}")
+            elif isinstance(value, dict) and "properties" in child:
+                missing += typed(value, child, f"{path}{key}.")
+        return missing
+
+    assert typed(chart.values, schema, "") == []
 
 
 # -- values.schema.json and the template checks reject wrong values -------------------------------------

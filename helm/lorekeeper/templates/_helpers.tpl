@@ -62,6 +62,9 @@ api-keys: LOREKEEPER_API_KEYS_FILE
 {{- $missing = append $missing (printf "secrets.%s" $key) -}}
 {{- end -}}
 {{- end -}}
+{{- if and $.Values.serve.narrator.apiKeyFromSecret (not $.Values.secrets.narratorApiKey) -}}
+{{- $missing = append $missing "secrets.narratorApiKey" -}}
+{{- end -}}
 {{- if $missing -}}
 {{- fail (printf "no credentials: set secrets.existingSecret to the name of a Secret you created, or set %s (there are no default passwords)" (join ", " $missing)) -}}
 {{- end -}}
@@ -188,6 +191,10 @@ spec:
         {{- range $key, $variable := include "lorekeeper.secretFiles" $root | fromYaml }}
         - name: {{ $variable }}
           value: {{ printf "%s/%s" (include "lorekeeper.secretDir" $root) $key | quote }}
+        {{- end }}
+        {{- if $values.serve.narrator.apiKeyFromSecret }}
+        - name: LOREKEEPER_NARRATOR_API_KEY_FILE
+          value: {{ printf "%s/narrator-api-key" (include "lorekeeper.secretDir" $root) | quote }}
         {{- end }}
         {{- with $values.extraEnv }}
         {{- toYaml . | nindent 8 }}
