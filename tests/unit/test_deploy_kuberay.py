@@ -72,6 +72,25 @@ def test_the_serve_config_is_one_ray_accepts() -> None:
     assert deploy.serve_config_problems(config) == ["unknown field num_replica in deployment Ingress"]
 
 
+def test_the_serve_config_names_the_deployments_the_app_builds() -> None:
+    """serve.app:build_app, built offline as `serve deploy` would, has exactly the config's deployments."""
+    import importlib.util
+    import warnings
+
+    if importlib.util.find_spec("serve.app") is None:
+        pytest.skip("serve/app.py is not in this tree yet")
+    with warnings.catch_warnings():  # Ray's own pydantic deprecations, not ours
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from ray.serve._private.build_app import build_app
+
+        from serve.app import build_app as build_lorekeeper
+
+    (app,) = yaml.safe_load(SERVE_CONFIG.read_text())["applications"]
+    built = build_app(build_lorekeeper(app["args"]), name=app["name"])
+    assert sorted(d.name for d in built.deployments) == sorted(d["name"] for d in app["deployments"])
+    assert built.ingress_deployment_name == "Ingress"
+
+
 def test_head_cpu_and_gpu_groups_are_bounded_and_placed(service: dict[str, dict[str, Any]]) -> None:
     cluster = service["RayService"]["spec"]["rayClusterConfig"]
     assert cluster["rayVersion"] == deploy.ray_pin()
