@@ -38,6 +38,16 @@ def _register_ingest() -> None:
 
 _register_ingest()
 
+
+def _register_serve() -> None:
+    from lorekeeper.serve_cli import keys_app, serve_command
+
+    app.command("serve")(serve_command)
+    app.add_typer(keys_app, name="keys")
+
+
+_register_serve()
+
 console = Console()
 err_console = Console(stderr=True)
 

@@ -26,7 +26,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Annotated, Any
 
 import structlog
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -62,7 +62,7 @@ from schemas.story import (
     World,
     WorldStateView,
 )
-from serve.auth import OPEN, Principal, Unauthorized
+from serve.auth import Principal, Unauthorized
 from serve.metrics import GATE_DECISIONS, HTTP_DURATION, HTTP_REQUESTS, TURNS_REFUSED
 from serve.services import Services
 
@@ -78,11 +78,6 @@ class TooMany(LorekeeperError):
 
     status_code = 429
     code = "over_capacity"
-
-
-class TooLarge(LorekeeperError):
-    status_code = 413
-    code = "request_too_large"
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -113,7 +108,13 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
-    codes = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 403: "forbidden", 413: "too_large"}
+    codes = {
+        404: "not_found",
+        405: "method_not_allowed",
+        401: "unauthorized",
+        403: "forbidden",
+        413: "request_too_large",
+    }
     return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
 
 
@@ -153,7 +154,8 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise TooLarge(f"the body is over {limit} bytes")
+                    # an HTTPException: FastAPI re-raises it while reading a body (anything else becomes 400)
+                    raise HTTPException(413, f"the body is over {limit} bytes")
             return message
 
         await self.app(scope, counted, send)
@@ -204,10 +206,7 @@ def bearer(request: Request) -> str | None:
 
 async def principal(request: Request, services: ServicesDep) -> Principal:
     """The caller; open (admin) only on a loopback API with no keys."""
-    key = bearer(request)
-    if key is None and services.open:
-        return OPEN
-    return await services.run(services.keys.verify, key)  # type: ignore[no-any-return]
+    return await services.authenticate(bearer(request))
 
 
 PrincipalDep = Annotated[Principal, Depends(principal)]

@@ -87,17 +87,19 @@ class AppConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    ingress: DeploymentConfig = Field(default_factory=lambda: DeploymentConfig(num_cpus=0.5, max_ongoing_requests=256))
+    # CPU figures are scheduling shares for a laptop-sized default; a Serve config sets a cluster's.
+    ingress: DeploymentConfig = Field(default_factory=lambda: DeploymentConfig(num_cpus=0.25, max_ongoing_requests=256))
     narrator: DeploymentConfig = Field(
         default_factory=lambda: DeploymentConfig(
             num_replicas=None,
             autoscaling=Autoscaling(min_replicas=1, max_replicas=4, target_ongoing_requests=8),
             max_ongoing_requests=16,
             max_queued_requests=64,
+            num_cpus=0.5,
         )
     )
-    search: DeploymentConfig = Field(default_factory=lambda: DeploymentConfig(max_ongoing_requests=64))
-    gate: DeploymentConfig = Field(default_factory=lambda: DeploymentConfig(num_cpus=0.5, max_ongoing_requests=16))
+    search: DeploymentConfig = Field(default_factory=lambda: DeploymentConfig(num_cpus=0.5, max_ongoing_requests=64))
+    gate: DeploymentConfig = Field(default_factory=lambda: DeploymentConfig(num_cpus=0.25, max_ongoing_requests=16))
     plugins: list[str] = Field(default_factory=lambda: list(DEFAULT_PLUGINS))
     mcp: bool = True
 

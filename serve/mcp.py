@@ -31,7 +31,7 @@ from schemas.errors import LorekeeperError, NotFound
 from schemas.knowledge import CHUNKING_DEFAULTS, Classification, LibraryType
 from schemas.search import SearchFilters
 from schemas.story import Authority, ChangeType, Evidence
-from serve.auth import OPEN, Principal, Unauthorized
+from serve.auth import Principal, Unauthorized
 from serve.services import Services
 
 log = structlog.get_logger(__name__)
@@ -283,10 +283,7 @@ class _Authenticated:
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
         key = token.strip() if scheme.lower() == "bearer" else ""
         try:
-            if not key and self.services.open:
-                principal = OPEN
-            else:
-                principal = await self.services.run(self.services.keys.verify, key or None)
+            principal = await self.services.authenticate(key or None)
         except LorekeeperError as exc:
             from fastapi.responses import JSONResponse
 

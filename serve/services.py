@@ -27,7 +27,7 @@ from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, get_serve_settings
 from schemas.settings import Settings, get_settings
 from schemas.story import GateReport
-from serve.auth import ApiKeys
+from serve.auth import OPEN, ApiKeys, Principal
 from serve.engines import NarratorEngine, build_engine
 from serve.narration import TurnFlow
 from stores.catalog import Catalog
@@ -148,6 +148,16 @@ class Services:
     capacity: Capacity
     open: bool = False
     """True when the API runs without keys (loopback only)."""
+
+    async def authenticate(self, key: str | None) -> Principal:
+        """The caller behind ``key``; without one, open only while no key exists (the first key closes it).
+
+        Raises:
+            Unauthorized: no key where one is needed, or an unknown or revoked one.
+        """
+        if key is None and self.open and not await self.run(self.keys.any_configured):
+            return OPEN
+        return await self.run(self.keys.verify, key)  # type: ignore[no-any-return]
 
     async def run(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Run a blocking store call off the event loop."""

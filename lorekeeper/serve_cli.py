@@ -1,0 +1,171 @@
+"""``lorekeeper serve`` and ``lorekeeper keys``: run the API, manage who may call it."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from schemas.errors import LorekeeperError
+
+keys_app = typer.Typer(help="API keys: campaign-scoped, or admin (libraries, ingest, every campaign).")
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _fail(exc: LorekeeperError) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {exc.message}")
+    return typer.Exit(2)
+
+
+def serve_command(
+    host: Annotated[str | None, typer.Option(help="Address to bind (default LOREKEEPER_API_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default LOREKEEPER_API_PORT).")] = None,
+    direct: Annotated[
+        bool, typer.Option("--direct", help="One process with uvicorn, no Ray Serve (quickest on a laptop).")
+    ] = False,
+    wait: Annotated[
+        bool, typer.Option("--wait/--detach", help="With RAY_ADDRESS: stay attached (default: deploy and return).")
+    ] = False,
+) -> None:
+    """Serve the API (REST, MCP, OpenAI passthrough): Ray Serve on local Ray, or deployed to RAY_ADDRESS."""
+    from schemas.serving import ServeSettings, get_serve_settings
+    from schemas.settings import get_settings
+
+    try:
+        settings = get_settings()
+        base = get_serve_settings()
+        chosen = ServeSettings.model_validate(
+            {**base.model_dump(), "api_host": host or base.api_host, "api_port": port or base.api_port}
+        )
+    except LorekeeperError as exc:
+        raise _fail(exc) from None
+    if direct:
+        _serve_direct(settings, chosen)
+    else:
+        _serve_ray(settings, chosen, wait=wait)
+
+
+def _serve_direct(settings, serve_settings) -> None:  # noqa: ANN001 - settings types are imported lazily
+    import uvicorn
+
+    from serve.app import create_app
+    from serve.services import check_binding, open_services
+
+    try:
+        with open_services(settings, serve_settings) as services:
+            services.open = check_binding(serve_settings, services.keys)
+            app = create_app(services, plugins=["jobs.api:mount"])
+            console.print(f"Lorekeeper API on http://{serve_settings.api_host}:{serve_settings.api_port} (direct)")
+            uvicorn.run(app, host=serve_settings.api_host, port=serve_settings.api_port, log_level="warning")
+    except LorekeeperError as exc:
+        raise _fail(exc) from None
+
+
+def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
+    import ray
+    from ray import serve
+
+    from serve.deployments import build_application
+
+    cluster = os.environ.get("RAY_ADDRESS")
+    if not cluster:
+        # The replicas read the same settings: hand them this process's LOREKEEPER_* variables, with
+        # the data folder made absolute (a replica's working folder is not ours).
+        env = {k: v for k, v in os.environ.items() if k.startswith("LOREKEEPER_")}
+        env["LOREKEEPER_DATA_DIR"] = str(settings.data_dir.resolve())
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        # Logical CPUs are scheduling shares: four deployments must fit a two-core laptop.
+        ray.init(
+            num_cpus=max(4, os.cpu_count() or 1),
+            runtime_env={"env_vars": env},
+            include_dashboard=False,
+            configure_logging=False,
+        )
+    else:
+        ray.init(address=cluster)
+    serve.start(http_options={"host": serve_settings.api_host, "port": serve_settings.api_port})
+    try:
+        serve.run(build_application({}), name="lorekeeper", route_prefix="/", blocking=False)
+    except Exception as exc:  # a replica failed to start: say why, without a Ray traceback
+        err_console.print(f"[red]error:[/red] the application did not start: {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"Lorekeeper API on http://{serve_settings.api_host}:{serve_settings.api_port} (Ray Serve)")
+    if cluster and not wait:
+        return
+    import time
+
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        serve.shutdown()
+
+
+def _keys():  # noqa: ANN202
+    from schemas.serving import get_serve_settings
+    from schemas.settings import get_settings
+    from serve.auth import ApiKeys
+    from stores.factory import open_graph_store
+    from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
+
+    graph = open_graph_store(get_settings())
+    graph.ensure_schema(LOREKEEPER_GRAPH_SCHEMA)
+    return graph, ApiKeys(graph, keys_file=get_serve_settings().api_keys_file)
+
+
+@keys_app.command("create")
+def create_key(
+    name: Annotated[str, typer.Argument(help="Who or what the key is for.")],
+    admin: Annotated[bool, typer.Option("--admin", help="Libraries, ingest, keys and every campaign.")] = False,
+    campaign: Annotated[list[str] | None, typer.Option("--campaign", "-c", help="A campaign the key may use.")] = None,
+) -> None:
+    """Create a key; it is printed once and stored only as a hash."""
+    if not admin and not campaign:
+        err_console.print("[red]error:[/red] give --admin or at least one --campaign")
+        raise typer.Exit(2)
+    graph, keys = _keys()
+    try:
+        key, info = keys.create(name, admin=admin, campaigns=list(campaign or []))
+    except LorekeeperError as exc:
+        raise _fail(exc) from None
+    finally:
+        graph.close()
+    console.print(f"key {info.id} ({'admin' if admin else ', '.join(info.campaigns)}):")
+    print(key)
+
+
+@keys_app.command("list")
+def list_keys() -> None:
+    """The keys (never their secrets)."""
+    graph, keys = _keys()
+    try:
+        found = keys.list()
+    finally:
+        graph.close()
+    table = Table("id", "name", "scope", "created", "revoked")
+    for info in found:
+        table.add_row(
+            info.id,
+            info.name,
+            "admin" if info.admin else ", ".join(info.campaigns),
+            info.created_at[:19],
+            "yes" if info.revoked else "",
+        )
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def revoke_key(key_id: Annotated[str, typer.Argument(help="The key's id (from `keys list`).")]) -> None:
+    """Revoke a key: it stops working within seconds on every server."""
+    graph, keys = _keys()
+    try:
+        keys.revoke(key_id)
+    except LorekeeperError as exc:
+        raise _fail(exc) from None
+    finally:
+        graph.close()
+    console.print(f"revoked {key_id}")

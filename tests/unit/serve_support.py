@@ -1,0 +1,74 @@
+"""Helpers for the serving tests: the API on the embedded stores, with an engine bound like vLLM is."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from schemas.serving import ServeSettings
+
+
+def extraction(*proposals: dict[str, Any]) -> str:
+    """What an extractor model answers: typed proposals as JSON."""
+    return json.dumps({"proposals": list(proposals)})
+
+
+def new_character(name: str, confidence: float = 0.95) -> dict[str, Any]:
+    return {"content": {"type": "entity", "kind": "character", "name": name}, "confidence": confidence, "quote": name}
+
+
+@contextmanager
+def api_services(
+    serve: ServeSettings | None = None, *, answers: list[str] | None = None, delay_s: float = 0.0
+) -> Iterator[Any]:
+    """Services on this test's embedded stores with the echo engine in the narrator's place."""
+    from schemas.settings import get_settings
+    from serve.engines import EchoEngine
+    from serve.services import SingleEngine, check_binding, open_services
+
+    serve = serve or ServeSettings(api_host="127.0.0.1")
+    engine = EchoEngine("echo-narrator", structured_outputs=answers, delay_s=delay_s)
+    with open_services(get_settings(), serve, narrator=SingleEngine(engine)) as services:
+        services.open = check_binding(serve, services.keys)
+        yield services
+
+
+def sse_events(body: str) -> list[tuple[str, dict[str, Any]]]:
+    """``(event, data)`` pairs of a server-sent event stream."""
+    events = []
+    for block in body.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        events.append((lines.get("event", "message"), json.loads(lines["data"])))
+    return events
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def running(app: Any) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a free loopback port in a thread; yields its base URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
