@@ -9,8 +9,8 @@ the repository) and written straight through the store APIs that ingestion uses 
   transcripts, under real headings of the same books; 100 items in 5 libraries of different types
   and classifications;
 - concepts: the corpus's headings and SRD names are the vocabulary; a chunk MENTIONS each vocabulary
-  name its text contains; RELATED_TO weights are co-mention counts (what ``Catalog.refresh_related``
-  computes), written for pairs seen at least twice;
+  name its text contains (edges CREATEd in bulk: the graph is fresh); RELATED_TO weights are
+  co-mention counts (what ``Catalog.refresh_related`` computes), written for pairs seen at least twice;
 - vectors: ``--embedded`` distinct windows are embedded with the real model (all-MiniLM-L6-v2); every
   other chunk gets one of those vectors plus noise (embedding 100k chunks on 2 cores takes ~30 min;
   HNSW latency depends on the distribution, not on which text a vector came from).
@@ -238,8 +238,14 @@ def load(settings: Any, n_chunks: int, n_embedded: int, seed: int = 7) -> dict[s
         for start in range(0, len(chunks), 2000):
             catalog.save_chunks(chunks[start : start + 2000])
         catalog.save_mentions(list(concepts.values()), [])
+        # CREATE, not Catalog.save_mentions' MERGE: the graph is fresh, and MERGE checks the edges of a
+        # concept already mentioned by thousands of chunks, which grows quadratically on a bulk load.
         for start in range(0, len(edges), 5000):
-            catalog.save_mentions([], edges[start : start + 5000])
+            graph.run(
+                "UNWIND $rows AS row MATCH (c:Chunk {uid: row.c}), (k:Concept {uid: row.k}) "
+                "CREATE (c)-[:MENTIONS]->(k)",
+                {"rows": [{"c": c, "k": k} for c, k in edges[start : start + 5000]]},
+            )
         t1 = time.perf_counter()
         text.upsert(docs)
         t2 = time.perf_counter()

@@ -10,9 +10,11 @@ temporary data folder:
 
 The questions (``benchmarks/data/search_questions.jsonl``) were written for this benchmark, phrased as
 players ask them, most without the words of the section that answers them; each names the headings
-of its answer. A hit is relevant when one of the headings of its chunk's heading path is one of them
-(compared case-folded, without HTML tags and punctuation). recall@5: share of questions with a
-relevant hit in the top 5. MRR: mean of 1/rank of the first relevant hit in the top 10 (0 if none).
+of its answer. A hit is relevant when one of the headings of its chunk's heading path is one of them,
+or the chunk holds one of them as a line of its own (the chunker merges short sections, so a chunk's
+heading path names only its first section); compared case-folded, without HTML tags and punctuation.
+recall@5: share of questions with a relevant hit in the top 5. MRR: mean of 1/rank of the first
+relevant hit in the top 10 (0 if none).
 
 The re-ranker: no trained cross-encoder ships offline on PyPI, so unless ``--reranker-model PATH``
 names one, the run builds one of the CPU default's size from the local all-MiniLM-L6-v2 weights
@@ -141,9 +143,17 @@ def norm_heading(heading: str) -> str:
     return " ".join(_PUNCT_RE.sub(" ", text).split())
 
 
+def is_relevant(heading_path: list[str], text: str, relevant: set[str]) -> bool:
+    """Whether a chunk answers: one of its headings is an answer's, or it holds an answer's heading
+    line (the chunker merges short sections, so a chunk's heading path names only the first)."""
+    if any(norm_heading(h) in relevant for h in heading_path):
+        return True
+    return any(norm_heading(line) in relevant for line in text.splitlines() if 0 < len(line) <= 80)
+
+
 def first_relevant(hits: list[Any], relevant: set[str]) -> int | None:
     for rank, hit in enumerate(hits, start=1):
-        if any(norm_heading(h) in relevant for h in hit.heading_path):
+        if is_relevant(hit.heading_path, hit.text, relevant):
             return rank
     return None
 
