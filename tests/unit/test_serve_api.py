@@ -160,17 +160,19 @@ def test_a_malformed_extraction_is_dropped_with_its_reason(tmp_path: Path) -> No
     from serve.app import create_app
 
     bad = '{"proposals": [{"content": {"type": "entity", "kind": "dragon-ish", "name": "X"}, "confidence": 0.9}]}'
-    with api_services(answers=["the model rambled instead of JSON", bad]) as services:
-        with TestClient(create_app(services, mcp=False), base_url="http://127.0.0.1") as client:
-            cid = _campaign(client)
-            prose = client.post(f"{API}/campaigns/{cid}/turns", json={"text": "I wait."}).json()
-            assert prose["proposal_ids"] == [] and "not JSON" in prose["dropped"][0]
-            typed = client.post(f"{API}/campaigns/{cid}/turns", json={"text": "I wait more."}).json()
-            assert typed["proposal_ids"] == [] and typed["dropped"][0].startswith("proposal 0: content.entity.kind")
-            assert services.story.extraction_notes(typed["turn_id"]) == typed["dropped"]
-            # the state is untouched, and the turns are kept
-            assert client.get(f"{API}/campaigns/{cid}/state").json()["entities"] == []
-            assert len(client.get(f"{API}/campaigns/{cid}/turns").json()) == 2
+    with (
+        api_services(answers=["the model rambled instead of JSON", bad]) as services,
+        TestClient(create_app(services, mcp=False), base_url="http://127.0.0.1") as client,
+    ):
+        cid = _campaign(client)
+        prose = client.post(f"{API}/campaigns/{cid}/turns", json={"text": "I wait."}).json()
+        assert prose["proposal_ids"] == [] and "not JSON" in prose["dropped"][0]
+        typed = client.post(f"{API}/campaigns/{cid}/turns", json={"text": "I wait more."}).json()
+        assert typed["proposal_ids"] == [] and typed["dropped"][0].startswith("proposal 0: content.entity.kind")
+        assert services.story.extraction_notes(typed["turn_id"]) == typed["dropped"]
+        # the state is untouched, and the turns are kept
+        assert client.get(f"{API}/campaigns/{cid}/state").json()["entities"] == []
+        assert len(client.get(f"{API}/campaigns/{cid}/turns").json()) == 2
 
 
 def test_errors_are_json_with_the_right_status_and_no_trace(client: TestClient, services: Any) -> None:
