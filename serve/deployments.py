@@ -141,6 +141,11 @@ class NarratorReplica:
     def model_name(self) -> str:
         return self.model
 
+    async def placement(self) -> str:
+        """Which replica answered (registering the request's campaign like a turn does): for operators."""
+        await self._table()
+        return str(serve.get_replica_context().replica_id.unique_id)
+
     def check_health(self) -> None:  # Serve calls this; an exception marks the replica unhealthy
         if self.engine is None:
             raise RuntimeError("the narrator engine is gone")

@@ -1,0 +1,104 @@
+"""The Ray Serve application on local Ray: the four deployments start and answer over HTTP.
+
+The same app as the in-process tests, now with the narrator, search and gate behind deployment
+handles: a streamed turn crosses Ingress → Narrator, a scene end crosses Ingress → Gate, a search
+crosses Ingress → Search; and a campaign's narration requests stay on one narrator replica.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.unit.serve_support import free_port, sse_events
+
+pytestmark = [pytest.mark.unit, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    import ray
+    from ray import serve
+
+    from serve.deployments import AppConfig, DeploymentConfig, build_application
+
+    data = Path(tmp_path_factory.mktemp("served"))
+    env = {
+        "LOREKEEPER_DATA_DIR": str(data),
+        "LOREKEEPER_NARRATOR_MODEL": "echo-on-ray",
+    }
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=4, runtime_env={"env_vars": env}, include_dashboard=False, configure_logging=False)
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    config = AppConfig(
+        plugins=[],
+        narrator=DeploymentConfig(num_replicas=2, num_cpus=0.5),
+        search=DeploymentConfig(num_cpus=0.5),
+        gate=DeploymentConfig(num_cpus=0.25),
+        ingress=DeploymentConfig(num_cpus=0.25),
+    )
+    serve.run(build_application(config.model_dump()), name="lorekeeper", route_prefix="/", blocking=False)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+def test_the_deployments_serve_a_table(app_url: str) -> None:
+    with httpx.Client(base_url=app_url, timeout=120) as http:
+        assert http.get("/health").json()["status"] == "ok"
+        world = http.post("/api/v1/worlds", json={"name": "Served"}).json()
+        body = {"world_id": world["id"], "name": "On Ray", "profile": {"genre": "mystery"}}
+        campaign = http.post("/api/v1/campaigns", json=body).json()["id"]
+        streamed = http.post(f"/api/v1/campaigns/{campaign}/turns", json={"text": "I knock twice.", "stream": True})
+        events = sse_events(streamed.text)
+        assert events[0][0] == "turn" and events[-1][0] == "done", streamed.text
+        done = events[-1][1]
+        assert "I knock twice." in done["narration"] and done["generation"]["model"] == "echo-on-ray"
+        # the turn, its take and its prompt snapshot were written by the ingress, on the shared graph
+        provenance = http.get(f"/api/v1/campaigns/{campaign}/turns/{done['turn_id']}/provenance")
+        assert provenance.status_code == 200, provenance.text
+        scene = http.post(f"/api/v1/campaigns/{campaign}/scenes", json={"title": "The door"}).json()["id"]
+        proposal = {
+            "type": "entity",
+            "content": {"type": "entity", "kind": "character", "name": "The Doorkeeper"},
+            "authority": "gm",
+        }
+        assert http.post(f"/api/v1/scenes/{scene}/proposals", json=proposal).status_code == 201
+        report = http.post(f"/api/v1/scenes/{scene}/end").json()  # through the Gate deployment
+        assert [d["status"] for d in report["decisions"]] == ["accepted"]
+        state = http.get(f"/api/v1/campaigns/{campaign}/state").json()
+        assert [e["name"] for e in state["entities"]] == ["The Doorkeeper"]
+        search = http.post("/api/v1/search", json={"query": "doorkeeper"})  # through the Search deployment
+        assert search.status_code == 200 and search.json()["hits"] == []
+        chat = http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+        assert chat.json()["model"] == "echo-on-ray"
+
+
+def test_a_campaign_stays_on_one_narrator_replica(app_url: str) -> None:
+    from ray import serve
+
+    narrator = serve.get_deployment_handle("Narrator", app_name="lorekeeper")
+    for campaign in ("camp_a", "camp_b", "camp_c"):
+        replicas = {narrator.options(multiplexed_model_id=campaign).placement.remote().result() for _ in range(8)}
+        assert len(replicas) == 1, (campaign, replicas)
+    spread = {narrator.options(multiplexed_model_id=f"camp_{i}").placement.remote().result() for i in range(12)}
+    assert len(spread) == 2  # other campaigns use the other replica too
+
+
+def test_serve_config_file_builds_the_same_application() -> None:
+    import yaml
+
+    from serve.deployments import AppConfig
+
+    config = yaml.safe_load(Path("cluster/serve-config.yaml").read_text())
+    app = config["applications"][0]
+    assert app["import_path"] == "serve.app:build_app"
+    AppConfig.model_validate(app.get("args") or {})
+    assert {d["name"] for d in app["deployments"]} == {"Ingress", "Narrator", "Search", "Gate"}
