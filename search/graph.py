@@ -161,6 +161,9 @@ class GraphLegConfig(BaseModel):
         description="A concept mentioned by more than this share of all chunks ('spell', 'creature') is too "
         "common to point anywhere: it adds only the chunks that name it in their heading.",
     )
+    common_min_chunks: int = Field(
+        default=50, ge=1, description="A concept mentioned by fewer chunks than this is never too common."
+    )
     chunk_count_ttl_s: float = Field(
         default=60.0, ge=0, description="How long the chunk count behind idf is reused (it moves slowly)."
     )
@@ -306,11 +309,13 @@ class GraphLeg:
         total = self.chunk_count()
         hits: dict[str, GraphHit] = {}
         order: dict[str, int] = {}
+        # Named concepts first, so each hit lists what the query named before the neighbours it reached.
+        rows.sort(key=lambda r: (-concepts[str(r["concept"])].weight, str(r["concept"])))
         for row in rows:
             concept = concepts[str(row["concept"])]
             df = max(int(row["df"]), 1)
             idf = math.log(1.0 + max(total, df) / df)
-            common = df > self.config.max_df_ratio * total
+            common = df > max(self.config.max_df_ratio * total, self.config.common_min_chunks)
             for position, (chunk_id, item_uid, in_heading) in enumerate(row["chunks"] or []):
                 if common and not in_heading:
                     break  # sections about the concept come first; past them, only passing mentions

@@ -324,3 +324,9 @@ def test_cli_search_uses_the_service_with_filters(world: World, monkeypatch: pyt
     assert {json.loads(line)["title"] for line in named.stdout.splitlines() if line.startswith("{")} == {"Table Rules"}
     missing = runner.invoke(app, ["search", "aspect", "--library", "No Such Shelf"])
     assert missing.exit_code == 2 and "No Such Shelf" in missing.output
+
+
+def test_graph_leg_matches_inflected_names(searcher: HybridSearcher, world: World) -> None:
+    hits = _with(searcher, GRAPH_ONLY).search("refreshing my pool", limit=3)
+    assert hits and world.chunks[hits[0].chunk_id].startswith("At the start of each session")
+    assert hits[0].concepts[0] == "Refresh"
