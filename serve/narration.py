@@ -14,10 +14,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -27,7 +29,7 @@ from pydantic import ValidationError
 from schemas.errors import LorekeeperError, NotFound
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ExtractionBatch, ServeSettings, TurnRequest
-from schemas.story import GenerationMetadata, SceneStatus, Turn
+from schemas.story import GenerationMetadata, SceneStatus, Turn, WorldStateView
 from serve.context import Assembled, PromptAssembler
 from serve.engines import NarratorEngine
 from serve.metrics import NARRATOR_OUTPUT_TOKENS, NARRATOR_REQUESTS, NARRATOR_TTFT
@@ -79,6 +81,7 @@ class TurnFlow:
         self.narrator = narrator
         self.extractor = extractor
         self.narrator_for = narrator_for or (lambda campaign_id: narrator)
+        self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="turn-context")
         self.searcher = searcher
         self.settings = settings
         self.assembler = PromptAssembler(budget=settings.context_tokens)
@@ -104,7 +107,7 @@ class TurnFlow:
 
     async def _narrate(self, campaign_id: str, turn: Turn, text: str) -> AsyncIterator[dict[str, Any]]:
         engine = self.narrator_for(campaign_id)
-        assembled = await asyncio.to_thread(self._assemble, campaign_id, turn, text, engine.model)
+        assembled, state = await asyncio.to_thread(self._assemble, campaign_id, turn, text, engine.model)
         started = time.perf_counter()
         first: float | None = None
         pieces: list[str] = []
@@ -138,7 +141,7 @@ class TurnFlow:
             prompt_snapshot_id=assembled.snapshot.id,
         )
         take = await asyncio.to_thread(self._keep, turn, narration, generation, assembled)
-        proposal_ids, dropped = await self._extract(campaign_id, turn, text, narration, self.extractor or engine)
+        proposal_ids, dropped = await self._extract(campaign_id, turn, text, narration, state, self.extractor or engine)
         if dropped:
             await asyncio.to_thread(self.story.note_extraction, turn.id, dropped)
         log.info(
@@ -163,51 +166,78 @@ class TurnFlow:
 
     # -- the blocking parts (run in a worker thread) ---------------------------------------------
 
-    def _assemble(self, campaign_id: str, turn: Turn, text: str, model: str) -> Assembled:
+    def _assemble(self, campaign_id: str, turn: Turn, text: str, model: str) -> tuple[Assembled, WorldStateView]:
+        """The prompt, and the state it shows (the extractor reuses it).
+
+        The reads are independent, so they run side by side: the knowledge search (mostly the query
+        embedding, which releases the GIL) overlaps the graph's round trips.
+        """
         story = self.story
-        campaign = story.get_campaign(campaign_id)
-        hits: list[SearchHit] = []
-        if self.searcher is not None and text.strip() and self.settings.knowledge_hits:
-            try:
-                hits = self.searcher.search(
-                    text, filters=self.campaign_filters(campaign_id), limit=self.settings.knowledge_hits
-                )
-            except LorekeeperError as exc:  # knowledge is a help, not a precondition of narrating
-                log.warning("turn_search_failed", campaign_id=campaign_id, error=exc.message)
         parent = turn.parent_turn_id
-        recent = story.history(campaign_id, turn_id=parent, last=self.settings.recent_turns) if parent else []
-        return self.assembler.assemble(
+        pool = self._pool
+        campaign_f = pool.submit(story.get_campaign, campaign_id)
+        search_f = pool.submit(self._knowledge, campaign_id, text)
+        state_f = pool.submit(story.state, campaign_id)
+        recent_f = pool.submit(story.history, campaign_id, turn_id=parent, last=self.settings.recent_turns)
+        memories_f = pool.submit(story.memories, campaign_id)
+        summaries_f = pool.submit(story.summaries, campaign_id)
+        campaign = campaign_f.result()
+        axioms = [a.text for a in story.axioms(campaign.world_id)]
+        state = state_f.result()
+        assembled = self.assembler.assemble(
             turn=turn,
             model=model,
             campaign=campaign,
-            axioms=[a.text for a in story.axioms(campaign.world_id)],
-            state=story.state(campaign_id),
-            hits=hits,
+            axioms=axioms,
+            state=state,
+            hits=search_f.result(),
             query=text,
-            memories=story.memories(campaign_id),
-            summaries=story.summaries(campaign_id),
-            recent=recent,
+            memories=memories_f.result(),
+            summaries=summaries_f.result(),
+            recent=recent_f.result() if parent else [],
             player_input=text,
         )
+        return assembled, state
+
+    def _knowledge(self, campaign_id: str, text: str) -> list[SearchHit]:
+        if self.searcher is None or not text.strip() or not self.settings.knowledge_hits:
+            return []
+        try:
+            return self.searcher.search(
+                text, filters=self.campaign_filters(campaign_id), limit=self.settings.knowledge_hits
+            )
+        except LorekeeperError as exc:  # knowledge is a help, not a precondition of narrating
+            log.warning("turn_search_failed", campaign_id=campaign_id, error=exc.message)
+            return []
 
     def _keep(self, turn: Turn, narration: str, generation: GenerationMetadata, assembled: Assembled) -> str:
-        take = self.story.add_take(turn.id, narration, generation=generation)
-        self.story.record_prompt(turn.id, assembled.text, assembled.snapshot)
+        """The take, the prompt snapshot and the retrieval record: independent writes, made side by side."""
+        take = self._pool.submit(self.story.add_take, turn.id, narration, generation=generation)
+        writes: list[Future[Any]] = [
+            self._pool.submit(self.story.record_prompt, turn.id, assembled.text, assembled.snapshot)
+        ]
         if assembled.retrieval is not None:
-            self.story.record_retrieval(assembled.retrieval)
-        return take.id
+            writes.append(self._pool.submit(self.story.record_retrieval, assembled.retrieval))
+        for write in writes:  # every write finishes (or raises) before the turn is done
+            write.result()
+        return take.result().id
 
     async def _extract(
-        self, campaign_id: str, turn: Turn, text: str, narration: str, extractor: NarratorEngine
+        self,
+        campaign_id: str,
+        turn: Turn,
+        text: str,
+        narration: str,
+        state: WorldStateView,
+        extractor: NarratorEngine,
     ) -> tuple[list[str], list[str]]:
-        state = await asyncio.to_thread(self.story.state, campaign_id)
         cast = "\n".join(f"- {e.id}: {e.name} ({e.kind.value})" for e in state.entities) or "(no entities yet)"
         messages = [
             {"role": "system", "content": f"{EXTRACTION_INSTRUCTIONS}\n\nEntities:\n{cast}"},
             {"role": "user", "content": f"Player: {text}\nNarration: {narration}"},
         ]
         try:
-            raw = await extractor.structured(messages, schema=ExtractionBatch.model_json_schema(), max_tokens=1024)
+            raw = await extractor.structured(messages, schema=extraction_schema(), max_tokens=1024)
         except LorekeeperError as exc:
             return [], [f"extractor unavailable: {exc.message}"]
         batch, dropped = parse_extraction(raw)
@@ -239,6 +269,12 @@ class TurnFlow:
             if scene.status is SceneStatus.ACTIVE:
                 return scene.id
         return self.story.start_scene(campaign_id).id
+
+
+@functools.cache
+def extraction_schema() -> dict[str, Any]:
+    """The JSON schema the extractor writes against (built once: building it costs ~50 ms)."""
+    return ExtractionBatch.model_json_schema()
 
 
 def parse_extraction(raw: str) -> tuple[list[Any], list[str]]:
