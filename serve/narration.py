@@ -30,7 +30,7 @@ from schemas.errors import LorekeeperError, NotFound
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ExtractionBatch, ServeSettings, TurnRequest
 from schemas.story import GenerationMetadata, SceneStatus, Turn, WorldStateView
-from serve.context import Assembled, PromptAssembler
+from serve.context import Assembled, PromptAssembler, estimate_tokens
 from serve.engines import NarratorEngine
 from serve.metrics import NARRATOR_OUTPUT_TOKENS, NARRATOR_REQUESTS, NARRATOR_TTFT
 from story.service import StoryService
@@ -130,11 +130,13 @@ class TurnFlow:
             NARRATOR_REQUESTS.labels(model=engine.model, status=status).inc()
         latency = time.perf_counter() - started
         narration = "".join(pieces).strip() or "(the narrator is silent)"
-        NARRATOR_OUTPUT_TOKENS.labels(model=engine.model).inc(len(pieces))
+        # Engines stream pieces (a token, or a few batched across processes): count tokens by estimate.
+        tokens = estimate_tokens(narration)
+        NARRATOR_OUTPUT_TOKENS.labels(model=engine.model).inc(tokens)
         generation = GenerationMetadata(
             model=engine.model,
             prompt_tokens=assembled.snapshot.total_tokens,
-            completion_tokens=len(pieces),
+            completion_tokens=tokens,
             latency_ms=latency * 1000,
             time_to_first_token_ms=(first or latency) * 1000,
             temperature=self.settings.narrator_temperature,
