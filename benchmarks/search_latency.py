@@ -163,6 +163,7 @@ def load(settings: Any, n_chunks: int, n_embedded: int, seed: int = 7) -> dict[s
     from models.embedding import SentenceTransformerEmbedder
     from stores.catalog import Catalog
     from stores.factory import open_graph_store, open_text_index, open_vector_index
+    from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
     from stores.vector.base import VectorSpace
 
     rng = random.Random(seed)
@@ -186,6 +187,7 @@ def load(settings: Any, n_chunks: int, n_embedded: int, seed: int = 7) -> dict[s
     vectors[n_embedded:] = noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
 
     graph, text, vindex = open_graph_store(settings), open_text_index(settings), open_vector_index(settings)
+    graph.ensure_schema(LOREKEEPER_GRAPH_SCHEMA)  # uid constraints and indexes, as ingestion creates them
     catalog = Catalog(graph)
     text.ensure()
     vindex.ensure_collection("chunks", VectorSpace(dim=base.shape[1]))

@@ -187,6 +187,82 @@ def evaluate(searcher: Any, questions: list[dict[str, Any]], *, weights: LegWeig
     }
 
 
+def leg_lists(searcher: Any, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each question's ranked hits from each leg alone (the lists the hybrid search fuses), with relevance."""
+    out = []
+    for q in questions:
+        relevant = {norm_heading(h) for h in q["relevant_headings"]}
+        legs: dict[str, list[tuple[str, float]]] = {}
+        rel: dict[str, bool] = {}
+        for leg in ("vector", "text", "graph"):
+            hits = searcher.search(q["query"], limit=searcher.config.candidates, weights=RUNS[leg], rerank=False)
+            legs[leg] = [(h.chunk_id, h.scores[leg]) for h in hits]
+            rel.update({h.chunk_id: is_relevant(h.heading_path, h.text, relevant) for h in hits})
+        out.append({"legs": legs, "rel": rel})
+    return out
+
+
+def fused_quality(lists: list[dict[str, Any]], weights: dict[str, float], k: int, rows: range | None = None) -> dict:
+    """recall@5 and MRR@10 of RRF over precomputed leg lists (search.fusion.rrf, as the searcher fuses)."""
+    from search.fusion import rrf
+
+    picked = [lists[i] for i in rows] if rows is not None else lists
+    r5 = mrr = 0.0
+    for entry in picked:
+        for rank, doc in enumerate(rrf(entry["legs"], weights, k=k)[:10], start=1):
+            if entry["rel"].get(doc.id):
+                mrr += 1 / rank
+                r5 += rank <= 5
+                break
+    return {"recall_at_5": round(r5 / len(picked), 4), "mrr": round(mrr / len(picked), 4)}
+
+
+TUNING_GRID = {
+    "text": (0.25, 0.5, 0.75, 1.0),
+    "graph": (0.1, 0.25, 0.5, 1.0),
+    "rrf_k": (10, 20, 30, 60),
+}
+
+
+def tune(lists: list[dict[str, Any]]) -> dict[str, Any]:
+    """Grid search of the text and graph weights (vector = 1) and k: the best on all questions (in-sample),
+    and two-fold cross-validation (tune on the even questions, measure on the odd ones, and back)."""
+    import itertools
+
+    def objective(q: dict[str, float]) -> float:
+        return q["recall_at_5"] + q["mrr"]
+
+    grid = [
+        ({"vector": 1.0, "text": t, "graph": g}, k)
+        for t, g, k in itertools.product(TUNING_GRID["text"], TUNING_GRID["graph"], TUNING_GRID["rrf_k"])
+    ]
+    n = len(lists)
+    folds = [range(0, n, 2), range(1, n, 2)]
+    cross = []
+    for train, test in ((folds[0], folds[1]), (folds[1], folds[0])):
+        weights, k = max(grid, key=lambda g: objective(fused_quality(lists, g[0], g[1], train)))
+        cross.append(
+            {
+                "weights": weights,
+                "rrf_k": k,
+                "held_out": fused_quality(lists, weights, k, test),
+                "vector_held_out": fused_quality(lists, {"vector": 1.0}, 60, test),
+            }
+        )
+    best_weights, best_k = max(grid, key=lambda g: objective(fused_quality(lists, g[0], g[1])))
+    return {
+        "grid": TUNING_GRID,
+        "in_sample_best": {"weights": best_weights, "rrf_k": best_k, **fused_quality(lists, best_weights, best_k)},
+        "two_fold": cross,
+        "two_fold_mean": {
+            m: round(sum(c["held_out"][m] for c in cross) / 2, 4) for m in ("recall_at_5", "mrr")
+        },
+        "vector_two_fold_mean": {
+            m: round(sum(c["vector_held_out"][m] for c in cross) / 2, 4) for m in ("recall_at_5", "mrr")
+        },
+    }
+
+
 def build_untrained_cross_encoder(folder: Path) -> Path:
     """A cross-encoder of ms-marco-MiniLM-L6-v2's shape: the local MiniLM body, an untrained head."""
     import torch
@@ -235,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, help="ingest here, or reuse it when it already holds the corpus")
     parser.add_argument("--reranker-model", type=Path, help="a trained cross-encoder folder")
     parser.add_argument("--limit-questions", type=int, help="evaluate only the first N questions")
+    parser.add_argument("--tune", action="store_true", help="also grid-search the weights, with 2-fold CV")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 
@@ -266,8 +343,12 @@ def main(argv: list[str] | None = None) -> int:
         for name, weights in RUNS.items():
             runs[name] = evaluate(searcher, questions, weights=weights, rerank=False)
             print(f"{name:14s} recall@5 {runs[name]['recall_at_5']:.3f}  MRR {runs[name]['mrr']:.3f}", flush=True)
+        runs["hybrid equal weights"] = evaluate(
+            searcher, questions, weights=LegWeights(vector=1, text=1, graph=1), rerank=False
+        )
         runs["hybrid+rerank"] = reranked = evaluate(searcher, questions, weights=None, rerank=True)
         print(f"hybrid+rerank  recall@5 {reranked['recall_at_5']:.3f}  MRR {reranked['mrr']:.3f}")
+        tuning = tune(leg_lists(searcher, questions)) if args.tune else None
         config = searcher.config.model_dump(mode="json")
         reranker_name = searcher.reranker.name if searcher.reranker else None
 
@@ -285,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
             "recall_at_5": runs["hybrid"]["recall_at_5"] > singles[best_single]["recall_at_5"],
             "mrr": runs["hybrid"]["mrr"] > singles[best_single]["mrr"],
         },
+        "tuning": tuning,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "wall_s": round(time.perf_counter() - started, 1),
         "runs": runs,

@@ -212,9 +212,16 @@ class Settings(BaseSettings):
     rerank_candidates: int = Field(
         default=10, ge=1, le=200, description="How many of the best fused hits the re-ranker reads per query."
     )
-    search_vector_weight: float = Field(default=1.0, ge=0, description="RRF weight of the vector leg.")
-    search_text_weight: float = Field(default=1.0, ge=0, description="RRF weight of the full-text (BM25) leg.")
-    search_graph_weight: float = Field(default=1.0, ge=0, description="RRF weight of the graph (concept) leg.")
+    search_vector_weight: float | None = Field(
+        default=None, ge=0, description="RRF weight of the vector leg; unset = the tuned preset's (docs/search.md)."
+    )
+    search_text_weight: float | None = Field(
+        default=None, ge=0, description="RRF weight of the full-text (BM25) leg; unset = the preset's."
+    )
+    search_graph_weight: float | None = Field(
+        default=None, ge=0, description="RRF weight of the graph (concept) leg; unset = the preset's."
+    )
+    search_rrf_k: int | None = Field(default=None, gt=0, description="RRF constant k; unset = the preset's.")
 
     @model_validator(mode="after")
     def _read_secret_files(self) -> Settings:

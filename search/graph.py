@@ -10,7 +10,8 @@ Ingestion writes ``(Chunk)-[:MENTIONS]->(Concept)-[:RELATED_TO {weight}]->(Conce
    point`` wins over ``point``);
 2. adds the strongest ``RELATED_TO`` neighbours of the matched concepts, weighted lower;
 3. scores each active chunk of an allowed item that mentions any of them:
-   ``sum(weight(concept) * idf(concept) * (1 + heading_bonus if the concept is in the chunk's heading))``
+   ``sum(weight(concept) * idf(concept) * (1 + heading_bonus if the chunk's own section is named for
+   the concept, half of it if a section above it is))``
    with ``idf = ln(1 + chunks / chunks mentioning the concept)`` (the chunk count is cached for
    ``chunk_count_ttl_s``), so a rare concept counts more than a common one and the section *about* a
    concept beats a passing mention.
@@ -159,7 +160,7 @@ class GraphLegConfig(BaseModel):
         gt=0,
         le=1,
         description="A concept mentioned by more than this share of all chunks ('spell', 'creature') is too "
-        "common to point anywhere: it adds only the chunks that name it in their heading.",
+        "common to point anywhere: it adds only the chunks whose own section is named for it.",
     )
     common_min_chunks: int = Field(
         default=50, ge=1, description="A concept mentioned by fewer chunks than this is never too common."
@@ -220,8 +221,9 @@ _CHUNKS = (
     # WITH first: a WHERE on the MATCH lets the planner start from the Chunk.item_uid index and scan
     # every chunk of the allowed items (10x slower on 1k chunks); from the concept, it reads only its mentions.
     "WITH k, c WHERE c.status = $active AND c.item_uid IN $items "
-    "WITH k, c, CASE WHEN any(h IN c.heading_path WHERE toLower(h) CONTAINS k.normalized_name) "
-    "THEN 1 ELSE 0 END AS in_heading "
+    # 2: the chunk's own section is about the concept; 1: a section above it is; 0: a passing mention
+    "WITH k, c, CASE WHEN toLower(last(c.heading_path)) CONTAINS k.normalized_name THEN 2 "
+    "WHEN any(h IN c.heading_path WHERE toLower(h) CONTAINS k.normalized_name) THEN 1 ELSE 0 END AS in_heading "
     "ORDER BY in_heading DESC, c.sequence "
     "WITH k, count(c) AS df, collect([c.uid, c.item_uid, in_heading]) AS found "
     "RETURN k.uid AS concept, df, found[0..$per] AS chunks"
@@ -317,9 +319,11 @@ class GraphLeg:
             idf = math.log(1.0 + max(total, df) / df)
             common = df > max(self.config.max_df_ratio * total, self.config.common_min_chunks)
             for position, (chunk_id, item_uid, in_heading) in enumerate(row["chunks"] or []):
-                if common and not in_heading:
-                    break  # sections about the concept come first; past them, only passing mentions
-                gain = concept.weight * idf * (1.0 + self.config.heading_bonus * float(in_heading or 0))
+                if common and (in_heading or 0) < 2:
+                    # Sections about the concept come first; past them, mentions say nothing ("spell"
+                    # under the heading "Spells" of every spell, or in passing).
+                    break
+                gain = concept.weight * idf * (1.0 + self.config.heading_bonus * float(in_heading or 0) / 2)
                 hit = hits.get(chunk_id)
                 if hit is None:
                     hit = hits[chunk_id] = GraphHit(str(chunk_id), str(item_uid), 0.0)

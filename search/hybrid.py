@@ -45,8 +45,14 @@ class HybridConfig(BaseModel):
 
     vector_weight: float = Field(default=1.0, ge=0, description="RRF weight of the vector leg (0 = off).")
     text_weight: float = Field(default=1.0, ge=0, description="RRF weight of the BM25 leg (0 = off).")
-    graph_weight: float = Field(default=1.0, ge=0, description="RRF weight of the graph leg (0 = off).")
-    rrf_k: int = Field(default=60, gt=0, description="RRF constant: larger flattens the rank curve.")
+    graph_weight: float = Field(
+        default=0.1,
+        ge=0,
+        description="RRF weight of the graph leg (0 = off). Low by measurement: on the player questions of "
+        "benchmarks/search_quality.py the graph leg alone is the weakest, and at 0.25 or more it pulls hybrid "
+        "below the vector leg; at 0.1 it breaks ties and fills in when the other legs find little.",
+    )
+    rrf_k: int = Field(default=20, gt=0, description="RRF constant: larger flattens the rank curve.")
     candidates: int = Field(default=50, gt=0, le=1000, description="Hits fetched from each leg before fusing.")
     collection: str = Field(default="chunks", description="Vector collection of chunk embeddings.")
     graph: GraphLegConfig = Field(default_factory=GraphLegConfig, description="Reach and scoring of the graph leg.")
@@ -66,7 +72,11 @@ class HybridConfig(BaseModel):
 
 
 HYBRID_RRF = HybridConfig()
-"""The default preset: every leg weighted 1, k = 60, re-ranking the best 10 when a reranker is set."""
+"""The default preset, tuned on benchmarks/search_quality.py (docs/search.md): vector 1, text 1, graph 0.1,
+k = 20; re-ranking the best 10 when a reranker is set."""
+
+EQUAL_WEIGHTS = HybridConfig(vector_weight=1, text_weight=1, graph_weight=1, rrf_k=60)
+"""Textbook RRF: every leg weighted 1, k = 60."""
 
 VECTOR_ONLY = HybridConfig(text_weight=0, graph_weight=0)
 TEXT_ONLY = HybridConfig(vector_weight=0, graph_weight=0)

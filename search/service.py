@@ -9,20 +9,23 @@ from contextlib import contextmanager
 from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
 from models.rerank import RerankConfig, Reranker, build_reranker
 from schemas.settings import Settings, get_settings
-from search.hybrid import HybridConfig, HybridSearcher
+from search.hybrid import HYBRID_RRF, HybridConfig, HybridSearcher
 from stores.factory import open_graph_store, open_text_index, open_vector_index
 
 _FROM_SETTINGS: Reranker = object()  # type: ignore[assignment]
 
 
 def config_from_settings(settings: Settings) -> HybridConfig:
-    """The fused search's configuration from the ``LOREKEEPER_SEARCH_*`` / ``RERANK_*`` settings."""
-    return HybridConfig(
-        vector_weight=settings.search_vector_weight,
-        text_weight=settings.search_text_weight,
-        graph_weight=settings.search_graph_weight,
-        rerank_candidates=settings.rerank_candidates,
-    )
+    """The default preset (:data:`HYBRID_RRF`) with what the ``LOREKEEPER_SEARCH_*`` and
+    ``LOREKEEPER_RERANK_CANDIDATES`` settings change."""
+    changes: dict[str, float | int] = {"rerank_candidates": settings.rerank_candidates}
+    for leg in ("vector", "text", "graph"):
+        weight = getattr(settings, f"search_{leg}_weight")
+        if weight is not None:
+            changes[f"{leg}_weight"] = weight
+    if settings.search_rrf_k is not None:
+        changes["rrf_k"] = settings.search_rrf_k
+    return HYBRID_RRF.model_copy(update=changes)
 
 
 def reranker_from_settings(settings: Settings) -> Reranker | None:

@@ -18,11 +18,20 @@ from schemas.common import content_id, sha256_hex
 from schemas.knowledge import Chunk, Classification, Concept, FileType, Item, ItemStatus, Library, LibraryType
 from schemas.search import FILTER_FIELDS, LegWeights, SearchFilters, SearchRequest
 from schemas.settings import Settings, load_settings
-from search.hybrid import GRAPH_ONLY, HYBRID_RRF, TEXT_ONLY, VECTOR_ONLY, HybridConfig, HybridSearcher
+from search.hybrid import (
+    EQUAL_WEIGHTS,
+    GRAPH_ONLY,
+    HYBRID_RRF,
+    TEXT_ONLY,
+    VECTOR_ONLY,
+    HybridConfig,
+    HybridSearcher,
+)
 from search.service import open_searcher
 from stores.blob.layout import chunk_key
 from stores.catalog import Catalog
 from stores.factory import open_graph_store, open_text_index, open_vector_index
+from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
 from stores.vector.base import VectorSpace
 
 pytestmark = [pytest.mark.unit, pytest.mark.slow]
@@ -96,6 +105,7 @@ class World:
 def build_world(data_dir: Path, embedder: SentenceTransformerEmbedder) -> World:
     settings = load_settings(data_dir=data_dir)
     graph, text, vectors = open_graph_store(settings), open_text_index(settings), open_vector_index(settings)
+    graph.ensure_schema(LOREKEEPER_GRAPH_SCHEMA)
     catalog = Catalog(graph)
     text.ensure()
     vectors.ensure_collection("chunks", VectorSpace(dim=embedder.dim))
@@ -186,7 +196,7 @@ def _with(searcher: HybridSearcher, config: HybridConfig) -> HybridSearcher:
 
 
 def test_every_leg_contributes_with_its_own_scores_and_ranks(searcher: HybridSearcher, world: World) -> None:
-    hits = searcher.search("how do I invoke an aspect with a fate point", limit=5)
+    hits = _with(searcher, EQUAL_WEIGHTS).search("how do I invoke an aspect with a fate point", limit=5)
     assert hits, "nothing found"
     top = hits[0]
     assert world.chunks[top.chunk_id].startswith("Spend a fate point")
@@ -196,7 +206,7 @@ def test_every_leg_contributes_with_its_own_scores_and_ranks(searcher: HybridSea
     assert top.fused_score == top.score and top.reranker is None
     # the fused score is the weighted RRF of the recorded ranks
     for hit in hits:
-        assert hit.score == pytest.approx(sum(1 / (60 + r) for r in hit.ranks.values()), abs=1e-6)
+        assert hit.score == pytest.approx(sum(1 / (60 + r) for r in hit.ranks.values()), abs=1e-6)  # k=60, weights 1
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
@@ -208,8 +218,11 @@ def test_graph_leg_finds_chunks_by_concept_alone(searcher: HybridSearcher, world
     assert graph_hits[0].title == "Khorvaire Gazetteer"
     text_hits = _with(searcher, TEXT_ONLY).search("what does a dragonmark do", limit=5)
     assert lyrandar not in [h.chunk_id for h in text_hits]
-    hybrid = searcher.search("what does a dragonmark do", limit=3)
+    hybrid = _with(searcher, EQUAL_WEIGHTS).search("what does a dragonmark do", limit=3)
     assert hybrid[0].chunk_id == lyrandar and hybrid[0].ranks["graph"] == 1
+    # the tuned preset weights the graph leg low, and still returns what only the graph found
+    tuned = searcher.search("what does a dragonmark do", limit=10)
+    assert lyrandar in [h.chunk_id for h in tuned]
 
 
 def test_graph_leg_follows_related_concepts_with_a_lower_weight(searcher: HybridSearcher, world: World) -> None:
@@ -231,7 +244,19 @@ def test_weights_turn_legs_off_and_requests_carry_them(searcher: HybridSearcher)
     request = SearchRequest(query="stress boxes", limit=2, weights=LegWeights(vector=0, graph=0))
     hits = searcher.search_request(request)
     assert len(hits) <= 2 and all(set(h.ranks) == {"text"} for h in hits)
-    assert HYBRID_RRF.weights() == {"vector": 1.0, "text": 1.0, "graph": 1.0}
+    assert HYBRID_RRF.weights() == {"vector": 1.0, "text": 1.0, "graph": 0.1}
+    assert EQUAL_WEIGHTS.weights(LegWeights(graph=0)) == {"vector": 1.0, "text": 1.0, "graph": 0.0}
+
+
+def test_settings_change_the_preset(world: World) -> None:
+    from search.service import config_from_settings
+
+    assert config_from_settings(world.settings) == HYBRID_RRF
+    changed = load_settings(
+        data_dir=world.settings.data_dir, search_graph_weight=0.5, search_rrf_k=60, rerank_candidates=20
+    )
+    config = config_from_settings(changed)
+    assert (config.graph_weight, config.rrf_k, config.rerank_candidates, config.text_weight) == (0.5, 60, 20, 1.0)
 
 
 def _fields(world: World, chunk_id: str) -> dict[str, object]:
