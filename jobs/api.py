@@ -226,7 +226,9 @@ async def ingest_context(
             ray.shutdown()
 
 
-def mount(app: FastAPI, admin: Any = None, *, settings: Settings | None = None) -> Callable[[FastAPI], Any]:
+def mount(
+    app: FastAPI, admin: Any = None, *, settings: Settings | None = None, start_runner: bool = True
+) -> Callable[[FastAPI], Any]:
     """Add the ingest routes to another app (the serving ingress), behind its ``admin`` dependency.
 
     Returns the lifespan that opens and closes the ingest context; the host app enters it.
@@ -236,7 +238,7 @@ def mount(app: FastAPI, admin: Any = None, *, settings: Settings | None = None) 
     allowed = [Path(p) for p in os.environ.get("LOREKEEPER_INGEST_ROOTS", "").split(os.pathsep) if p] or None
 
     def lifespan(host: FastAPI) -> Any:
-        return ingest_context(host, chosen, allowed_roots=allowed)
+        return ingest_context(host, chosen, allowed_roots=allowed, start_runner=start_runner)
 
     return lifespan
 

@@ -69,8 +69,9 @@ from serve.services import Services
 log = structlog.get_logger(__name__)
 
 API = "/api/v1"
-Plugin = Callable[[FastAPI, Any], None]
-"""An extra set of routes: ``plugin(app, admin_dependency)`` (the ingest API mounts itself this way)."""
+Plugin = Callable[[FastAPI, Any], Any]
+"""An extra set of routes: ``plugin(app, admin_dependency)`` adds them, and may return a lifespan
+(``lifespan(app)`` → an async context manager) that the app enters at start-up (the ingest API does)."""
 
 
 class TooMany(LorekeeperError):
@@ -689,7 +690,9 @@ def create_app(
     app.include_router(ops_router())
     for plugin in plugins:
         mount = load_plugin(plugin) if isinstance(plugin, str) else plugin
-        mount(app, Depends(admin))
+        plugin_lifespan = mount(app, Depends(admin))
+        if plugin_lifespan is not None:
+            extra_lifespans.append(plugin_lifespan)
     if mcp:
         from serve.mcp import mount_mcp
 

@@ -330,3 +330,23 @@ def test_health_and_openapi(client: TestClient) -> None:
         "/v1/chat/completions",
     ):
         assert route in paths
+
+
+def test_the_ingest_routes_join_as_a_plugin_for_admins_only(services: Any) -> None:
+    import functools
+
+    from jobs.api import mount
+    from serve.app import create_app
+
+    admin_key, _ = services.keys.create("librarian", admin=True)
+    player_key, _ = services.keys.create("player", campaigns=["camp_x"])
+    plugin = functools.partial(mount, start_runner=False)
+    with TestClient(create_app(services, plugins=[plugin], mcp=False), base_url="http://127.0.0.1") as client:
+        admin = {"Authorization": f"Bearer {admin_key}"}
+        created = client.post(f"{API}/library/libraries", json={"name": "Fate SRD", "type": "rulebook"}, headers=admin)
+        assert created.status_code == 201, created.text
+        assert [lib["name"] for lib in client.get(f"{API}/library/libraries", headers=admin).json()] == ["Fate SRD"]
+        player = {"Authorization": f"Bearer {player_key}"}
+        assert client.get(f"{API}/library/libraries", headers=player).status_code == 403
+        assert client.get(f"{API}/library/jobs").status_code == 401
+        assert client.get(f"{API}/library/jobs/job_nope", headers=admin).status_code == 404
