@@ -44,6 +44,9 @@ _SECRET_FIELDS = (
     "graph_username",
     "graph_password",
 )
+# The fields production checks for placeholder values: the secrets proper. User names are not secret
+# (a stock image's "neo4j" or "admin" user is a fine user), and an S3 access key is an identifier.
+_PLACEHOLDER_CHECKED = ("blob_secret_key", "text_password", "vector_api_key", "graph_password")
 
 
 class Environment(StrEnum):
@@ -246,7 +249,7 @@ class Settings(BaseSettings):
         self.vector_location()
         self.graph_location()
         if self.environment is Environment.PRODUCTION:
-            for name in _SECRET_FIELDS:
+            for name in _PLACEHOLDER_CHECKED:
                 secret: SecretStr | None = getattr(self, name)
                 if secret is not None and secret.get_secret_value().lower() in PLACEHOLDER_SECRETS:
                     raise ConfigError(_env(name), "a placeholder secret is not allowed in production")

@@ -163,11 +163,6 @@ def test_the_containers_serve_settings_bind_every_address_and_need_keys(compose:
     assert serving.narrator_engine is EngineKind.OPENAI and serving.narrator_base_url
 
 
-@pytest.mark.xfail(
-    reason="schemas/settings.py checks the user names too: OpenSearch's 'admin' and Neo4j's 'neo4j' users "
-    "count as placeholder secrets in production, so the stock images' users are refused",
-    strict=False,
-)
 def test_the_containers_settings_pass_in_production(compose: dict) -> None:
     from schemas.settings import load_settings
 
