@@ -63,6 +63,7 @@ from schemas.story import (
     WorldStateView,
 )
 from serve.auth import Principal, Unauthorized
+from serve.context import estimate_tokens
 from serve.metrics import GATE_DECISIONS, HTTP_DURATION, HTTP_REQUESTS, TURNS_REFUSED
 from serve.services import Services
 
@@ -608,7 +609,7 @@ def openai_router() -> APIRouter:
                 "created": created,
                 "model": engine.model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                "usage": _usage(messages, text),
             }
         )
 
@@ -620,6 +621,13 @@ def openai_router() -> APIRouter:
         }
 
     return r
+
+
+def _usage(messages: list[dict[str, str]], text: str) -> dict[str, int]:
+    """Token counts by estimate (about four characters a token): engines stream text, not token ids."""
+    prompt = sum(estimate_tokens(m["content"]) for m in messages)
+    completion = estimate_tokens(text)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 def ops_router() -> APIRouter:
