@@ -386,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         marker.write_text(json.dumps(data))
     qs = queries(data["vocabulary"], args.queries)
 
+    from search.hybrid import HybridSearcher
     from search.service import open_searcher
 
     reranker = build_cross_encoder(work / "minilm-cross-encoder")
@@ -405,6 +406,16 @@ def main(argv: list[str] | None = None) -> int:
         for name, kwargs in runs.items():
             series[name] = measure(searcher, qs, limit=10, **kwargs)
             print(f"{name:16s} p50 {series[name]['p50_ms']:7.2f} ms  p95 {series[name]['p95_ms']:7.2f} ms", flush=True)
+        # The same search with the legs one after the other instead of on threads.
+        sequential = HybridSearcher(
+            text=searcher.text,
+            vectors=searcher.vectors,
+            graph=searcher.graph,
+            embedder=searcher.embedder,
+            config=searcher.config.model_copy(update={"parallel": False}),
+        )
+        series["hybrid sequential"] = measure(sequential, qs, limit=10)
+        print(f"{'hybrid sequential':16s} p95 {series['hybrid sequential']['p95_ms']:7.2f} ms", flush=True)
         config = searcher.config.model_dump(mode="json")
     data = {k: v for k, v in data.items() if k != "vocabulary"}
     report = {
@@ -422,8 +433,16 @@ def main(argv: list[str] | None = None) -> int:
                 series["hybrid"]["p95_ms"] / min(series[n]["p95_ms"] for n in ("vector", "text", "graph")), 2
             ),
             "rerank_over_hybrid_p95": round(series["hybrid+rerank"]["p95_ms"] / series["hybrid"]["p95_ms"], 2),
+            "threads_over_sequential_p95": round(
+                series["hybrid"]["p95_ms"] / series["hybrid sequential"]["p95_ms"], 2
+            ),
         },
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_average_1m_at_end": round(os.getloadavg()[0], 2),  # the machine is shared: noise
+        },
         "wall_s": round(time.perf_counter() - started, 1),
         "series": series,
     }

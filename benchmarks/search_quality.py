@@ -367,7 +367,12 @@ def main(argv: list[str] | None = None) -> int:
             "mrr": runs["hybrid"]["mrr"] > singles[best_single]["mrr"],
         },
         "tuning": tuning,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_average_1m_at_end": round(os.getloadavg()[0], 2),  # the machine is shared: noise
+        },
         "wall_s": round(time.perf_counter() - started, 1),
         "runs": runs,
     }

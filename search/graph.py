@@ -9,11 +9,13 @@ Ingestion writes ``(Chunk)-[:MENTIONS]->(Concept)-[:RELATED_TO {weight}]->(Conce
    advantage`` finds ``Create an Advantage``); a match inside a longer match is dropped (``fate
    point`` wins over ``point``);
 2. adds the strongest ``RELATED_TO`` neighbours of the matched concepts, weighted lower;
-3. scores each active chunk of an allowed item that mentions any of them:
+3. reads up to ``chunks_per_concept`` mentions of each (concepts that more than ``max_df_ratio`` of all
+   chunks mention are skipped: they point nowhere, and reading them is what costs), and scores each
+   active chunk of an allowed item that mentions any of them:
    ``sum(weight(concept) * idf(concept) * (1 + heading_bonus if the chunk's own section is named for
    the concept, half of it if a section above it is))``
-   with ``idf = ln(1 + chunks / chunks mentioning the concept)`` (the chunk count is cached for
-   ``chunk_count_ttl_s``), so a rare concept counts more than a common one and the section *about* a
+   with ``idf = ln(1 + chunks / chunks mentioning the concept)`` (both counts from the cached
+   vocabulary), so a rare concept counts more than a common one and the section *about* a
    concept beats a passing mention.
 
 The queries are plain Cypher in the subset that Neo4j and the embedded FalkorDB both run.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -114,29 +117,76 @@ def query_names(query: str, *, max_ngram: int = MAX_NGRAM) -> list[NamedSpan]:
 
 
 class ConceptVocabulary:
-    """Every concept's name and aliases by :func:`stem_key`, read from the graph and reused for
-    ``ttl_s``: it finds ``creating an advantage`` for the concept ``Create an Advantage`` and a concept
-    by any of its aliases, which an exact lookup of ``normalized_name`` cannot."""
+    """Every concept's name, aliases and mention count, read from the graph and reused for ``ttl_s``.
+
+    It finds a concept by the stem of its name or of an alias (``creating an advantage`` finds
+    ``Create an Advantage``), which an exact lookup of ``normalized_name`` cannot, and it knows how many
+    chunks mention each concept (the idf of the graph leg) without counting them on every query: on
+    100,000 chunks counting the mentions of six concepts cost ~10 ms, re-reading the whole vocabulary
+    ~0.1 s. The first read happens in the caller's thread; later ones in a background thread while
+    queries keep using the previous copy.
+    """
 
     def __init__(self, graph: GraphStore, ttl_s: float) -> None:
         self.graph = graph
         self.ttl_s = ttl_s
         self._loaded_at: float | None = None
         self._by_key: dict[str, list[tuple[str, str]]] = {}
+        self._df: dict[str, int] = {}
+        self._chunks = 0
+        self._lock = threading.Lock()
+        self._refreshing = False
+
+    def _read(self) -> None:
+        by_key: dict[str, list[tuple[str, str]]] = {}
+        for row in self.graph.run(_VOCABULARY):
+            entry = (str(row["uid"]), str(row["name"]))
+            for name in {str(row["normalized_name"]), *(str(a) for a in row.get("aliases") or ())}:
+                key = stem_key(name)
+                if key and entry not in by_key.setdefault(key, []):
+                    by_key[key].append(entry)
+        df = {str(r["uid"]): int(r["df"]) for r in self.graph.run(_MENTION_COUNTS)}
+        rows = self.graph.run(_CHUNK_COUNT)
+        with self._lock:
+            self._by_key, self._df = by_key, df
+            self._chunks = int(rows[0]["n"]) if rows else 0
+            self._loaded_at = time.monotonic()
+            self._refreshing = False
+
+    def _background_read(self) -> None:
+        try:
+            self._read()
+        except Exception:  # noqa: BLE001 - a failed refresh keeps the previous copy; the next query retries
+            with self._lock:
+                self._refreshing = False
+
+    def fresh(self) -> None:
+        """Read the vocabulary now if never read; start a background refresh if it is stale."""
+        if self._loaded_at is None:
+            self._read()
+            return
+        with self._lock:
+            stale = time.monotonic() - self._loaded_at > self.ttl_s and not self._refreshing
+            if stale:
+                self._refreshing = True
+        if stale:
+            threading.Thread(target=self._background_read, name="concept-vocabulary", daemon=True).start()
 
     def lookup(self, key: str) -> list[tuple[str, str]]:
         """``(uid, name)`` of the concepts whose name or an alias has this stem key."""
-        now = time.monotonic()
-        if self._loaded_at is None or now - self._loaded_at > self.ttl_s:
-            by_key: dict[str, list[tuple[str, str]]] = {}
-            for row in self.graph.run(_VOCABULARY):
-                entry = (str(row["uid"]), str(row["name"]))
-                for name in {str(row["normalized_name"]), *(str(a) for a in row.get("aliases") or ())}:
-                    k = stem_key(name)
-                    if k and entry not in by_key.setdefault(k, []):
-                        by_key[k].append(entry)
-            self._by_key, self._loaded_at = by_key, now
+        self.fresh()
         return self._by_key.get(key, [])
+
+    def mentions(self, uid: str) -> int | None:
+        """How many chunks mention the concept (None for a concept newer than the vocabulary)."""
+        self.fresh()
+        return self._df.get(uid)
+
+    @property
+    def chunks(self) -> int:
+        """How many chunks the graph holds (the N of idf)."""
+        self.fresh()
+        return self._chunks
 
 
 class GraphLegConfig(BaseModel):
@@ -144,12 +194,16 @@ class GraphLegConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    neighbours: int = Field(default=5, ge=0, le=100, description="RELATED_TO neighbours added per query.")
+    neighbours: int = Field(default=3, ge=0, le=100, description="RELATED_TO neighbours added per query.")
     neighbour_weight: float = Field(
         default=0.3, ge=0, le=1, description="Weight of a neighbour's chunks relative to a named concept's."
     )
     chunks_per_concept: int = Field(
-        default=200, gt=0, le=10_000, description="Chunks read per concept (sections about it first)."
+        default=100,
+        gt=0,
+        le=10_000,
+        description="Mentions read per concept. Reading every mention of a concept that thousands of chunks "
+        "mention cost ~5 µs each on the embedded graph; beyond this many, a concept's idf is low anyway.",
     )
     heading_bonus: float = Field(
         default=1.0, ge=0, description="Extra weight when the concept is named in the chunk's heading path."
@@ -160,13 +214,10 @@ class GraphLegConfig(BaseModel):
         gt=0,
         le=1,
         description="A concept mentioned by more than this share of all chunks ('spell', 'creature') is too "
-        "common to point anywhere: it adds only the chunks whose own section is named for it.",
+        "common to point anywhere: the leg skips it (and never reaches it as a neighbour).",
     )
     common_min_chunks: int = Field(
         default=50, ge=1, description="A concept mentioned by fewer chunks than this is never too common."
-    )
-    chunk_count_ttl_s: float = Field(
-        default=60.0, ge=0, description="How long the chunk count behind idf is reused (it moves slowly)."
     )
     vocabulary_ttl_s: float = Field(
         default=60.0,
@@ -214,19 +265,21 @@ _VOCABULARY = (
     "MATCH (k:Concept) RETURN k.uid AS uid, k.name AS name, k.normalized_name AS normalized_name, "
     "k.aliases AS aliases"
 )
+_MENTION_COUNTS = "MATCH (k:Concept)<-[:MENTIONS]-(:Chunk) RETURN k.uid AS uid, count(*) AS df"
 _CHUNK_COUNT = "MATCH (c:Chunk) RETURN count(c) AS n"
 _CHUNKS = (
     "UNWIND $concepts AS kid "
+    "CALL { WITH kid "
     "MATCH (k:Concept {uid: kid})<-[:MENTIONS]-(c:Chunk) "
     # WITH first: a WHERE on the MATCH lets the planner start from the Chunk.item_uid index and scan
-    # every chunk of the allowed items (10x slower on 1k chunks); from the concept, it reads only its mentions.
-    "WITH k, c WHERE c.status = $active AND c.item_uid IN $items "
+    # every chunk of the allowed items (10x slower on 1k chunks); from the concept it reads only mentions.
+    "WITH k, c WHERE c.status = $active AND ($items IS NULL OR c.item_uid IN $items) "
+    "WITH k, c LIMIT $per "
     # 2: the chunk's own section is about the concept; 1: a section above it is; 0: a passing mention
-    "WITH k, c, CASE WHEN toLower(last(c.heading_path)) CONTAINS k.normalized_name THEN 2 "
-    "WHEN any(h IN c.heading_path WHERE toLower(h) CONTAINS k.normalized_name) THEN 1 ELSE 0 END AS in_heading "
-    "ORDER BY in_heading DESC, c.sequence "
-    "WITH k, count(c) AS df, collect([c.uid, c.item_uid, in_heading]) AS found "
-    "RETURN k.uid AS concept, df, found[0..$per] AS chunks"
+    "RETURN collect([c.uid, c.item_uid, CASE WHEN toLower(last(c.heading_path)) CONTAINS k.normalized_name "
+    "THEN 2 WHEN any(h IN c.heading_path WHERE toLower(h) CONTAINS k.normalized_name) THEN 1 ELSE 0 END]) "
+    "AS found } "
+    "RETURN kid AS concept, found"
 )
 
 
@@ -236,16 +289,13 @@ class GraphLeg:
     def __init__(self, graph: GraphStore, config: GraphLegConfig | None = None) -> None:
         self.graph = graph
         self.config = config or GraphLegConfig()
-        self._chunks: tuple[float, int] | None = None  # (when counted, active chunks)
         self.vocabulary = ConceptVocabulary(graph, self.config.vocabulary_ttl_s)
 
-    def chunk_count(self) -> int:
-        """Active chunks in the graph (the N of idf), recounted every ``chunk_count_ttl_s``."""
-        now = time.monotonic()
-        if self._chunks is None or now - self._chunks[0] > self.config.chunk_count_ttl_s:
-            rows = self.graph.run(_CHUNK_COUNT)
-            self._chunks = (now, int(rows[0]["n"]) if rows else 0)
-        return self._chunks[1]
+    def is_common(self, uid: str) -> bool:
+        """Whether too many chunks mention the concept for it to point anywhere."""
+        df = self.vocabulary.mentions(uid)
+        limit = max(self.config.max_df_ratio * self.vocabulary.chunks, self.config.common_min_chunks)
+        return df is not None and df > limit
 
     def match_concepts(self, query: str) -> list[MatchedConcept]:
         """The concepts named in ``query``, longest match first; none inside a longer match."""
@@ -274,12 +324,12 @@ class GraphLeg:
         return list(matched.values())
 
     def neighbours(self, named: Sequence[MatchedConcept]) -> list[MatchedConcept]:
-        """The strongest RELATED_TO neighbours of ``named``, weighted relative to the strongest edge."""
+        """The strongest RELATED_TO neighbours of ``named`` that are not too common, weighted relative
+        to the strongest edge among them."""
         if not named or self.config.neighbours == 0 or self.config.neighbour_weight == 0:
             return []
-        rows = self.graph.run(
-            _NEIGHBOURS, {"uids": [c.uid for c in named], "limit": self.config.neighbours * 4}
-        )
+        rows = self.graph.run(_NEIGHBOURS, {"uids": [c.uid for c in named], "limit": self.config.neighbours * 8})
+        rows = [r for r in rows if not self.is_common(str(r["uid"]))]
         strongest = max((float(r["weight"] or 0) for r in rows), default=0.0) or 1.0
         out: dict[str, MatchedConcept] = {}
         for row in rows:
@@ -292,9 +342,17 @@ class GraphLeg:
                 break
         return list(out.values())
 
-    def search(self, query: str, *, items: Collection[str], limit: int = 50) -> GraphLegResult:
-        """The best ``limit`` chunks of ``items`` for the concepts ``query`` names, best first."""
-        named = self.match_concepts(query)
+    def search(
+        self, query: str, *, items: Collection[str], restricted: bool = True, limit: int = 50
+    ) -> GraphLegResult:
+        """The best ``limit`` chunks of ``items`` for the concepts ``query`` names, best first.
+
+        Args:
+            items: the items whose chunks may be returned.
+            restricted: False when ``items`` holds every item of the graph (no filter, nothing hidden):
+                the query then skips the per-row item check.
+        """
+        named = [c for c in self.match_concepts(query) if not self.is_common(c.uid)]
         if not named or not items:
             return GraphLegResult([], named, [])
         related = self.neighbours(named)
@@ -304,25 +362,23 @@ class GraphLeg:
             {
                 "concepts": list(concepts),
                 "active": ChunkStatus.ACTIVE.value,
-                "items": sorted(items),
+                "items": sorted(items) if restricted else None,
                 "per": self.config.chunks_per_concept,
             },
         )
-        total = self.chunk_count()
+        total = self.vocabulary.chunks
         hits: dict[str, GraphHit] = {}
         order: dict[str, int] = {}
         # Named concepts first, so each hit lists what the query named before the neighbours it reached.
         rows.sort(key=lambda r: (-concepts[str(r["concept"])].weight, str(r["concept"])))
         for row in rows:
             concept = concepts[str(row["concept"])]
-            df = max(int(row["df"]), 1)
+            found = row["found"] or []
+            df = max(self.vocabulary.mentions(concept.uid) or len(found), 1)
             idf = math.log(1.0 + max(total, df) / df)
-            common = df > max(self.config.max_df_ratio * total, self.config.common_min_chunks)
-            for position, (chunk_id, item_uid, in_heading) in enumerate(row["chunks"] or []):
-                if common and (in_heading or 0) < 2:
-                    # Sections about the concept come first; past them, mentions say nothing ("spell"
-                    # under the heading "Spells" of every spell, or in passing).
-                    break
+            # Sections about the concept first, then passing mentions, each in the order read.
+            ranked_found = sorted(enumerate(found), key=lambda pf: (-(pf[1][2] or 0), pf[0]))
+            for position, (_, (chunk_id, item_uid, in_heading)) in enumerate(ranked_found):
                 gain = concept.weight * idf * (1.0 + self.config.heading_bonus * float(in_heading or 0) / 2)
                 hit = hits.get(chunk_id)
                 if hit is None:

@@ -25,7 +25,7 @@ from schemas.search import LegWeights, SearchFilters, SearchHit, SearchRequest
 from search.fusion import Fused, rrf
 from search.graph import GraphLeg, GraphLegConfig, GraphLegResult
 from search.metrics import RERANK_DURATION, SEARCH_DURATION
-from search.scope import ItemScope, ScopedItem
+from search.scope import ItemScope, Scope, ScopedItem
 from stores.catalog import Catalog
 from stores.graph.base import GraphStore
 from stores.text.base import TextHit, TextIndex
@@ -129,8 +129,10 @@ class HybridSearcher:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Load the models now (a serving replica's constructor), not on the first query."""
+        """Load the models and the concept vocabulary now (a serving replica's constructor), not on the
+        first query."""
         self.embedder.embed_query("warm up")
+        self.graph_leg.vocabulary.fresh()
         if self.reranker is not None:
             self.reranker.score("warm up", ["warm up"])
 
@@ -196,8 +198,9 @@ class HybridSearcher:
         use_rerank = self.reranker is not None and rerank is not False
         depth = max(self.config.candidates, limit * 3)
 
-        allowed = self.scope.allowed(filters)
-        hits_by_leg, citations = self._run_legs(query, filters, allowed, leg_weights, depth)
+        scope = self.scope.allowed(filters)
+        allowed = scope.items
+        hits_by_leg, citations = self._run_legs(query, filters, scope, leg_weights, depth)
         fused = rrf(hits_by_leg, leg_weights, k=self.config.rrf_k)
         keep = max(limit, self.config.rerank_candidates) if use_rerank else limit
         top = fused[:keep]
@@ -239,10 +242,11 @@ class HybridSearcher:
         self,
         query: str,
         filters: SearchFilters | None,
-        allowed: dict[str, ScopedItem],
+        scope: Scope,
         weights: dict[str, float],
         depth: int,
     ) -> tuple[dict[str, list[tuple[str, float]]], dict[str, _Citation]]:
+        allowed = scope.items
         citations: dict[str, _Citation] = {}
         legs: dict[str, list[tuple[str, float]]] = {}
         if not allowed:
@@ -250,7 +254,7 @@ class HybridSearcher:
         futures: dict[str, Future[Any]] = {}
         runners: dict[str, Callable[[], Any]] = {
             "text": lambda: self._text_leg(query, filters, depth),
-            "graph": lambda: self._graph_leg(query, allowed, depth),
+            "graph": lambda: self._graph_leg(query, scope, depth),
         }
         for leg, runner in runners.items():
             if weights[leg] > 0 and self.config.parallel:
@@ -322,8 +326,11 @@ class HybridSearcher:
         log.debug("search_vector_results", count=len(hits), ms=round(elapsed * 1000, 2))
         return hits
 
-    def _graph_leg(self, query: str, allowed: dict[str, ScopedItem], depth: int) -> GraphLegResult:
-        result, elapsed = _timed("graph", lambda: self.graph_leg.search(query, items=allowed.keys(), limit=depth))
+    def _graph_leg(self, query: str, scope: Scope, depth: int) -> GraphLegResult:
+        result, elapsed = _timed(
+            "graph",
+            lambda: self.graph_leg.search(query, items=scope.items.keys(), restricted=scope.restricted, limit=depth),
+        )
         log.debug(
             "search_graph_traverse",
             concepts=[c.name for c in result.named],

@@ -17,10 +17,10 @@ from schemas.knowledge import ItemStatus
 from schemas.search import SearchFilters
 from stores.graph.base import GraphStore
 
-_VISIBLE_ITEMS = (
-    "MATCH (l:Library)-[:HAS_ITEM]->(i:Item) WHERE i.status = $ready AND i.enabled = true "
-    "RETURN i.uid AS uid, i.title AS title, l.uid AS library, l.type AS library_type, "
-    "i.classification AS classification, i.collection_uid AS collection"
+_ITEMS = (
+    "MATCH (l:Library)-[:HAS_ITEM]->(i:Item) "
+    "RETURN i.uid AS uid, i.title AS title, i.status AS status, i.enabled AS enabled, l.uid AS library, "
+    "l.type AS library_type, i.classification AS classification, i.collection_uid AS collection"
 )
 
 
@@ -31,6 +31,14 @@ class ScopedItem:
     fields: dict[str, str]
 
 
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The items a search may return, and whether that is fewer than every item in the graph."""
+
+    items: dict[str, ScopedItem]
+    restricted: bool
+
+
 class ItemScope:
     """Reads the visible items and their filter fields from the graph."""
 
@@ -39,18 +47,24 @@ class ItemScope:
 
     def visible(self) -> dict[str, ScopedItem]:
         """Every visible item by uid."""
+        return self._read()[0]
+
+    def _read(self) -> tuple[dict[str, ScopedItem], int]:
         out: dict[str, ScopedItem] = {}
-        for row in self.graph.run(_VISIBLE_ITEMS, {"ready": ItemStatus.READY.value}):
+        rows = self.graph.run(_ITEMS)
+        for row in rows:
+            if row.get("status") != ItemStatus.READY.value or row.get("enabled") is not True:
+                continue
             fields = {"item": str(row["uid"])}
             for name in ("library", "library_type", "classification", "collection"):
                 if row.get(name) is not None:
                     fields[name] = str(row[name])
             out[str(row["uid"])] = ScopedItem(str(row["uid"]), str(row.get("title") or ""), fields)
-        return out
+        return out, len(rows)
 
-    def allowed(self, filters: SearchFilters | None) -> dict[str, ScopedItem]:
+    def allowed(self, filters: SearchFilters | None) -> Scope:
         """The visible items that pass ``filters`` (all visible items when there are none)."""
-        items = self.visible()
-        if filters is None or not filters.conditions():
-            return items
-        return {uid: item for uid, item in items.items() if filters.matches(dict(item.fields))}
+        items, total = self._read()
+        if filters is not None and filters.conditions():
+            items = {uid: item for uid, item in items.items() if filters.matches(dict(item.fields))}
+        return Scope(items, restricted=len(items) < total)

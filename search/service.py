@@ -32,7 +32,9 @@ def reranker_from_settings(settings: Settings) -> Reranker | None:
     """The cross-encoder named by ``LOREKEEPER_RERANKER_MODEL`` (loaded on first use), or None."""
     if not settings.reranker_model:
         return None
-    return build_reranker(RerankConfig(model=settings.reranker_model, device=settings.reranker_device))
+    return build_reranker(
+        RerankConfig(model=settings.reranker_model, device=settings.reranker_device, threads=settings.search_threads)
+    )
 
 
 @contextmanager
@@ -47,7 +49,7 @@ def open_searcher(
 
     Args:
         settings: where the stores are and which reranker to use; :func:`get_settings` when None.
-        embedding: the query embedding model (the ingestion default when None).
+        embedding: the query embedding model (the ingestion default, on ``search_threads`` threads, when None).
         config: weights and depths; from the settings when None.
         reranker: a reranker to use instead of the configured one (None = no re-ranking).
     """
@@ -59,7 +61,7 @@ def open_searcher(
         text=text,
         vectors=vectors,
         graph=graph,
-        embedder=SentenceTransformerEmbedder(embedding),
+        embedder=SentenceTransformerEmbedder(embedding or EmbeddingConfig(threads=settings.search_threads)),
         config=config or config_from_settings(settings),
         reranker=reranker,
     )
