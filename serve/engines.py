@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from schemas.errors import ConfigError, Unavailable
+from schemas.errors import ConfigError, InvalidRequest, LorekeeperError, Unavailable
 from schemas.serving import EngineKind, ServeSettings
 
 Message = dict[str, str]
@@ -224,6 +224,28 @@ class VLLMEngine:
             return [VLLMEngine._guidable(v) for v in schema]
         return schema
 
+    @staticmethod
+    def _engine_errors() -> tuple[type[Exception], ...]:
+        """What vLLM raises for a request: refusals (a prompt too long, a schema it cannot take) and failures."""
+        try:
+            from vllm.exceptions import VLLMError
+        except ImportError:  # pragma: no cover - older vLLM raises plain ValueError / RuntimeError
+            return (ValueError, RuntimeError)
+        return (VLLMError, ValueError)
+
+    @staticmethod
+    def _translated(exc: Exception, role: str) -> LorekeeperError:
+        """Our error for a vLLM one: a refused request is ours to fix (400), anything else a failure (503)."""
+        try:
+            from vllm.exceptions import VLLMClientError
+
+            refused: tuple[type[Exception], ...] = (VLLMClientError, ValueError)
+        except ImportError:  # pragma: no cover - older vLLM
+            refused = (ValueError,)
+        if isinstance(exc, refused):
+            return InvalidRequest(role, f"the engine refused the request: {exc}")
+        return Unavailable(role, f"the engine failed: {type(exc).__name__}: {exc}")
+
     def _prompt(self, messages: list[Message]) -> dict[str, list[int]]:
         text = self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         # The template writes the BOS token itself when the model wants one; tokenizing the text with
@@ -240,10 +262,13 @@ class VLLMEngine:
         params = SamplingParams(
             max_tokens=max_tokens, temperature=temperature, seed=seed, output_kind=RequestOutputKind.DELTA
         )
-        async for output in engine.generate(self._prompt(messages), params, request_id=uuid.uuid4().hex):
-            piece = output.outputs[0].text
-            if piece:
-                yield piece
+        try:
+            async for output in engine.generate(self._prompt(messages), params, request_id=uuid.uuid4().hex):
+                piece = output.outputs[0].text
+                if piece:
+                    yield piece
+        except self._engine_errors() as exc:
+            raise self._translated(exc, "narrator") from None
 
     async def structured(self, messages: list[Message], *, schema: dict[str, Any], max_tokens: int) -> str:
         import vllm.sampling_params as sp
@@ -260,8 +285,11 @@ class VLLMEngine:
             guided = sp.GuidedDecodingParams(json=self._guidable(schema))
             params = SamplingParams(max_tokens=max_tokens, temperature=0.0, guided_decoding=guided)
         text = ""
-        async for output in engine.generate(self._prompt(messages), params, request_id=uuid.uuid4().hex):
-            text = output.outputs[0].text
+        try:
+            async for output in engine.generate(self._prompt(messages), params, request_id=uuid.uuid4().hex):
+                text = output.outputs[0].text
+        except self._engine_errors() as exc:
+            raise self._translated(exc, "extractor") from None
         return text
 
     async def close(self) -> None:

@@ -170,3 +170,17 @@ def test_guidable_reads_one_of_as_any_of() -> None:
     assert "oneOf" not in rewritten and rewritten.count("anyOf") == json.dumps(schema).count("anyOf") + json.dumps(
         schema
     ).count("oneOf")
+
+
+def test_a_refused_request_is_our_error_and_the_engine_goes_on(
+    engine: VLLMEngine, loop: asyncio.AbstractEventLoop
+) -> None:
+    from schemas.errors import InvalidRequest
+
+    # A prompt longer than the window (vLLM shortens max_tokens to fit, but refuses such a prompt).
+    too_long = [SCENE[0], {"role": "user", "content": "I shout. " * MAX_MODEL_LEN}]
+    with pytest.raises(InvalidRequest, match="refused"):
+        run(loop, engine.structured(too_long, schema=SMALL_SCHEMA, max_tokens=16))
+    with pytest.raises(InvalidRequest, match="refused"):
+        run(loop, _collect(engine, too_long, max_tokens=16, temperature=0.8))
+    assert run(loop, _collect(engine, SCENE, max_tokens=4, temperature=0.8))

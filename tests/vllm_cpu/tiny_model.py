@@ -73,7 +73,7 @@ def build_tiny_llama(path: Path, *, vocab_size: int = 512, seed: int = 0) -> Pat
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=32,
-        max_position_embeddings=1024,
+        max_position_embeddings=4096,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
