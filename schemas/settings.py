@@ -212,6 +212,12 @@ class Settings(BaseSettings):
         "Nothing is fetched from a model hub.",
     )
     reranker_device: str = Field(default="cpu", description="Device of the re-ranker: cpu, cuda or cuda:N.")
+    reranker_threads: int | None = Field(
+        default=None,
+        gt=0,
+        description="torch threads while re-ranking on CPU; unset = every core (fastest on dedicated cores; "
+        "on a machine shared with other busy processes 1 thread can be faster, see docs/search.md).",
+    )
     rerank_candidates: int = Field(
         default=10, ge=1, le=200, description="How many of the best fused hits the re-ranker reads per query."
     )
@@ -228,9 +234,9 @@ class Settings(BaseSettings):
     search_threads: int | None = Field(
         default=1,
         gt=0,
-        description="torch threads of the search process (query embedding, re-ranking); unset = every core. "
-        "One query is too small to share: on a busy 2-core machine 2 threads took 70-140 ms per query "
-        "embedding, 1 thread 10-16 ms.",
+        description="torch threads of the query embedding in a search process; unset = every core. One query "
+        "is too small to share: on a busy 2-core machine 2 threads took 70-140 ms per query embedding, 1 thread "
+        "10-16 ms. (The re-ranker sets its own threads around each call.)",
     )
 
     @model_validator(mode="after")

@@ -60,9 +60,9 @@ class HybridConfig(BaseModel):
         default=10, gt=0, le=200, description="Best fused hits the re-ranker reads (at least the limit asked)."
     )
     parallel: bool = Field(
-        default=True,
-        description="Run the BM25 and graph legs on threads while the query is embedded (the stores and "
-        "torch release the GIL while they work).",
+        default=False,
+        description="Run the BM25 and graph legs on threads while the query is embedded. Off by measurement: "
+        "on 2 cores the threads made p95 12 % worse (benchmarks/search_latency.py); worth trying on more.",
     )
 
     def weights(self, override: LegWeights | None = None) -> dict[str, float]:
