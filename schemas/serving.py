@@ -92,6 +92,7 @@ class ServeSettings(BaseSettings):
     )
     extractor_base_url: str | None = None
     extractor_model: str | None = None
+    extractor_max_tokens: int = Field(default=1024, ge=64, le=32768, description="Longest proposals answer.")
 
     context_tokens: int = Field(default=6144, ge=512, description="Prompt budget for a turn, across its sections.")
     recent_turns: int = Field(default=8, ge=0, le=200, description="Recent turns put in the prompt verbatim.")
@@ -110,6 +111,16 @@ class ServeSettings(BaseSettings):
             except OSError as exc:
                 raise ConfigError(f"{ENV_PREFIX}NARRATOR_API_KEY_FILE", f"cannot read it ({exc.strerror})") from None
             object.__setattr__(self, "narrator_api_key", SecretStr(key))
+        if self.narrator_engine is EngineKind.VLLM:
+            # the prompt budget plus the longest answer must fit the window, or turns fail at run time
+            needed = self.context_tokens + max(self.narrator_max_tokens, self.extractor_max_tokens)
+            if self.narrator_max_model_len < needed:
+                raise ConfigError(
+                    f"{ENV_PREFIX}NARRATOR_MAX_MODEL_LEN",
+                    f"{self.narrator_max_model_len} tokens cannot hold the prompt budget "
+                    f"({ENV_PREFIX}CONTEXT_TOKENS={self.context_tokens}) and the longest answer "
+                    f"({max(self.narrator_max_tokens, self.extractor_max_tokens)}): make it at least {needed}",
+                )
         if self.narrator_engine is EngineKind.OPENAI and not self.narrator_base_url:
             raise ConfigError(f"{ENV_PREFIX}NARRATOR_BASE_URL", "engine 'openai' needs the endpoint's base URL")
         if self.extractor_engine is EngineKind.OPENAI and not (self.extractor_base_url or self.narrator_base_url):

@@ -239,7 +239,9 @@ class TurnFlow:
             {"role": "user", "content": f"Player: {text}\nNarration: {narration}"},
         ]
         try:
-            raw = await extractor.structured(messages, schema=extraction_schema(), max_tokens=1024)
+            raw = await extractor.structured(
+                messages, schema=extraction_schema(), max_tokens=self.settings.extractor_max_tokens
+            )
         except LorekeeperError as exc:
             return [], [f"extractor unavailable: {exc.message}"]
         batch, dropped = parse_extraction(raw)

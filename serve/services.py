@@ -164,6 +164,21 @@ class Services:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
 
+def close_engine(engine: NarratorEngine) -> None:
+    """Close an engine these services built (an open vLLM engine keeps the process from exiting)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(engine.close())
+        return
+    # inside a running loop (an async caller closing the stack): close from a thread of its own
+    import threading
+
+    closer = threading.Thread(target=lambda: asyncio.run(engine.close()), name="engine-close")
+    closer.start()
+    closer.join(timeout=60)
+
+
 def check_binding(serve: ServeSettings, keys: ApiKeys) -> bool:
     """Whether the API may run open; refuse to serve a non-loopback address without keys.
 
@@ -215,9 +230,11 @@ def open_services(
             search = LocalSearch(stack.enter_context(open_searcher(settings)))
         if narrator is None:
             engine = build_engine(serve)
+            stack.callback(close_engine, engine)
             narrator = SingleEngine(engine)
         if extractor is None and serve.extractor_engine is not None:
             extractor = build_engine(serve, role="extractor")
+            stack.callback(close_engine, extractor)
         flow = TurnFlow(
             story,
             narrator.default,

@@ -12,6 +12,8 @@ LANE_ENV = {
     "TOKENIZERS_PARALLELISM": "false",
 }
 MAX_MODEL_LEN = 1024
+# A prompt budget and answers that fit that window (the settings refuse a window that cannot hold them).
+SMALL_WINDOW = {"context_tokens": 512, "narrator_max_tokens": 64, "extractor_max_tokens": 256}
 
 TIMINGS: dict[str, float] = {}
 """Seconds spent in each stage of the lane, printed at the end of the run."""

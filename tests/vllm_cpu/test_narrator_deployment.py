@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from schemas.serving import ExtractionBatch
-from tests.vllm_cpu.lane import LANE_ENV, MAX_MODEL_LEN, TIMINGS
+from tests.vllm_cpu.lane import LANE_ENV, MAX_MODEL_LEN, SMALL_WINDOW, TIMINGS
 
 pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -42,6 +42,7 @@ def narrator(tiny_llama: Path) -> Iterator[Any]:
         "LOREKEEPER_NARRATOR_ENGINE": "vllm",
         "LOREKEEPER_NARRATOR_MODEL": str(tiny_llama),
         "LOREKEEPER_NARRATOR_MAX_MODEL_LEN": str(MAX_MODEL_LEN),
+        **{f"LOREKEEPER_{k.upper()}": str(v) for k, v in SMALL_WINDOW.items()},
     }
     started = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": env})

@@ -18,7 +18,7 @@ import pytest
 
 from schemas.serving import EngineKind, ExtractionBatch, ServeSettings
 from serve.engines import VLLMEngine, build_engine
-from tests.vllm_cpu.lane import MAX_MODEL_LEN, TIMINGS
+from tests.vllm_cpu.lane import MAX_MODEL_LEN, SMALL_WINDOW, TIMINGS
 
 pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow]
 
@@ -66,7 +66,10 @@ def engine(tiny_llama: Path, loop: asyncio.AbstractEventLoop) -> Iterator[VLLMEn
 
 def test_build_engine_picks_vllm_from_settings(tiny_llama: Path) -> None:
     settings = ServeSettings(
-        narrator_engine=EngineKind.VLLM, narrator_model=str(tiny_llama), narrator_max_model_len=MAX_MODEL_LEN
+        narrator_engine=EngineKind.VLLM,
+        narrator_model=str(tiny_llama),
+        narrator_max_model_len=MAX_MODEL_LEN,
+        **SMALL_WINDOW,
     )
     engine = build_engine(settings)
     assert isinstance(engine, VLLMEngine) and engine.model == str(tiny_llama)
