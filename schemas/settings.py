@@ -213,10 +213,10 @@ class Settings(BaseSettings):
     )
     reranker_device: str = Field(default="cpu", description="Device of the re-ranker: cpu, cuda or cuda:N.")
     reranker_threads: int | None = Field(
-        default=None,
+        default=1,
         gt=0,
-        description="torch threads while re-ranking on CPU; unset = every core (fastest on dedicated cores; "
-        "on a machine shared with other busy processes 1 thread can be faster, see docs/search.md).",
+        description="torch threads while re-ranking on CPU; unset = every core. 1 measured 2x faster than 2 "
+        "on the shared 2-core machines (benchmarks/search_latency.py); try more on dedicated cores.",
     )
     rerank_candidates: int = Field(
         default=10, ge=1, le=200, description="How many of the best fused hits the re-ranker reads per query."
