@@ -355,3 +355,15 @@ def test_graph_leg_matches_inflected_names(searcher: HybridSearcher, world: Worl
     hits = _with(searcher, GRAPH_ONLY).search("refreshing my pool", limit=3)
     assert hits and world.chunks[hits[0].chunk_id].startswith("At the start of each session")
     assert hits[0].concepts[0] == "Refresh"
+
+
+def test_a_new_concept_is_found_by_name_before_the_vocabulary_refreshes(
+    searcher: HybridSearcher, world: World
+) -> None:
+    graph_only = _with(searcher, GRAPH_ONLY)
+    graph_only.search("aspect", limit=1)  # the vocabulary is read now, and kept for a minute
+    airships = next(uid for uid, text in world.chunks.items() if text.startswith("Airships"))
+    concept = Concept(uid=content_id("concept", "skyship"), name="Skyship")
+    Catalog(searcher.graph).save_mentions([concept], [(airships, concept.uid)])
+    hits = graph_only.search("tell me about skyships", limit=3)
+    assert [h.chunk_id for h in hits] == [airships] and hits[0].concepts == ["Skyship"]
