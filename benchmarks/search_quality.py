@@ -286,7 +286,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
     runs = report["runs"]
     names = list(runs)
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+    fig, ax = plt.subplots(figsize=(9, 4.6))
     width = 0.38
     xs = range(len(names))
     r5 = [runs[n]["recall_at_5"] for n in names]
@@ -296,7 +296,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
     for x, a, b in zip(xs, r5, mrr, strict=True):
         ax.text(x - width / 2, a + 0.01, f"{a:.2f}", ha="center", fontsize=8)
         ax.text(x + width / 2, b + 0.01, f"{b:.2f}", ha="center", fontsize=8)
-    ax.set_xticks(list(xs), names)
+    labels = [n + ("\n(untrained)" if "rerank" in n and not report["reranker"]["trained"] else "") for n in names]
+    ax.set_xticks(list(xs), labels, rotation=20, fontsize=8)
     ax.set_ylim(0, 1.05)
     ax.set_title(
         f"Search quality: {report['questions']} player questions, {sum(report['corpus']['chunks'].values())} chunks"
