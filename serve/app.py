@@ -21,6 +21,7 @@ import importlib
 import json
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Annotated, Any
@@ -516,7 +517,8 @@ def _count(report: GateReport) -> None:
 
 async def _narrated(s: Services, events: Callable[[], AsyncIterator[dict[str, Any]]], *, stream: bool) -> Response:
     """Run a turn under the replica's capacity: SSE events when streaming, else the outcome as JSON."""
-    if not s.capacity.try_acquire():
+    slot = s.capacity.acquire()
+    if slot is None:
         TURNS_REFUSED.inc()
         raise TooMany(
             f"this server is narrating {s.capacity.limit} turns already; retry shortly",
@@ -530,7 +532,7 @@ async def _narrated(s: Services, events: Callable[[], AsyncIterator[dict[str, An
                     outcome = event
             return JSONResponse(TurnOutcomeBody.model_validate(outcome).model_dump(mode="json"), status_code=201)
         finally:
-            s.capacity.release()
+            slot.release()
 
     async def body() -> AsyncIterator[bytes]:
         try:
@@ -543,9 +545,13 @@ async def _narrated(s: Services, events: Callable[[], AsyncIterator[dict[str, An
             log.error("turn_stream_failed", request_id=request_id, error=repr(exc), exc_info=exc)
             yield _sse("error", {"error": "internal", "message": f"the turn failed (request {request_id})"})
         finally:
-            s.capacity.release()
+            slot.release()
 
-    return StreamingResponse(body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    stream_body = body()
+    # A client gone before the stream starts leaves the generator unstarted (its finally never runs):
+    # the slot goes back when the generator is collected.
+    weakref.finalize(stream_body, slot.release)
+    return StreamingResponse(stream_body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
 def search_router() -> APIRouter:

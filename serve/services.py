@@ -122,14 +122,26 @@ class Capacity:
         self.retry_after_s = retry_after_s
         self.active = 0
 
-    def try_acquire(self) -> bool:
+    def acquire(self) -> Slot | None:
+        """A slot, or None when every slot is taken."""
         if self.active >= self.limit:
-            return False
+            return None
         self.active += 1
-        return True
+        return Slot(self)
+
+
+class Slot:
+    """One turn's place; releasing it twice is harmless (a stream's ``finally`` and its safety net)."""
+
+    __slots__ = ("_capacity", "__weakref__")
+
+    def __init__(self, capacity: Capacity) -> None:
+        self._capacity: Capacity | None = capacity
 
     def release(self) -> None:
-        self.active = max(0, self.active - 1)
+        if self._capacity is not None:
+            self._capacity.active = max(0, self._capacity.active - 1)
+            self._capacity = None
 
 
 @dataclass

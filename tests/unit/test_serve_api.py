@@ -350,3 +350,28 @@ def test_the_ingest_routes_join_as_a_plugin_for_admins_only(services: Any) -> No
         assert client.get(f"{API}/library/libraries", headers=player).status_code == 403
         assert client.get(f"{API}/library/jobs").status_code == 401
         assert client.get(f"{API}/library/jobs/job_nope", headers=admin).status_code == 404
+
+
+def test_a_turn_slot_comes_back_once_whatever_happens_to_the_stream() -> None:
+    import gc
+    import weakref
+
+    from serve.services import Capacity
+
+    capacity = Capacity(1)
+    slot = capacity.acquire()
+    assert slot is not None and capacity.acquire() is None
+
+    async def stream() -> Any:
+        try:
+            yield b"event: turn\n\n"
+        finally:
+            slot.release()
+
+    never_started = stream()
+    weakref.finalize(never_started, slot.release)  # what the route does for a client gone early
+    del never_started
+    gc.collect()
+    assert capacity.active == 0
+    slot.release()  # a second release changes nothing
+    assert capacity.active == 0 and capacity.acquire() is not None
