@@ -17,12 +17,14 @@ Rules every route follows:
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Annotated, Any
 
@@ -680,6 +682,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Store calls run in threads and mostly wait on the stores: the default pool (cores + 4) would
+        # queue a busy table's reads behind another's.
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(max_workers=services.serve.max_concurrent_turns + 16, thread_name_prefix="api")
+        )
         async with AsyncExitStack() as stack:
             for enter in extra_lifespans:
                 await stack.enter_async_context(enter(app))
