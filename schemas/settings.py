@@ -213,10 +213,10 @@ class Settings(BaseSettings):
     )
     reranker_device: str = Field(default="cpu", description="Device of the re-ranker: cpu, cuda or cuda:N.")
     reranker_threads: int | None = Field(
-        default=1,
+        default=None,
         gt=0,
-        description="torch threads while re-ranking on CPU; unset = every core. 1 measured 2x faster than 2 "
-        "on the shared 2-core machines (benchmarks/search_latency.py); try more on dedicated cores.",
+        description="torch threads while re-ranking on CPU; unset = every core (on 2 cores: 1.5-2x faster than "
+        "1 thread when the machine is otherwise idle, 2x slower when other processes keep it busy: set 1 there).",
     )
     rerank_candidates: int = Field(
         default=10, ge=1, le=200, description="How many of the best fused hits the re-ranker reads per query."

@@ -60,9 +60,10 @@ class HybridConfig(BaseModel):
         default=10, gt=0, le=200, description="Best fused hits the re-ranker reads (at least the limit asked)."
     )
     parallel: bool = Field(
-        default=False,
-        description="Run the BM25 and graph legs on threads while the query is embedded. Off by measurement: "
-        "on 2 cores the threads made p95 12 % worse (benchmarks/search_latency.py); worth trying on more.",
+        default=True,
+        description="Run the BM25 and graph legs on threads while the query is embedded (torch, tantivy and the "
+        "graph socket release the GIL). On 2 cores: p95 13 % better with the machine otherwise idle, 8 % worse "
+        "when other processes kept it busy (benchmarks/search_latency.py, docs/search.md).",
     )
 
     def weights(self, override: LegWeights | None = None) -> dict[str, float]:
