@@ -188,6 +188,9 @@ def search(
         err_console.print("give a QUERY or --queries FILE")
         raise typer.Exit(2)
     settings = _settings()
+    if rerank and not settings.reranker_model:
+        err_console.print("--rerank needs a re-ranking model: set LOREKEEPER_RERANKER_MODEL to its folder")
+        raise typer.Exit(2)
     with open_searcher(settings) as searcher:
         try:
             filters = SearchFilters(

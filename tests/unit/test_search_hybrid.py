@@ -367,3 +367,13 @@ def test_a_new_concept_is_found_by_name_before_the_vocabulary_refreshes(
     Catalog(searcher.graph).save_mentions([concept], [(airships, concept.uid)])
     hits = graph_only.search("tell me about skyships", limit=3)
     assert [h.chunk_id for h in hits] == [airships] and hits[0].concepts == ["Skyship"]
+
+
+def test_cli_rerank_without_a_model_says_what_to_set(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from lorekeeper.cli import app
+
+    monkeypatch.setenv("LOREKEEPER_DATA_DIR", str(world.settings.data_dir))
+    result = CliRunner().invoke(app, ["search", "aspect", "--rerank"])
+    assert result.exit_code == 2 and "LOREKEEPER_RERANKER_MODEL" in result.output
