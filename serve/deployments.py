@@ -11,10 +11,11 @@ Each deployment is built by a ``build_*`` function from a pydantic config; ``bui
 four. Replica counts, autoscaling and resources come from those configs, and a Serve config file
 overrides them per deployment name without touching code.
 
-**Affinity.** A campaign's narration requests carry the campaign id as the *multiplexed model id*:
-Ray Serve's router sends an id to the replica that already holds it while that replica is healthy
-and not saturated, so a table keeps hitting the replica whose prefix cache holds its prompt (rules,
-axioms and scene state come first in every prompt, :mod:`serve.context`). Other campaigns spread.
+**Affinity.** A campaign's narration requests carry the campaign id (as Serve's multiplexed id), and
+the Narrator's request router (:mod:`serve.routing`) ranks the replicas for it by rendezvous hashing:
+a table keeps hitting the replica whose prefix cache holds its prompt (rules, axioms and scene state
+come first in every prompt, :mod:`serve.context`) while it has room, and falls through in the same
+order when it has not. Other campaigns spread over the replicas.
 
 **Embedded stores.** The embedded vector engine is owned by one process, so with embedded stores
 Search runs one replica; the embedded graph is shared by every process on the node (it attaches to
@@ -32,6 +33,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve import Application
+from ray.serve.config import RequestRouterConfig
 from ray.serve.handle import DeploymentHandle
 
 from schemas.search import SearchFilters, SearchHit
@@ -45,8 +47,6 @@ log = structlog.get_logger(__name__)
 DEFAULT_PLUGINS = ("jobs.api:mount",)
 STREAM_BATCH_S = 0.02
 """How long a narrator replica gathers streamed pieces before sending them on (the first goes at once)."""
-TABLES_PER_REPLICA = 512
-"""Campaigns a narrator replica is known to hold (least recently used ones are forgotten)."""
 
 
 # -- configs --------------------------------------------------------------------------------------
@@ -119,17 +119,6 @@ class NarratorReplica:
         self.model = self.engine.model
         log.info("narrator_replica_started", engine=self.settings.narrator_engine.value, model=self.model)
 
-    async def _table(self) -> None:
-        """Register the campaign of this request on the replica (Serve routes its next turns here)."""
-        campaign_id = serve.get_multiplexed_model_id()
-        if campaign_id:
-            await self._load_table(campaign_id)
-
-    @serve.multiplexed(max_num_models_per_replica=TABLES_PER_REPLICA)
-    async def _load_table(self, campaign_id: str) -> str:
-        # Nothing to load: holding the id is what tells the router where this table's cache is warm.
-        return campaign_id
-
     async def stream(
         self, messages: list[Message], max_tokens: int, temperature: float, seed: int | None = None
     ) -> AsyncIterator[str]:
@@ -138,7 +127,6 @@ class NarratorReplica:
         Every streamed item crosses processes, so one item per token would cost more than the token:
         batching a few milliseconds of them keeps the first token immediate and the rest cheap.
         """
-        await self._table()
         pending: list[str] = []
         first, flushed = True, time.monotonic()
         async for piece in self.engine.stream(messages, max_tokens=max_tokens, temperature=temperature, seed=seed):
@@ -151,15 +139,13 @@ class NarratorReplica:
             yield "".join(pending)
 
     async def structured(self, messages: list[Message], schema: dict[str, Any], max_tokens: int) -> str:
-        await self._table()
         return await self.engine.structured(messages, schema=schema, max_tokens=max_tokens)
 
     def model_name(self) -> str:
         return self.model
 
-    async def placement(self) -> str:
-        """Which replica answered (registering the request's campaign like a turn does): for operators."""
-        await self._table()
+    def placement(self) -> str:
+        """Which replica answered (routed like a turn of the request's campaign): for operators and tests."""
         return str(serve.get_replica_context().replica_id.unique_id)
 
     def check_health(self) -> None:  # Serve calls this; an exception marks the replica unhealthy
@@ -320,7 +306,9 @@ class IngressReplica:
 
 
 def build_narrator(config: DeploymentConfig) -> Application:
-    return serve.deployment(name="Narrator", **config.options())(NarratorReplica).bind()
+    """Narrator replicas, with requests routed by campaign (:mod:`serve.routing`)."""
+    router = RequestRouterConfig(request_router_class="serve.routing:CampaignAffinityRouter")  # type: ignore[arg-type]
+    return serve.deployment(name="Narrator", request_router_config=router, **config.options())(NarratorReplica).bind()
 
 
 def build_search(config: DeploymentConfig, settings: Settings | None = None) -> Application:
