@@ -16,15 +16,16 @@ heading path names only its first section); compared case-folded, without HTML t
 recall@5: share of questions with a relevant hit in the top 5. MRR: mean of 1/rank of the first
 relevant hit in the top 10 (0 if none).
 
-The re-ranker: no trained cross-encoder ships offline on PyPI, so unless ``--reranker-model PATH``
-names one, the run builds one of the CPU default's size from the local all-MiniLM-L6-v2 weights
-(6 layers, 384 wide: the shape of ms-marco-MiniLM-L6-v2) with an untrained scoring head. Its latency is
-representative; its ranking is not: the result records ``reranker_trained: false``.
+The re-ranker: no trained cross-encoder ships offline on PyPI. ``--reranker-model PATH`` uses one;
+``--train-reranker`` first fine-tunes the local all-MiniLM-L6-v2 body as a cross-encoder on books the
+questions do not ask about (``benchmarks/search_reranker.py``); otherwise the run builds one of the same
+shape with an untrained scoring head, whose ranking is noise (the result records ``trained: false``).
 
 Usage::
 
     python benchmarks/search_quality.py                      # ingest (~2-4 min on 2 cores) and evaluate
     python benchmarks/search_quality.py --data-dir /tmp/sq   # keep / reuse the ingested stores
+    python benchmarks/search_quality.py --train-reranker --tune   # what results/ holds (~10 min)
 
 Writes benchmarks/results/search_quality.json and benchmarks/results/search_quality.png.
 """
@@ -296,7 +297,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
     for x, a, b in zip(xs, r5, mrr, strict=True):
         ax.text(x - width / 2, a + 0.01, f"{a:.2f}", ha="center", fontsize=8)
         ax.text(x + width / 2, b + 0.01, f"{b:.2f}", ha="center", fontsize=8)
-    labels = [n + ("\n(untrained)" if "rerank" in n and not report["reranker"]["trained"] else "") for n in names]
+    reranker = report["reranker"]
+    tag = "\n(trained here)" if reranker.get("training") else "" if reranker["trained"] else "\n(untrained)"
+    labels = [n + (tag if "rerank" in n else "") for n in names]
     ax.set_xticks(list(xs), labels, rotation=20, fontsize=8)
     ax.set_ylim(0, 1.05)
     ax.set_title(
@@ -311,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, help="ingest here, or reuse it when it already holds the corpus")
     parser.add_argument("--reranker-model", type=Path, help="a trained cross-encoder folder")
+    parser.add_argument(
+        "--train-reranker", action="store_true", help="train one first (benchmarks/search_reranker.py, ~5 min)"
+    )
     parser.add_argument("--limit-questions", type=int, help="evaluate only the first N questions")
     parser.add_argument("--tune", action="store_true", help="also grid-search the weights, with 2-fold CV")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -335,8 +341,18 @@ def main(argv: list[str] | None = None) -> int:
 
     from search.service import open_searcher
 
-    reranker_trained = args.reranker_model is not None
-    reranker_path = args.reranker_model or build_untrained_cross_encoder(work / "minilm-cross-encoder-untrained")
+    reranker_trained = args.reranker_model is not None or args.train_reranker
+    training = None
+    if args.reranker_model is not None:
+        reranker_path = args.reranker_model
+    elif args.train_reranker:
+        from benchmarks.search_reranker import train
+
+        reranker_path = work / "minilm-cross-encoder-trained"
+        training = train(reranker_path)
+        print(f"re-ranker trained: {training}", flush=True)
+    else:
+        reranker_path = build_untrained_cross_encoder(work / "minilm-cross-encoder-untrained")
     rerank_settings = load_settings(data_dir=data_dir, reranker_model=str(reranker_path))
     runs: dict[str, Any] = {}
     with open_searcher(rerank_settings) as searcher:
@@ -361,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         "question_set": str(QUESTIONS.relative_to(REPO)),
         "corpus": corpus,
         "hybrid_config": config,
-        "reranker": {"model": reranker_name, "trained": reranker_trained},
+        "reranker": {"model": reranker_name, "trained": reranker_trained, "training": training},
         "best_single_leg": best_single,
         "hybrid_beats_best_single_leg": {
             "recall_at_5": runs["hybrid"]["recall_at_5"] > singles[best_single]["recall_at_5"],
