@@ -58,6 +58,9 @@ def _serve_direct(settings, serve_settings) -> None:  # noqa: ANN001 - settings 
     try:
         with open_services(settings, serve_settings) as services:
             services.open = check_binding(serve_settings, services.keys)
+            warm = getattr(services.search, "warm", None)
+            if warm is not None:
+                warm()
             app = create_app(services, plugins=["jobs.api:mount"])
             console.print(f"Lorekeeper API on http://{serve_settings.api_host}:{serve_settings.api_port} (direct)")
             uvicorn.run(app, host=serve_settings.api_host, port=serve_settings.api_port, log_level="warning")

@@ -567,7 +567,7 @@ def search_router() -> APIRouter:
             raise NotFound("search", "search is not configured on this server")
         started = time.perf_counter()
         hits = await s.run(
-            s.search.search, body.query, filters=body.filters, limit=body.limit, rerank=getattr(body, "rerank", None)
+            s.search.search, body.query, filters=body.filters, limit=body.limit, rerank=body.rerank
         )
         return SearchResponse(query=body.query, hits=hits, took_ms=round((time.perf_counter() - started) * 1000, 2))
 

@@ -162,6 +162,7 @@ class SearchReplica:
 
         self._stack = ExitStack()
         self.searcher = LocalSearch(self._stack.enter_context(open_searcher(get_settings())))
+        self.searcher.warm()  # the first table's first turn should not wait for the models
 
     def search(
         self, query: str, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None

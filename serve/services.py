@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from schemas.errors import ConfigError
+from schemas.errors import ConfigError, InvalidRequest
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, get_serve_settings
 from schemas.settings import Settings, get_settings
@@ -68,19 +68,21 @@ class LocalSearch:
     def __init__(self, searcher: Any) -> None:
         self.searcher = searcher
 
+    def warm(self) -> None:
+        """Load the models and the concept vocabulary now rather than on the first query."""
+        load = getattr(self.searcher, "load", None)
+        if load is not None:
+            load()
+
     def search(
         self, query: str, *, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
     ) -> list[SearchHit]:
-        kwargs: dict[str, Any] = {"filters": filters, "limit": limit}
-        if rerank is not None:
-            kwargs["rerank"] = rerank
         try:
-            return list(self.searcher.search(query, **kwargs))
-        except TypeError:
-            if "rerank" not in kwargs:
-                raise
-            kwargs.pop("rerank")  # a searcher without a reranker
-            return list(self.searcher.search(query, **kwargs))
+            return list(self.searcher.search(query, filters=filters, limit=limit, rerank=rerank))
+        except ConfigError as exc:
+            if rerank:  # asked for re-ranking where no re-ranker is configured: the request's fault
+                raise InvalidRequest("search", f"re-ranking is not available here: {exc.message}") from None
+            raise
 
 
 class LocalGate:

@@ -283,6 +283,8 @@ def test_campaign_keys_reach_their_campaigns_only(services: Any) -> None:
         assert client.post(f"{API}/scenes/{scene_b}/end", headers=as_a).status_code == 404
         proposal = {"type": "event", "content": {"type": "event", "title": "Sneaky"}, "authority": "player"}
         assert client.post(f"{API}/scenes/{scene_b}/proposals", json=proposal, headers=as_a).status_code == 404
+        no_reranker = client.post(f"{API}/search", json={"query": "anything", "rerank": True}, headers=as_a)
+        assert no_reranker.status_code == 400 and "re-ranking" in no_reranker.json()["message"]
         search_b = {"query": "anything", "filters": {"campaign": [b]}}
         assert client.post(f"{API}/search", json=search_b, headers=as_a).status_code == 403
         # campaign keys do not administer
