@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -81,6 +81,7 @@ from story.state import WorldState
 T = TypeVar("T")
 
 _SKIP = object()  # a mutation that decided there is nothing to write
+_VIEW_CACHE_SIZE = 64  # typed views of recent folds kept per service (a view of a large world costs ~30 ms)
 
 
 class StoryService:
@@ -111,6 +112,8 @@ class StoryService:
         self.max_retries = max_retries
         self._locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
         self._locks_guard = threading.Lock()
+        self._views: OrderedDict[tuple[Any, ...], WorldStateView] = OrderedDict()
+        self._views_lock = threading.Lock()
 
     def prepare(self) -> None:
         """Create the graph's constraints and indexes and the blob bucket (idempotent).
@@ -675,9 +678,23 @@ class StoryService:
         lineage = self._lineage_for(ctx, turn_id, branch_id)
         built = self.snapshots.state_at(campaign_id, lineage)
         at = turn_id or (ctx.head.id if ctx.head else None)
-        return built.state.view(
-            world_id=ctx.campaign.world_id, campaign_id=ctx.id, branch_id=lineage.branch_id, turn_id=at
-        )
+        # The same snapshot, the same last event and the same number of events after it on the same
+        # branch are the same fold: its typed view (the costly part on a large world) is reused, as
+        # of this turn. Turns without canon changes, the common case in play, all hit.
+        key = (campaign_id, lineage.branch_id, built.snapshot_id, built.state.last_seq, built.replayed)
+        with self._views_lock:
+            view = self._views.get(key)
+            if view is not None:
+                self._views.move_to_end(key)
+        if view is None:
+            view = built.state.view(
+                world_id=ctx.campaign.world_id, campaign_id=ctx.id, branch_id=lineage.branch_id, turn_id=at
+            )
+            with self._views_lock:
+                self._views[key] = view
+                while len(self._views) > _VIEW_CACHE_SIZE:
+                    self._views.popitem(last=False)
+        return view if view.turn_id == at else view.model_copy(update={"turn_id": at})
 
     def world_state(self, campaign_id: str, *, turn_id: str | None = None) -> WorldState:
         """The raw fold (for the gate, the narrator's context and tests)."""
