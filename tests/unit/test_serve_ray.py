@@ -77,6 +77,10 @@ def test_the_deployments_serve_a_table(app_url: str) -> None:
         assert [e["name"] for e in state["entities"]] == ["The Doorkeeper"]
         search = http.post("/api/v1/search", json={"query": "doorkeeper"})  # through the Search deployment
         assert search.status_code == 200 and search.json()["hits"] == []
+        metrics = http.get("/metrics").text  # the ingress's scrape has the turn, the gate and the search
+        assert 'lorekeeper_search_duration_seconds_count{search_type="hybrid"}' in metrics
+        assert 'lorekeeper_gate_decisions_total{authority="gm",decision="accepted"} 1.0' in metrics
+        assert "lorekeeper_narrator_time_to_first_token_seconds_count" in metrics
         chat = http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
         assert chat.json()["model"] == "echo-on-ray"
 
