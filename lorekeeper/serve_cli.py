@@ -142,13 +142,17 @@ def create_key(
 
 
 @keys_app.command("list")
-def list_keys() -> None:
+def list_keys(json_out: Annotated[bool, typer.Option("--json", help="One JSON object per key.")] = False) -> None:
     """The keys (never their secrets)."""
     graph, keys = _keys()
     try:
         found = keys.list()
     finally:
         graph.close()
+    if json_out:
+        for info in found:
+            print(info.model_dump_json())
+        return
     table = Table("id", "name", "scope", "created", "revoked")
     for info in found:
         table.add_row(
