@@ -226,8 +226,12 @@ AdminDep = Annotated[Principal, Depends(admin)]
 
 
 async def campaign_of_scene(services: Services, caller: Principal, scene_id: str) -> Scene:
-    scene: Scene = await services.run(services.story.get_scene, scene_id)
-    _reach(caller, scene.campaign_id, f"no scene {scene_id!r}")
+    missing = f"no scene {scene_id!r}"
+    try:
+        scene: Scene = await services.run(services.story.get_scene, scene_id)
+    except NotFound:
+        raise NotFound("story", missing) from None  # the same answer as for another campaign's scene
+    _reach(caller, scene.campaign_id, missing)
     return scene
 
 
@@ -244,9 +248,13 @@ async def _campaign(services: Services, caller: Principal, campaign_id: str) -> 
 
 async def _turn_in(services: Services, caller: Principal, campaign_id: str, turn_id: str) -> Turn:
     await _campaign(services, caller, campaign_id)
-    turn: Turn = await services.run(services.story.get_turn, turn_id)
+    missing = NotFound("story", f"no turn {turn_id!r} in campaign {campaign_id!r}")
+    try:
+        turn: Turn = await services.run(services.story.get_turn, turn_id)
+    except NotFound:
+        raise missing from None  # the same answer as for another campaign's turn
     if turn.campaign_id != campaign_id:
-        raise NotFound("story", f"no turn {turn_id!r} in campaign {campaign_id!r}")
+        raise missing
     return turn
 
 

@@ -279,8 +279,14 @@ def test_campaign_keys_reach_their_campaigns_only(services: Any) -> None:
             response = client.request(method, f"{API}{path}", headers=as_a)
             assert response.status_code == 403, (method, path, response.text)
         # reaching B's records through A's path, or directly, finds nothing
-        assert client.get(f"{API}/campaigns/{a}/turns/{turn_b}/provenance", headers=as_a).status_code == 404
-        assert client.post(f"{API}/scenes/{scene_b}/end", headers=as_a).status_code == 404
+        sideways = client.get(f"{API}/campaigns/{a}/turns/{turn_b}/provenance", headers=as_a)
+        nowhere = client.get(f"{API}/campaigns/{a}/turns/turn_nope/provenance", headers=as_a)
+        assert sideways.status_code == nowhere.status_code == 404
+        assert sideways.json()["message"] == nowhere.json()["message"].replace("turn_nope", turn_b)
+        foreign = client.post(f"{API}/scenes/{scene_b}/end", headers=as_a)
+        missing = client.post(f"{API}/scenes/scene_nope/end", headers=as_a)
+        assert foreign.status_code == missing.status_code == 404  # existence is not revealed either
+        assert foreign.json()["message"] == missing.json()["message"].replace("scene_nope", scene_b)
         proposal = {"type": "event", "content": {"type": "event", "title": "Sneaky"}, "authority": "player"}
         assert client.post(f"{API}/scenes/{scene_b}/proposals", json=proposal, headers=as_a).status_code == 404
         no_reranker = client.post(f"{API}/search", json={"query": "anything", "rerank": True}, headers=as_a)
