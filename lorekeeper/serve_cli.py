@@ -125,19 +125,28 @@ def create_key(
     name: Annotated[str, typer.Argument(help="Who or what the key is for.")],
     admin: Annotated[bool, typer.Option("--admin", help="Libraries, ingest, keys and every campaign.")] = False,
     campaign: Annotated[list[str] | None, typer.Option("--campaign", "-c", help="A campaign the key may use.")] = None,
+    role: Annotated[
+        str, typer.Option(help="On its campaigns: player (player authority) or gm (up to GM authority, retcons).")
+    ] = "player",
 ) -> None:
     """Create a key; it is printed once and stored only as a hash."""
     if not admin and not campaign:
         err_console.print("[red]error:[/red] give --admin or at least one --campaign")
         raise typer.Exit(2)
+    from schemas.serving import KeyRole
+
+    if role not in {r.value for r in KeyRole}:
+        err_console.print(f"[red]error:[/red] --role is player or gm, not {role!r}")
+        raise typer.Exit(2)
     graph, keys = _keys()
     try:
-        key, info = keys.create(name, admin=admin, campaigns=list(campaign or []))
+        key, info = keys.create(name, admin=admin, campaigns=list(campaign or []), role=KeyRole(role))
     except LorekeeperError as exc:
         raise _fail(exc) from None
     finally:
         graph.close()
-    console.print(f"key {info.id} ({'admin' if admin else ', '.join(info.campaigns)}):")
+    scope = "admin" if admin else f"{info.role.value} on {', '.join(info.campaigns)}"
+    console.print(f"key {info.id} ({scope}):")
     print(key)
 
 
@@ -153,12 +162,13 @@ def list_keys(json_out: Annotated[bool, typer.Option("--json", help="One JSON ob
         for info in found:
             print(info.model_dump_json())
         return
-    table = Table("id", "name", "scope", "created", "revoked")
+    table = Table("id", "name", "scope", "role", "created", "revoked")
     for info in found:
         table.add_row(
             info.id,
             info.name,
             "admin" if info.admin else ", ".join(info.campaigns),
+            "" if info.admin else info.role.value,
             info.created_at[:19],
             "yes" if info.revoked else "",
         )

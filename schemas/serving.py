@@ -155,12 +155,22 @@ class Scope(StrEnum):
     ADMIN = "admin"  # everything: libraries, ingest, every campaign, keys
 
 
+class KeyRole(StrEnum):
+    """A campaign key's role at the table: the highest authority it may claim (admin keys: any)."""
+
+    PLAYER = "player"  # proposes with player (or system) authority; cannot retcon
+    GM = "gm"  # proposes and retcons with up to GM authority
+
+
 class ApiKeyInfo(BaseModel):
     """An API key as listed (never the secret)."""
 
     id: Id
     name: Name
     admin: bool = False
+    role: KeyRole = Field(
+        default=KeyRole.PLAYER, description="On its campaigns: what authority its proposals and retcons may claim."
+    )
     campaigns: list[Id] = Field(default_factory=list, description="Campaigns the key may read and write.")
     created_at: str
     revoked: bool = False

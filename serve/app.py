@@ -452,6 +452,7 @@ def story_router() -> APIRouter:
     @r.post("/scenes/{scene_id}/proposals", status_code=201, response_model=ProposedChange)
     async def propose(s: ServicesDep, caller: PrincipalDep, scene_id: str, body: ProposalCreate) -> Any:
         await campaign_of_scene(s, caller, scene_id)
+        caller.require_authority(body.authority)
         fields = body.model_dump(exclude_none=True)
         fields.setdefault("proposed_by", caller.key_id)
         return await s.run(s.story.propose, scene_id, **fields)
@@ -482,6 +483,9 @@ def story_router() -> APIRouter:
     @r.post("/facts/{fact_id}/retcon")
     async def retcon(s: ServicesDep, caller: PrincipalDep, fact_id: str, body: RetconRequest) -> dict[str, Any]:
         caller.require_campaign(body.campaign_id)
+        caller.require_authority(body.authority)
+        if body.authority.value not in ("gm", "source"):
+            raise InvalidRequest("story", "a retcon is declared with gm (or source) authority")
         new_id = await s.run(
             s.story.retcon,
             body.campaign_id,

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from schemas.common import utc_now
+from schemas.common import Authority, utc_now
 from schemas.errors import LorekeeperError, NotFound
-from schemas.serving import ApiKeyInfo
+from schemas.serving import ApiKeyInfo, KeyRole
 from stores.graph.base import GraphStore
 
 KEY_PREFIX = "lk"
@@ -47,6 +47,15 @@ class Principal:
     key_id: str
     admin: bool = False
     campaigns: frozenset[str] = field(default_factory=frozenset)
+    role: KeyRole = KeyRole.PLAYER
+
+    def require_authority(self, authority: Authority) -> None:
+        """Refuse a claimed authority above the key's: a player cannot speak as the GM or a source."""
+        allowed = Authority.SOURCE if self.admin else Authority(self.role.value)
+        if _RANK[authority] > _RANK[allowed]:
+            raise Forbidden(
+                f"this key ({'admin' if self.admin else self.role.value}) may not claim {authority.value} authority"
+            )
 
     def require_admin(self) -> None:
         if not self.admin:
@@ -56,6 +65,8 @@ class Principal:
         if not (self.admin or campaign_id in self.campaigns):
             raise Forbidden(f"this key may not use campaign {campaign_id!r}")
 
+
+_RANK = {Authority.SYSTEM: 0, Authority.PLAYER: 1, Authority.GM: 2, Authority.SOURCE: 3}
 
 OPEN = Principal(key_id="open", admin=True)
 """The caller on an open laptop API (loopback, no keys configured)."""
@@ -80,12 +91,24 @@ class ApiKeys:
 
     # -- management -------------------------------------------------------------------------------
 
-    def create(self, name: str, *, admin: bool = False, campaigns: list[str] | None = None) -> tuple[str, ApiKeyInfo]:
+    def create(
+        self,
+        name: str,
+        *,
+        admin: bool = False,
+        campaigns: list[str] | None = None,
+        role: KeyRole = KeyRole.PLAYER,
+    ) -> tuple[str, ApiKeyInfo]:
         """A new key; the secret is returned once and never stored."""
         key_id = secrets.token_hex(6)
         key = f"{KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
         info = ApiKeyInfo(
-            id=key_id, name=name, admin=admin, campaigns=sorted(set(campaigns or [])), created_at=utc_now().isoformat()
+            id=key_id,
+            name=name,
+            admin=admin,
+            role=role,
+            campaigns=sorted(set(campaigns or [])),
+            created_at=utc_now().isoformat(),
         )
         self.graph.run(
             "CREATE (k:ApiKey) SET k = $props",
@@ -99,7 +122,9 @@ class ApiKeys:
         return [
             ApiKeyInfo(
                 id=r["k"]["uid"],
-                **{f: r["k"][f] for f in ("name", "admin", "campaigns", "created_at", "revoked") if f in r["k"]},
+                **{
+                    f: r["k"][f] for f in ("name", "admin", "role", "campaigns", "created_at", "revoked") if f in r["k"]
+                },
             )
             for r in rows
         ]
@@ -177,5 +202,8 @@ class ApiKeys:
         if node.get("revoked") or not hmac.compare_digest(node.get("hash", ""), digest):
             return None
         return Principal(
-            key_id=node["uid"], admin=bool(node.get("admin")), campaigns=frozenset(node.get("campaigns") or [])
+            key_id=node["uid"],
+            admin=bool(node.get("admin")),
+            campaigns=frozenset(node.get("campaigns") or []),
+            role=KeyRole(node.get("role") or KeyRole.PLAYER.value),
         )

@@ -245,6 +245,7 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
             scene = None
         if scene is None or not (caller.admin or scene.campaign_id in caller.campaigns):
             raise NotFound("story", f"no scene {scene_id!r}")  # the same whether absent or another's
+        caller.require_authority(authority)
         proposal = await run(
             services.story.propose,
             scene_id,

@@ -42,3 +42,11 @@ def test_serve_refuses_a_public_address_without_keys() -> None:
     result = runner.invoke(app, ["serve", "--direct", "--host", "0.0.0.0", "--port", "8977"])
     assert result.exit_code == 2
     assert "LOREKEEPER_API_KEYS_FILE" in _flat(result.output) and "not loopback" in _flat(result.output)
+
+
+def test_a_gm_key() -> None:
+    created = runner.invoke(app, ["keys", "create", "the gm", "-c", "camp_1", "--role", "gm"])
+    assert created.exit_code == 0, created.output
+    [info] = [json.loads(line) for line in runner.invoke(app, ["keys", "list", "--json"]).output.splitlines()]
+    assert info["role"] == "gm" and info["campaigns"] == ["camp_1"]
+    assert runner.invoke(app, ["keys", "create", "x", "-c", "camp_1", "--role", "dm"]).exit_code == 2

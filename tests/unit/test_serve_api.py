@@ -383,3 +383,49 @@ def test_a_turn_slot_comes_back_once_whatever_happens_to_the_stream() -> None:
     assert capacity.active == 0
     slot.release()  # a second release changes nothing
     assert capacity.active == 0 and capacity.acquire() is not None
+
+
+def test_a_key_claims_no_more_authority_than_its_role(services: Any) -> None:
+    from schemas.serving import KeyRole
+    from serve.app import create_app
+
+    admin_key, _ = services.keys.create("owner", admin=True)
+    admin = {"Authorization": f"Bearer {admin_key}"}
+    with TestClient(create_app(services, mcp=False), base_url="http://127.0.0.1") as client:
+        cid = _campaign(client, admin)
+        player_key, _ = services.keys.create("player", campaigns=[cid])
+        gm_key, _ = services.keys.create("gm", campaigns=[cid], role=KeyRole.GM)
+        player, gm = {"Authorization": f"Bearer {player_key}"}, {"Authorization": f"Bearer {gm_key}"}
+        turn = client.post(f"{API}/campaigns/{cid}/turns", json={"text": "I enter."}, headers=player).json()["turn_id"]
+        scene = client.get(f"{API}/campaigns/{cid}/scenes", headers=player).json()[0]["id"]
+        content = {"type": "entity", "content": {"type": "entity", "kind": "location", "name": "The Keep"}}
+        evidence = {"turn_ids": [turn]}
+
+        as_gm = client.post(
+            f"{API}/scenes/{scene}/proposals", json={**content, "authority": "gm", "evidence": evidence}, headers=player
+        )
+        assert as_gm.status_code == 403 and "player" in as_gm.json()["message"]
+        as_player = client.post(
+            f"{API}/scenes/{scene}/proposals",
+            json={**content, "authority": "player", "evidence": evidence},
+            headers=player,
+        )
+        assert as_player.status_code == 201
+        by_gm = client.post(f"{API}/scenes/{scene}/proposals", json={**content, "authority": "gm"}, headers=gm)
+        assert by_gm.status_code == 201
+        as_source = client.post(f"{API}/scenes/{scene}/proposals", json={**content, "authority": "source"}, headers=gm)
+        assert as_source.status_code == 403
+        client.post(f"{API}/scenes/{scene}/end", headers=gm)  # the keep is canon now
+        keep = client.get(f"{API}/campaigns/{cid}/state", headers=gm).json()["entities"][0]["id"]
+        second = client.post(f"{API}/campaigns/{cid}/scenes", json={}, headers=gm).json()["id"]
+        fact = {"type": "fact", "subject_entity_id": keep, "predicate": "is", "value": "old"}
+        proposed = client.post(
+            f"{API}/scenes/{second}/proposals", json={"type": "fact", "content": fact, "authority": "gm"}, headers=gm
+        )
+        assert proposed.status_code == 201, proposed.text
+        client.post(f"{API}/scenes/{second}/end", headers=gm)
+        fact_id = client.get(f"{API}/campaigns/{cid}/state", headers=gm).json()["facts"][0]["id"]
+        retcon = {"campaign_id": cid, "reason": "it was always new", "value": "new"}
+        assert client.post(f"{API}/facts/{fact_id}/retcon", json=retcon, headers=player).status_code == 403
+        done = client.post(f"{API}/facts/{fact_id}/retcon", json=retcon, headers=gm)
+        assert done.status_code == 200 and done.json()["replaced_by"]

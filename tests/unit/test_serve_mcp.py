@@ -129,6 +129,12 @@ def test_play_tools_keep_to_the_key_s_campaigns(server: tuple[str, Any]) -> None
             )
             assert proposed["status"] == "pending" and proposed["proposed_by"].startswith("mcp:")
 
+            claimed = await client.call_tool(
+                "propose_change",
+                {"scene_id": my_scene, "type": "event", "content": content, "authority": "gm"},
+            )
+            assert claimed.isError and "forbidden" in claimed.content[0].text  # a player key speaks as a player
+
             denied = await client.call_tool("get_state_as_of", {"campaign_id": theirs})
             assert denied.isError and "forbidden" in denied.content[0].text
             sideways = await client.call_tool("get_provenance", {"campaign_id": mine, "turn_id": their_turn})
