@@ -157,21 +157,14 @@ def run_direct_and_http(levels: list[int], turns: int, data: Path) -> dict[str, 
 
 
 def run_ray_serve(levels: list[int], turns: int, data: Path) -> dict[str, Any]:
-    import ray
-    from ray import serve
-
-    from serve.deployments import AppConfig, DeploymentConfig, build_application
-    from tests.unit.serve_support import free_port
+    from serve.deployments import AppConfig, DeploymentConfig
+    from tests.unit.serve_support import on_local_ray
 
     env = {
         "LOREKEEPER_DATA_DIR": str(data / "ray"),
         "LOREKEEPER_NARRATOR_MODEL": "instant",
         "LOREKEEPER_MAX_CONCURRENT_TURNS": "1024",
     }
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=4, runtime_env={"env_vars": env}, include_dashboard=False, configure_logging=False)
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
     config = AppConfig(
         plugins=[],
         mcp=False,
@@ -180,10 +173,8 @@ def run_ray_serve(levels: list[int], turns: int, data: Path) -> dict[str, Any]:
         gate=DeploymentConfig(num_cpus=0.25),
         ingress=DeploymentConfig(num_cpus=0.25, max_ongoing_requests=512),
     )
-    serve.run(build_application(config.model_dump()), name="lorekeeper", route_prefix="/", blocking=False)
-    url = f"http://127.0.0.1:{port}"
     out: dict[str, Any] = {}
-    try:
+    with on_local_ray(config, env) as url:
         for level in levels:
             campaigns = _campaigns_http(url, level)
             asyncio.run(_tables_http(url, campaigns[:1], 1))
@@ -191,9 +182,6 @@ def run_ray_serve(levels: list[int], turns: int, data: Path) -> dict[str, Any]:
             latencies = asyncio.run(_tables_http(url, campaigns, turns))
             out[str(level)] = summarise(latencies, time.perf_counter() - started, None)
             console.print(f"ray     x{level}: {out[str(level)]}")
-    finally:
-        serve.shutdown()
-        ray.shutdown()
     return out
 
 

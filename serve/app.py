@@ -68,6 +68,7 @@ from schemas.story import (
 from serve.auth import Principal, Unauthorized
 from serve.context import estimate_tokens
 from serve.metrics import GATE_DECISIONS, HTTP_DURATION, HTTP_REQUESTS, TURNS_REFUSED
+from serve.narration import TurnOutcome
 from serve.services import Services
 
 log = structlog.get_logger(__name__)
@@ -225,22 +226,6 @@ async def admin(caller: PrincipalDep) -> Principal:
 AdminDep = Annotated[Principal, Depends(admin)]
 
 
-async def campaign_of_scene(services: Services, caller: Principal, scene_id: str) -> Scene:
-    missing = f"no scene {scene_id!r}"
-    try:
-        scene: Scene = await services.run(services.story.get_scene, scene_id)
-    except NotFound:
-        raise NotFound("story", missing) from None  # the same answer as for another campaign's scene
-    _reach(caller, scene.campaign_id, missing)
-    return scene
-
-
-def _reach(caller: Principal, campaign_id: str, missing: str) -> None:
-    """A key without the campaign learns nothing about it, not even that it exists."""
-    if not (caller.admin or campaign_id in caller.campaigns):
-        raise NotFound("story", missing)
-
-
 async def _campaign(services: Services, caller: Principal, campaign_id: str) -> None:
     caller.require_campaign(campaign_id)
     await services.run(services.story.get_campaign, campaign_id)
@@ -248,28 +233,10 @@ async def _campaign(services: Services, caller: Principal, campaign_id: str) -> 
 
 async def _turn_in(services: Services, caller: Principal, campaign_id: str, turn_id: str) -> Turn:
     await _campaign(services, caller, campaign_id)
-    missing = NotFound("story", f"no turn {turn_id!r} in campaign {campaign_id!r}")
-    try:
-        turn: Turn = await services.run(services.story.get_turn, turn_id)
-    except NotFound:
-        raise missing from None  # the same answer as for another campaign's turn
-    if turn.campaign_id != campaign_id:
-        raise missing
-    return turn
+    return await services.turn_in(campaign_id, turn_id)
 
 
 # -- bodies the routes answer with -------------------------------------------------------------
-
-
-class TurnOutcomeBody(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    turn_id: str
-    take_id: str
-    narration: str
-    proposal_ids: list[str] = Field(default_factory=list)
-    dropped: list[str] = Field(default_factory=list)
-    generation: dict[str, Any] = Field(default_factory=dict)
 
 
 class SearchResponse(BaseModel):
@@ -333,7 +300,7 @@ def story_router() -> APIRouter:
 
     # turns and takes --------------------------------------------------------------------------
 
-    @r.post("/campaigns/{campaign_id}/turns", status_code=201, response_model=TurnOutcomeBody)
+    @r.post("/campaigns/{campaign_id}/turns", status_code=201, response_model=TurnOutcome)
     async def play_turn(s: ServicesDep, caller: PrincipalDep, campaign_id: str, body: TurnRequest) -> Response:
         await _campaign(s, caller, campaign_id)
         return await _narrated(s, lambda: s.flow.play(campaign_id, body), stream=body.stream)
@@ -345,7 +312,7 @@ def story_router() -> APIRouter:
         await _campaign(s, caller, campaign_id)
         return await s.run(s.story.history, campaign_id, last=last)  # type: ignore[no-any-return]
 
-    @r.post("/campaigns/{campaign_id}/turns/{turn_id}/takes", status_code=201, response_model=TurnOutcomeBody)
+    @r.post("/campaigns/{campaign_id}/turns/{turn_id}/takes", status_code=201, response_model=TurnOutcome)
     async def retake(
         s: ServicesDep, caller: PrincipalDep, campaign_id: str, turn_id: str, body: TakeRequest | None = None
     ) -> Response:
@@ -447,11 +414,11 @@ def story_router() -> APIRouter:
 
     @r.get("/scenes/{scene_id}", response_model=Scene)
     async def get_scene(s: ServicesDep, caller: PrincipalDep, scene_id: str) -> Scene:
-        return await campaign_of_scene(s, caller, scene_id)
+        return await s.scene_for(caller, scene_id)
 
     @r.post("/scenes/{scene_id}/proposals", status_code=201, response_model=ProposedChange)
     async def propose(s: ServicesDep, caller: PrincipalDep, scene_id: str, body: ProposalCreate) -> Any:
-        await campaign_of_scene(s, caller, scene_id)
+        await s.scene_for(caller, scene_id)
         caller.require_authority(body.authority)
         fields = body.model_dump(exclude_none=True)
         fields.setdefault("proposed_by", caller.key_id)
@@ -461,12 +428,12 @@ def story_router() -> APIRouter:
     async def proposals(
         s: ServicesDep, caller: PrincipalDep, scene_id: str, status: ProposalStatus | None = None
     ) -> Any:
-        await campaign_of_scene(s, caller, scene_id)
+        await s.scene_for(caller, scene_id)
         return await s.run(s.story.proposals, scene_id, status)
 
     @r.post("/scenes/{scene_id}/commit", response_model=GateReport)
     async def commit(s: ServicesDep, caller: PrincipalDep, scene_id: str, body: CommitRequest) -> GateReport:
-        await campaign_of_scene(s, caller, scene_id)
+        await s.scene_for(caller, scene_id)
         report: GateReport = await s.run(s.gate.commit, scene_id, body.proposal_ids)
         _count(report)
         return report
@@ -475,7 +442,7 @@ def story_router() -> APIRouter:
     async def end_scene(
         s: ServicesDep, caller: PrincipalDep, scene_id: str, body: EndSceneRequest | None = None
     ) -> Any:
-        await campaign_of_scene(s, caller, scene_id)
+        await s.scene_for(caller, scene_id)
         report: GateReport = await s.run(s.gate.end_scene, scene_id, summary=body.summary if body else None)
         _count(report)
         return report
@@ -544,7 +511,7 @@ async def _narrated(s: Services, events: Callable[[], AsyncIterator[dict[str, An
             async for event in events():
                 if event["event"] == "done":
                     outcome = event
-            return JSONResponse(TurnOutcomeBody.model_validate(outcome).model_dump(mode="json"), status_code=201)
+            return JSONResponse(TurnOutcome.model_validate(outcome).model_dump(mode="json"), status_code=201)
         finally:
             slot.release()
 
@@ -578,9 +545,7 @@ def search_router() -> APIRouter:
         if s.search is None:
             raise NotFound("search", "search is not configured on this server")
         started = time.perf_counter()
-        hits = await s.run(
-            s.search.search, body.query, filters=body.filters, limit=body.limit, rerank=body.rerank
-        )
+        hits = await s.run(s.search.search, body.query, filters=body.filters, limit=body.limit, rerank=body.rerank)
         return SearchResponse(query=body.query, hits=hits, took_ms=round((time.perf_counter() - started) * 1000, 2))
 
     return r
@@ -655,12 +620,7 @@ def ops_router() -> APIRouter:
 
     @r.get("/health")
     async def health(s: ServicesDep) -> Response:
-        checks: dict[str, str] = {}
-        try:
-            await s.run(s.story.graph.run, "RETURN 1 AS ok")
-            checks["graph"] = "ok"
-        except LorekeeperError as exc:
-            checks["graph"] = exc.message
+        checks = await s.health()
         healthy = all(v == "ok" for v in checks.values())
         body = {"status": "ok" if healthy else "degraded", "checks": checks, "open": s.open}
         return JSONResponse(body, status_code=200 if healthy else 503)

@@ -149,10 +149,6 @@ class NarratorReplica:
         """Which replica answered (routed like a turn of the request's campaign): for operators and tests."""
         return str(serve.get_replica_context().replica_id.unique_id)
 
-    def check_health(self) -> None:  # Serve calls this; an exception marks the replica unhealthy
-        if self.engine is None:
-            raise RuntimeError("the narrator engine is gone")
-
 
 class SearchReplica:
     """Hybrid search on the stores of this replica's settings."""
@@ -203,7 +199,7 @@ class GateReplica:
 
 
 class RemoteSearch:
-    """:class:`~serve.services.SearchBackend` over the Search deployment (called from worker threads)."""
+    """:class:`~serve.narration.SearchBackend` over the Search deployment (called from worker threads)."""
 
     def __init__(self, handle: DeploymentHandle) -> None:
         self.handle = handle

@@ -125,15 +125,6 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
             log.debug("mcp_search_rerank", tool=tool, reranked=len(hits))
         return [h.model_dump(mode="json") for h in hits]
 
-    async def _turn_in(campaign_id: str, turn_id: str) -> None:
-        missing = NotFound("story", f"no turn {turn_id!r} in campaign {campaign_id!r}")
-        try:
-            turn = await run(services.story.get_turn, turn_id)
-        except NotFound:
-            raise missing from None  # the same answer as for another campaign's turn
-        if turn.campaign_id != campaign_id:
-            raise missing
-
     @server.tool()
     @_tool("search_knowledge")
     async def search_knowledge(
@@ -195,12 +186,9 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
     @_tool("get_health")
     async def get_health() -> dict[str, Any]:
         """Whether the server and its graph answer."""
-        try:
-            await run(services.story.graph.run, "RETURN 1 AS ok")
-            graph = "ok"
-        except LorekeeperError as exc:
-            graph = exc.message
-        return {"status": "ok" if graph == "ok" else "degraded", "graph": graph, "search": services.search is not None}
+        checks = await services.health()
+        healthy = all(v == "ok" for v in checks.values())
+        return {"status": "ok" if healthy else "degraded", **checks, "search": services.search is not None}
 
     @server.tool()
     @_tool("get_state_as_of")
@@ -211,7 +199,7 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
         _caller(ctx).require_campaign(campaign_id)
         started = time.perf_counter()
         if turn_id is not None:
-            await _turn_in(campaign_id, turn_id)
+            await services.turn_in(campaign_id, turn_id)
         view = await run(services.story.state, campaign_id, turn_id=turn_id, branch_id=branch_id)
         log.debug("mcp_graph_traverse", tool="get_state_as_of", entities=len(view.entities), ms=_ms(started))
         return view.model_dump(mode="json")  # type: ignore[no-any-return]
@@ -221,7 +209,7 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
     async def get_provenance(campaign_id: str, turn_id: str, ctx: Context[Any, Any, Any]) -> dict[str, Any]:
         """Why the narrator knew what it knew at a turn (prompt, passages) and what the turn made canon."""
         _caller(ctx).require_campaign(campaign_id)
-        await _turn_in(campaign_id, turn_id)
+        await services.turn_in(campaign_id, turn_id)
         provenance = await run(services.story.provenance, turn_id)
         return provenance.model_dump(mode="json")  # type: ignore[no-any-return]
 
@@ -239,12 +227,7 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
     ) -> dict[str, Any]:
         """Propose a typed change on a scene; it becomes canon only if the gate accepts it when the scene ends."""
         caller = _caller(ctx)
-        try:
-            scene = await run(services.story.get_scene, scene_id)
-        except NotFound:
-            scene = None
-        if scene is None or not (caller.admin or scene.campaign_id in caller.campaigns):
-            raise NotFound("story", f"no scene {scene_id!r}")  # the same whether absent or another's
+        await services.scene_for(caller, scene_id)
         caller.require_authority(authority)
         proposal = await run(
             services.story.propose,

@@ -20,11 +20,10 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import structlog
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from schemas.errors import LorekeeperError, NotFound
 from schemas.search import SearchFilters, SearchHit
@@ -40,20 +39,23 @@ log = structlog.get_logger(__name__)
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
-class Searcher(Protocol):
-    def search(self, query: str, *, filters: SearchFilters | None = None, limit: int = 10) -> list[SearchHit]: ...
+class SearchBackend(Protocol):
+    """Hybrid search over the ingested knowledge (blocking: call it from a worker thread)."""
+
+    def search(
+        self, query: str, *, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
+    ) -> list[SearchHit]: ...
 
 
-@dataclass(slots=True)
-class TurnOutcome:
-    """What a turn produced (the last event of a streamed turn)."""
+class TurnOutcome(BaseModel):
+    """What a turn produced: the last event of a streamed turn, the body of a JSON one."""
 
     turn_id: str
     take_id: str
     narration: str
-    proposal_ids: list[str] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)
-    generation: dict[str, Any] = field(default_factory=dict)
+    proposal_ids: list[str] = Field(default_factory=list)
+    dropped: list[str] = Field(default_factory=list, description="Extracted proposals dropped, and why.")
+    generation: dict[str, Any] = Field(default_factory=dict)
 
 
 EXTRACTION_INSTRUCTIONS = (
@@ -73,7 +75,7 @@ class TurnFlow:
         *,
         settings: ServeSettings,
         extractor: NarratorEngine | None = None,
-        searcher: Searcher | None = None,
+        searcher: SearchBackend | None = None,
         campaign_filters: Callable[[str], SearchFilters] | None = None,
         narrator_for: Callable[[str], NarratorEngine] | None = None,
     ) -> None:
@@ -164,7 +166,7 @@ class TurnFlow:
             dropped=dropped,
             generation=generation.model_dump(mode="json"),
         )
-        yield {"event": "done", **asdict(outcome)}
+        yield {"event": "done", **outcome.model_dump(mode="json")}
 
     # -- the blocking parts (run in a worker thread) ---------------------------------------------
 
@@ -180,7 +182,9 @@ class TurnFlow:
         campaign_f = pool.submit(story.get_campaign, campaign_id)
         search_f = pool.submit(self._knowledge, campaign_id, text)
         state_f = pool.submit(story.state, campaign_id)
-        recent_f = pool.submit(story.history, campaign_id, turn_id=parent, last=self.settings.recent_turns)
+        recent_f = (
+            pool.submit(story.history, campaign_id, turn_id=parent, last=self.settings.recent_turns) if parent else None
+        )
         memories_f = pool.submit(story.memories, campaign_id)
         summaries_f = pool.submit(story.summaries, campaign_id)
         campaign = campaign_f.result()
@@ -196,7 +200,7 @@ class TurnFlow:
             query=text,
             memories=memories_f.result(),
             summaries=summaries_f.result(),
-            recent=recent_f.result() if parent else [],
+            recent=recent_f.result() if recent_f is not None else [],
             player_input=text,
         )
         return assembled, state

@@ -22,27 +22,19 @@ from typing import Any, Protocol
 
 import structlog
 
-from schemas.errors import ConfigError, InvalidRequest
+from schemas.errors import ConfigError, InvalidRequest, LorekeeperError, NotFound
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, get_serve_settings
 from schemas.settings import Settings, get_settings
-from schemas.story import GateReport
+from schemas.story import GateReport, Scene, Turn
 from serve.auth import OPEN, ApiKeys, Principal
 from serve.engines import NarratorEngine, build_engine
-from serve.narration import TurnFlow
+from serve.narration import SearchBackend, TurnFlow
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
 from story.service import StoryService
 
 log = structlog.get_logger(__name__)
-
-
-class SearchBackend(Protocol):
-    """Hybrid search over the ingested knowledge (blocking: call it from a worker thread)."""
-
-    def search(
-        self, query: str, *, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
-    ) -> list[SearchHit]: ...
 
 
 class GateBackend(Protocol):
@@ -172,6 +164,38 @@ class Services:
         if key is None and self.open and not await self.run(self.keys.any_configured):
             return OPEN
         return await self.run(self.keys.verify, key)  # type: ignore[no-any-return]
+
+    async def turn_in(self, campaign_id: str, turn_id: str) -> Turn:
+        """A turn of this campaign; a missing turn and another campaign's answer alike."""
+        missing = NotFound("story", f"no turn {turn_id!r} in campaign {campaign_id!r}")
+        try:
+            turn: Turn = await self.run(self.story.get_turn, turn_id)
+        except NotFound:
+            raise missing from None
+        if turn.campaign_id != campaign_id:
+            raise missing
+        return turn
+
+    async def scene_for(self, caller: Principal, scene_id: str) -> Scene:
+        """A scene of one of the caller's campaigns; a missing scene and another campaign's answer alike."""
+        missing = NotFound("story", f"no scene {scene_id!r}")
+        try:
+            scene: Scene = await self.run(self.story.get_scene, scene_id)
+        except NotFound:
+            raise missing from None
+        if not (caller.admin or scene.campaign_id in caller.campaigns):
+            raise missing
+        return scene
+
+    async def health(self) -> dict[str, str]:
+        """Each dependency that answers: ``"ok"``, or why not."""
+        checks: dict[str, str] = {}
+        try:
+            await self.run(self.story.graph.run, "RETURN 1 AS ok")
+            checks["graph"] = "ok"
+        except LorekeeperError as exc:
+            checks["graph"] = exc.message
+        return checks
 
     async def run(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Run a blocking store call off the event loop."""

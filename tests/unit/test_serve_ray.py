@@ -7,34 +7,25 @@ crosses Ingress → Search; and a campaign's narration requests stay on one narr
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.unit.serve_support import free_port, sse_events
+from tests.unit.serve_support import on_local_ray, sse_events
 
 pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    import ray
-    from ray import serve
+    from serve.deployments import AppConfig, DeploymentConfig
 
-    from serve.deployments import AppConfig, DeploymentConfig, build_application
-
-    data = Path(tmp_path_factory.mktemp("served"))
     env = {
-        "LOREKEEPER_DATA_DIR": str(data),
+        "LOREKEEPER_DATA_DIR": str(Path(tmp_path_factory.mktemp("served"))),
         "LOREKEEPER_NARRATOR_MODEL": "echo-on-ray",
     }
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=4, runtime_env={"env_vars": env}, include_dashboard=False, configure_logging=False)
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
     config = AppConfig(
         plugins=[],
         narrator=DeploymentConfig(num_replicas=2, num_cpus=0.5),
@@ -42,12 +33,8 @@ def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         gate=DeploymentConfig(num_cpus=0.25),
         ingress=DeploymentConfig(num_cpus=0.25),
     )
-    serve.run(build_application(config.model_dump()), name="lorekeeper", route_prefix="/", blocking=False)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        serve.shutdown()
-        ray.shutdown()
+    with on_local_ray(config, env) as url:
+        yield url
 
 
 def test_the_deployments_serve_a_table(app_url: str) -> None:
