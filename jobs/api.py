@@ -5,7 +5,6 @@ mounts the same router behind its own ingress.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -235,7 +234,7 @@ def mount(
     """
     app.include_router(router, dependencies=[admin] if admin is not None else [])
     chosen = settings or get_settings()
-    allowed = [Path(p) for p in os.environ.get("LOREKEEPER_INGEST_ROOTS", "").split(os.pathsep) if p] or None
+    allowed = chosen.ingest_root_paths()
 
     def lifespan(host: FastAPI) -> Any:
         return ingest_context(host, chosen, allowed_roots=allowed, start_runner=start_runner)

@@ -17,6 +17,7 @@ appear in reprs, logs or error messages, and credentials embedded in a URL are r
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
@@ -171,6 +172,14 @@ class Settings(BaseSettings):
     store_timeout_s: float = Field(
         default=5.0, gt=0, le=300, description="Connect/request timeout for store servers, in seconds."
     )
+    ingest_roots: str | None = Field(
+        default=None,
+        description="Folders the ingest API may read paths from, separated by ':' (default: the working folder).",
+    )
+
+    def ingest_root_paths(self) -> list[Path] | None:
+        """The folders of ``ingest_roots``, or None when unset."""
+        return [Path(p) for p in (self.ingest_roots or "").split(os.pathsep) if p] or None
 
     blob_url: str | None = Field(default=None, description="file://PATH or s3://BUCKET?endpoint=URL&region=R")
     blob_bucket: str = Field(default="lorekeeper", description="Bucket used when the URL names none.")

@@ -129,3 +129,9 @@ def test_settings_pickle_for_ray_workers() -> None:
     s = load_settings(blob_url="s3://b?endpoint=http://h:9000", blob_access_key="a", blob_secret_key="b")
     copy = pickle.loads(pickle.dumps(s))
     assert copy.blob_location() == s.blob_location()
+
+
+def test_ingest_roots_are_folders_separated_by_colons(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().ingest_root_paths() is None
+    monkeypatch.setenv("LOREKEEPER_INGEST_ROOTS", "/srv/books:/srv/lore")
+    assert load_settings().ingest_root_paths() == [Path("/srv/books"), Path("/srv/lore")]
