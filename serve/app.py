@@ -226,14 +226,9 @@ async def admin(caller: PrincipalDep) -> Principal:
 AdminDep = Annotated[Principal, Depends(admin)]
 
 
-async def _campaign(services: Services, caller: Principal, campaign_id: str) -> None:
-    caller.require_campaign(campaign_id)
-    await services.run(services.story.get_campaign, campaign_id)
-
-
 async def _turn_in(services: Services, caller: Principal, campaign_id: str, turn_id: str) -> Turn:
-    await _campaign(services, caller, campaign_id)
-    return await services.turn_in(campaign_id, turn_id)
+    caller.require_campaign(campaign_id)
+    return await services.turn_in(campaign_id, turn_id)  # a turn of the campaign: the campaign exists
 
 
 # -- bodies the routes answer with -------------------------------------------------------------
@@ -302,14 +297,16 @@ def story_router() -> APIRouter:
 
     @r.post("/campaigns/{campaign_id}/turns", status_code=201, response_model=TurnOutcome)
     async def play_turn(s: ServicesDep, caller: PrincipalDep, campaign_id: str, body: TurnRequest) -> Response:
-        await _campaign(s, caller, campaign_id)
+        caller.require_campaign(campaign_id)
+        # before any status is sent: a stream could no longer answer 404
+        await s.run(s.story.get_campaign, campaign_id)
         return await _narrated(s, lambda: s.flow.play(campaign_id, body), stream=body.stream)
 
     @r.get("/campaigns/{campaign_id}/turns", response_model=list[Turn])
     async def history(
         s: ServicesDep, caller: PrincipalDep, campaign_id: str, last: Annotated[int | None, Query(ge=1, le=1000)] = 50
     ) -> list[Turn]:
-        await _campaign(s, caller, campaign_id)
+        caller.require_campaign(campaign_id)
         return await s.run(s.story.history, campaign_id, last=last)  # type: ignore[no-any-return]
 
     @r.post("/campaigns/{campaign_id}/turns/{turn_id}/takes", status_code=201, response_model=TurnOutcome)
