@@ -13,7 +13,7 @@ Measured, on the same files in the same run, each the best of ``--reps`` interle
 * ``raw``: ``pymupdf.open`` + ``page.get_text()`` for every page (PDFs only);
 * ``ours``: :func:`jobs.extract.extract_document` + :func:`jobs.chunk.chunk_document` (rulebook
   settings, tokens counted by the embedding model's tokenizer), with ``TableMode.ACCURATE``
-  (``find_tables`` on table-like regions, the default) and ``TableMode.FAST`` (block geometry);
+  (cells from the rules drawn in table-like regions, the default) and ``TableMode.FAST`` (block geometry);
 * ``unstructured``: ``partition_pdf(strategy="fast")`` / ``partition_md`` / ``partition_html`` +
   ``chunk_by_title`` (one repetition: it is slow). Its PDF path needs ``pdfminer.six``, ``pi_heif``,
   ``pikepdf``, ``pdf2image``, ``unstructured.pytesseract``, ``onnx``, ``opencv-python-headless`` and
@@ -76,7 +76,10 @@ def build_long_pdf(target_pages: int, folder: Path) -> Path:
     md = MarkdownIt("commonmark", {"html": True}).enable("table").disable("code")
     parts = []
     for name in MARKDOWN:
-        html = md.render(repair_markdown((FATE / name).read_text()))
+        # The exports open raw <ul> lists they never close: laid out, each would indent the rest
+        # of the book further until its columns are too narrow for a word.
+        source = re.sub(r"</?ul[^>]*>", "", repair_markdown((FATE / name).read_text()))
+        html = md.render(source)
         # Raw HTML from the exports (images, XML prologs, stray document tags) is not for layout.
         html = re.sub(r"<img[^>]*>|<\?xml[^>]*>|<!DOCTYPE[^>]*>|</?(?:body|html|head)[^>]*>", "", html)
         parts.append(html)

@@ -699,7 +699,7 @@ def extract_vs_raw(paths: list[Path], reps: int) -> dict[str, Any]:
                     t = time.perf_counter()
                     raw_get_text(path)
                     times["raw"].append(time.perf_counter() - t)
-                elif method == "fast":  # table reconstruction from block geometry only (no find_tables)
+                elif method == "fast":  # table reconstruction from block geometry only (no drawn rules)
                     t = time.perf_counter()
                     chunk_document(extract_document(path, path.name, tables=TableMode.FAST), chunking, counter)
                     times["ours_fast_tables"].append(time.perf_counter() - t)

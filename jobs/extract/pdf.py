@@ -23,10 +23,11 @@ wholly bold blocks at body size (the lowest level). Running headers, footers and
 (margin text repeated on many pages) are dropped before headings are ranked.
 
 Tables are looked for only where the block boxes show table rows (blocks whose lines sit side by
-side, or rows of several short blocks). ``TableMode.ACCURATE`` (the default) runs
-``page.find_tables`` clipped to that region when vector rules are drawn there (~5 ms a table; with
-no rules it would find nothing), else builds the Markdown from the block geometry when the rows
-have a consistent number of cells; ``TableMode.FAST`` uses the geometry alone.
+side, or rows of several short blocks). ``TableMode.ACCURATE`` (the default) builds the cells from
+the rules drawn in that region (:mod:`jobs.extract.ruling`: lines, hairline boxes, cell boxes) and
+fills them with the words of the same text page, and otherwise builds the Markdown from the block
+geometry when the rows have a consistent number of cells; ``TableMode.FAST`` uses the geometry
+alone.
 
 Pages without a text layer are OCR'd through tesseract when its data is installed (see
 :mod:`jobs.extract.ocr`), else counted in ``ocr_pages_skipped`` with a warning.
@@ -53,6 +54,7 @@ from jobs.document import Block, BlockKind, ExtractedDocument, ExtractedImage
 from jobs.errors import CorruptDocument, EmptyDocument, EncryptedDocument
 from jobs.extract.formats import classify_paragraph, markdown_table, split_list_items
 from jobs.extract.ocr import OcrConfig, resolve_ocr
+from jobs.extract.ruling import edges_in, ruled_tables
 
 __all__ = ["ImageSink", "PdfInfo", "TableMode", "extract_pdf", "open_pdf", "pdf_info"]
 
@@ -91,7 +93,7 @@ _HEADING_NUMBER = re.compile(r"^(?:(?:chapter|part|section|appendix)\s+)?[\dIVXL
 class TableMode(StrEnum):
     """How PDF tables are found and turned into Markdown."""
 
-    ACCURATE = "accurate"  # page.find_tables() on ruled table-like regions, else block geometry
+    ACCURATE = "accurate"  # cells from the rules drawn in table-like regions, else block geometry
     FAST = "fast"  # Markdown from the block layout alone: several times cheaper, no cell ruling
     OFF = "off"  # tables stay as text blocks
 
@@ -339,7 +341,7 @@ def _aligned(region: list[_Item]) -> bool:
     return sum(1 for n in starts.values() if n >= 2) >= 2
 
 
-def _table_regions(items: list[_Item], width: float, height: float) -> list[list[_Item]]:
+def _table_regions(items: list[_Item], height: float) -> list[list[_Item]]:
     """Groups of blocks that look like the rows of one table.
 
     Evidence is either blocks whose lines sit side by side (MuPDF's rendering of a ruled row),
@@ -406,44 +408,22 @@ def _geometry_table(region: list[_Item]) -> str | None:
     return markdown_table(rows)
 
 
-def _region_rect(region: list[_Item], rotation_matrix: Any, page: Any) -> Any:
-    """The region's box in page space (items are in display space), padded, on the page."""
+def _region_rect(region: list[_Item]) -> tuple[float, float, float, float]:
+    """The region's box (display space), padded, reaching up for a header row."""
     rows = sorted(region, key=lambda it: it.y0)
     # Reach up by two rows: a header row whose cells MuPDF merged into one line is not row-like.
     reach = 2 * max(rows[0].y1 - rows[0].y0, 10.0)
-    rect = pymupdf.Rect(
-        min(it.x0 for it in region),
-        rows[0].y0 - reach,
-        max(it.x1 for it in region),
-        max(it.y1 for it in region),
+    return (
+        min(it.x0 for it in region) - 8,
+        rows[0].y0 - reach - 8,
+        max(it.x1 for it in region) + 8,
+        max(it.y1 for it in region) + 8,
     )
-    if rotation_matrix is not None:
-        rect = rect * ~rotation_matrix
-    return (rect + (-8, -8, 8, 8)) & page.rect
 
 
-def _ruling_count(drawings: list[dict[str, Any]], clip: Any) -> int:
-    """Vector lines and boxes drawn inside ``clip``: the rules find_tables builds cells from."""
-    count = 0
-    for path in drawings:
-        if clip.intersects(path["rect"]):
-            count += len(path["items"])
-    return count
-
-
-def _accurate_tables(page: Any, clip: Any, rotation_matrix: Any) -> list[tuple[Any, str]]:
-    """Run ``find_tables`` clipped to a region, without the (slow) layout model."""
-    found = []
-    for table in page.find_tables(clip=clip, use_layout=False).tables:
-        # The first row is the header. (table.header would find headers outside the ruling, but
-        # costs several times the table search itself.)
-        rows = [r for r in table.extract() if any(c and c.strip() for c in r)]
-        if len(rows) >= 2:
-            bbox = pymupdf.Rect(table.bbox)
-            if rotation_matrix is not None:
-                bbox = bbox * rotation_matrix
-            found.append((bbox, markdown_table(rows)))
-    return found
+def _ruled(drawings: list[dict[str, Any]], clip: Any, words: list[Any]) -> list[tuple[Any, str]]:
+    """Tables ruled by the lines drawn inside ``clip``, as (display-space box, Markdown)."""
+    return [(bbox, markdown_table(rows)) for bbox, rows in ruled_tables(edges_in(drawings, clip), words)]
 
 
 def _table_item(bbox: Any, markdown: str, index: int, page: int) -> _Item:
@@ -452,26 +432,35 @@ def _table_item(bbox: Any, markdown: str, index: int, page: int) -> _Item:
     )
 
 
-def _replace_tables(page: Any, items: list[_Item], mode: TableMode, rotation_matrix: Any) -> list[_Item]:
+def _replace_tables(
+    page: Any, textpage: Any, items: list[_Item], mode: TableMode, rotation_matrix: Any, height: float
+) -> list[_Item]:
     """Replace the blocks of each table found on the page by one TABLE item (Markdown)."""
-    regions = _table_regions(items, page.rect.width, page.rect.height)
+    regions = _table_regions(items, height)
     if not regions:
         return items
     number = items[0].page
     drawings: list[dict[str, Any]] | None = None
+    words: list[Any] | None = None
     for region in regions:
         tables: list[tuple[Any, str]] = []
         if mode is TableMode.ACCURATE:
-            clip = _region_rect(region, rotation_matrix, page)
+            # Rules and words are read in page space, where the text runs as written (a page
+            # turned by /Rotate is read as drawn, like its text); boxes go back to display space.
             if drawings is None:
                 drawings = page.get_cdrawings()
-            # find_tables reads ruled tables only; without rules in the region it finds nothing,
-            # and costs ~10 ms to say so.
-            if _ruling_count(drawings, clip) >= 4:
+            if drawings:
+                if words is None:
+                    words = textpage.extractWORDS()
+                clip = _region_rect(region)
+                if rotation_matrix is not None:
+                    clip = tuple(pymupdf.Rect(clip) * ~rotation_matrix)
                 try:
-                    tables = _accurate_tables(page, clip, rotation_matrix)
-                except Exception as exc:  # a table finder failure must not lose the page's text
-                    _log.warning("find_tables failed on page %d: %s", number, exc)
+                    tables = _ruled(drawings, clip, words)
+                except Exception as exc:  # a table failure must not lose the page's text
+                    _log.warning("ruled tables failed on page %d: %s", number, exc)
+                if rotation_matrix is not None:
+                    tables = [(tuple(pymupdf.Rect(bbox) * rotation_matrix), md) for bbox, md in tables]
         if not tables:
             markdown = _geometry_table(region)
             if markdown is not None:
@@ -602,7 +591,8 @@ class _Tally:
 def _read_page(page: Any, options: _Options, tally: _Tally) -> _Page:
     number = page.number + 1
     rotation_matrix = page.rotation_matrix if page.rotation else None
-    width, height = page.rect.width, page.rect.height
+    rect = page.rect
+    width, height = rect.width, rect.height
     textpage = page.get_textpage(flags=_TEXT_FLAGS)
     items = _page_items(textpage, number, rotation_matrix)
     ocr = False
@@ -639,7 +629,7 @@ def _read_page(page: Any, options: _Options, tally: _Tally) -> _Page:
         for it in items:
             it.size = sizes.get(it.index, 0.0)
     if items and options.tables is not TableMode.OFF:
-        items = _replace_tables(page, items, options.tables, rotation_matrix)
+        items = _replace_tables(page, textpage, items, options.tables, rotation_matrix, height)
     if options.image_sink is not None:
         _save_images(page, number, options, tally)
     return _Page(number, width, height, _reading_order(items))

@@ -1,0 +1,126 @@
+"""Ruled tables: grids from drawn rules, filled with the page's words (synthetic and corpus PDFs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs.document import BlockKind
+from jobs.extract import TableMode, extract_document
+from jobs.extract.ruling import edges_in, ruled_tables
+
+pytestmark = pytest.mark.unit
+
+GOV = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "pdfs" / "us-gov-public-domain"
+SAMPLES = GOV.parent / "py-pdf-sample-files"
+needs_corpus = pytest.mark.skipif(not GOV.is_dir(), reason=f"shared corpus not found at {GOV}")
+
+
+def _grid(xs: list[float], ys: list[float]) -> list[tuple[float, float, float, float]]:
+    """Hairline rules of a full grid."""
+    edges = [(xs[0], y - 0.5, xs[-1], y + 0.5) for y in ys]
+    edges += [(x - 0.5, ys[0], x + 0.5, ys[-1]) for x in xs]
+    return edges
+
+
+def _word(text: str, x: float, y: float, line: int = 0) -> tuple:
+    return (x, y - 5, x + 6 * len(text), y + 5, text, 0, line, 0)
+
+
+def test_a_full_grid_reads_cell_by_cell() -> None:
+    edges = _grid([0, 100, 200], [0, 20, 40, 60])
+    words = [
+        _word("Roll", 5, 10),
+        _word("Result", 105, 10),
+        _word("1", 5, 30),
+        _word("Miss", 105, 30),
+        _word("2", 5, 50),
+        _word("Hit", 105, 50),
+        _word("hard", 135, 50),
+        _word("outside", 300, 30),  # beyond the grid: not part of the table
+    ]
+    [(bbox, rows)] = ruled_tables(edges, words)
+    assert bbox == (0, 0, 200, 60)
+    assert rows == [["Roll", "Result"], ["1", "Miss"], ["2", "Hit hard"]]
+
+
+def test_rows_between_sparse_rules_split_by_text_line() -> None:
+    # A rule every three data rows (zebra bands): each text line becomes a row.
+    edges = _grid([0, 100, 200], [0, 20, 80])
+    words = [_word("State", 5, 10), _word("Total", 105, 10)]
+    for n, (state, total) in enumerate([("Alabama", "71"), ("Alaska", "7"), ("Arizona", "27")]):
+        words += [_word(state, 5, 30 + 18 * n), _word(total, 105, 30 + 18 * n)]
+    [(_, rows)] = ruled_tables(edges, words)
+    assert rows == [["State", "Total"], ["Alabama", "71"], ["Alaska", "7"], ["Arizona", "27"]]
+
+
+def test_a_wrapped_cell_beside_single_lines_stays_one_row() -> None:
+    edges = _grid([0, 100, 300], [0, 20, 60])
+    words = [
+        _word("Name", 5, 10),
+        _word("Effect", 105, 10),
+        _word("Fireball", 5, 30),
+        _word("Deals", 105, 30),
+        _word("fire", 145, 30),
+        _word("damage", 105, 48),
+    ]
+    [(_, rows)] = ruled_tables(edges, words)
+    assert rows == [["Name", "Effect"], ["Fireball", "Deals fire damage"]]
+
+
+def test_stacked_tables_in_one_region_come_apart() -> None:
+    top = _grid([0, 100, 200], [0, 20, 40])
+    bottom = _grid([0, 50, 150], [100, 120, 140])
+    words = [_word(t, x, y) for t, x, y in [("a", 5, 10), ("b", 105, 10), ("c", 5, 30), ("d", 105, 30)]]
+    words += [_word(t, x, y) for t, x, y in [("e", 5, 110), ("f", 55, 110), ("g", 5, 130), ("h", 55, 130)]]
+    tables = ruled_tables(top + bottom, words)
+    assert [rows for _, rows in tables] == [[["a", "b"], ["c", "d"]], [["e", "f"], ["g", "h"]]]
+
+
+def test_horizontal_rules_alone_are_no_ruled_table() -> None:
+    edges = [(0, y - 0.5, 200, y + 0.5) for y in (0, 20, 40)]
+    words = [_word("a", 5, 10), _word("b", 105, 10), _word("c", 5, 30), _word("d", 105, 30)]
+    assert ruled_tables(edges, words) == []
+
+
+def test_a_rule_under_a_heading_is_not_part_of_the_grid() -> None:
+    edges = _grid([0, 100, 200], [50, 70, 90]) + [(0, 9.5, 400, 10.5)]  # a heading underline above
+    words = [_word("Heading", 5, 5), _word("a", 5, 60), _word("b", 105, 60), _word("c", 5, 80), _word("d", 105, 80)]
+    [(bbox, rows)] = ruled_tables(edges, words)
+    assert bbox[1] == 50 and rows == [["a", "b"], ["c", "d"]]
+
+
+def test_edges_come_from_lines_thin_boxes_and_cell_boxes_inside_the_clip() -> None:
+    drawings = [
+        {"rect": (0, 0, 100, 1), "items": [("re", (0, 0, 100, 1), -1)]},  # a filled hairline
+        {"rect": (0, 0, 0, 50), "items": [("l", (0, 0), (0, 50))]},  # a stroked line
+        {"rect": (10, 10, 60, 40), "items": [("re", (10, 10, 60, 40), 1)]},  # a cell box: 4 sides
+        {"rect": (500, 500, 600, 501), "items": [("re", (500, 500, 600, 501), -1)]},  # outside the clip
+        {"rect": (0, 0, 30, 30), "items": [("c", (0, 0), (10, 0), (20, 30), (30, 30))]},  # a curve
+    ]
+    edges = edges_in(drawings, (0, 0, 200, 200))
+    assert len(edges) == 6
+    assert (0, 0, 100, 1) in edges and (0, 0, 0, 50) in edges and (10, 10, 60, 10) in edges
+
+
+@needs_corpus
+def test_a_ruled_table_of_a_real_pdf_reads_with_its_spaces() -> None:
+    doc = extract_document(SAMPLES / "google-doc-document.pdf", "google-doc-document.pdf")
+    [table] = [b for b in doc.blocks if b.kind is BlockKind.TABLE]
+    lines = table.text.splitlines()
+    assert lines[0].startswith("|  | Indonesia")
+    assert "| Capital | Jakarta | Berlin | Vienna | Paris | Vatican City |" in lines
+
+
+@needs_corpus
+@pytest.mark.parametrize("name", ["nics-background-checks-2015-11.pdf", "nics-background-checks-2015-11-rotated.pdf"])
+def test_a_banded_statistics_table_reads_one_state_per_row(name: str) -> None:
+    # Rules every five states: every text line of a band is its own row, upright or turned.
+    doc = extract_document(GOV / name, name, tables=TableMode.ACCURATE)
+    [table] = [b for b in doc.blocks if b.kind is BlockKind.TABLE]
+    rows = [line for line in table.text.splitlines() if "18,870" in line]
+    assert len(rows) == 1
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert cells[cells.index("18,870") :][:3] == ["18,870", "23,022", "22,650"]
+    assert not any("209" in c for c in cells)  # Alaska's permits are on the next row
