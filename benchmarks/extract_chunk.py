@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import sys
 import tempfile
 import time
@@ -42,67 +41,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import pymupdf  # noqa: E402
+from long_pdf import FATE, MARKDOWN, build_long_pdf  # noqa: E402
 
 from jobs.chunk import chunk_document  # noqa: E402
 from jobs.errors import ExtractionError  # noqa: E402
 from jobs.extract import TableMode, extract_document  # noqa: E402
-from jobs.extract.formats import prepare_unstructured, repair_markdown  # noqa: E402
+from jobs.extract.formats import prepare_unstructured  # noqa: E402
 from jobs.tokens import TokenCounter  # noqa: E402
 from schemas.knowledge import LibraryType, chunking_defaults  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "corpus"
-FATE = CORPUS / "rulebooks" / "fate-srd"
-MARKDOWN = ["Fate-Condensed-SRD-CC-BY.md", "fate-accelerated-SRD.md", "fate-system-toolkit-SRD.md"]
-
-CSS = """
-body {font-family: serif; font-size: 10pt;}
-h1 {font-size: 22pt; font-weight: bold;}
-h2 {font-size: 16pt; font-weight: bold;}
-h3 {font-size: 13pt; font-weight: bold;}
-h4, h5, h6 {font-size: 11pt; font-weight: bold;}
-table {border-collapse: collapse;}
-td, th {border: 1px solid black; padding: 2px; font-size: 9pt;}
-"""
-
-
-def build_long_pdf(target_pages: int, folder: Path) -> Path:
-    """Lay the Fate Markdown out as a two-column book of at least ``target_pages`` pages.
-
-    Each Markdown file is its own Story (one file's unbalanced raw HTML must not swallow the next),
-    and the files are laid out again and again until the book is long enough.
-    """
-    from markdown_it import MarkdownIt
-
-    md = MarkdownIt("commonmark", {"html": True}).enable("table").disable("code")
-    parts = []
-    for name in MARKDOWN:
-        # The exports open raw <ul> lists they never close: laid out, each would indent the rest
-        # of the book further until its columns are too narrow for a word.
-        source = re.sub(r"</?ul[^>]*>", "", repair_markdown((FATE / name).read_text()))
-        html = md.render(source)
-        # Raw HTML from the exports (images, XML prologs, stray document tags) is not for layout.
-        html = re.sub(r"<img[^>]*>|<\?xml[^>]*>|<!DOCTYPE[^>]*>|</?(?:body|html|head)[^>]*>", "", html)
-        parts.append(html)
-    path = folder / "fate-long.pdf"
-    mediabox = pymupdf.paper_rect("letter")
-    columns = [pymupdf.Rect(36, 36, 298, 756), pymupdf.Rect(314, 36, 576, 756)]
-    writer = pymupdf.DocumentWriter(str(path))
-    pages = 0
-    while pages < target_pages:
-        for html in parts:
-            story = pymupdf.Story(html=html, user_css=CSS)
-            more = True
-            while more:
-                device = writer.begin_page(mediabox)
-                pages += 1
-                for rect in columns:
-                    more, _ = story.place(rect)
-                    story.draw(device)
-                    if not more:
-                        break
-                writer.end_page()
-    writer.close()
-    return path
 
 
 def best_of(fn: Callable[[], Any], reps: int) -> float:

@@ -61,7 +61,6 @@ import contextlib
 import json
 import os
 import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -83,6 +82,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 import pymupdf  # noqa: E402
+from long_pdf import build_long_pdf  # noqa: E402
 
 import jobs.pipeline as pipeline  # noqa: E402
 from jobs.chunk import chunk_document  # noqa: E402
@@ -97,18 +97,7 @@ from schemas.settings import load_settings  # noqa: E402
 CORPUS = REPO.parent / "shared" / "corpus"
 FATE = CORPUS / "rulebooks" / "fate-srd"
 GOV = CORPUS / "pdfs" / "us-gov-public-domain"
-MARKDOWN = ["Fate-Condensed-SRD-CC-BY.md", "fate-accelerated-SRD.md", "fate-system-toolkit-SRD.md"]
 TARGETS = {"extract_vs_raw": 0.8, "embed_vs_bare": 1.0, "e2e_vs_embed_only": 0.8}
-
-CSS = """
-body {font-family: serif; font-size: 10pt;}
-h1 {font-size: 22pt; font-weight: bold;}
-h2 {font-size: 16pt; font-weight: bold;}
-h3 {font-size: 13pt; font-weight: bold;}
-h4, h5, h6 {font-size: 11pt; font-weight: bold;}
-table {border-collapse: collapse;}
-td, th {border: 1px solid black; padding: 2px; font-size: 9pt;}
-"""
 
 
 def say(*parts: Any) -> None:
@@ -116,47 +105,6 @@ def say(*parts: Any) -> None:
 
 
 # ----------------------------------------------------------------------------------------- inputs
-
-
-def build_long_pdf(target_pages: int, folder: Path, name: str = "fate-two-column.pdf") -> Path:
-    """Lay the Fate Markdown out as a two-column book (US letter) of about ``target_pages`` pages.
-
-    Each Markdown file is its own ``Story``; the files are laid out again and again until the book
-    is long enough. Stops at the first page boundary at or past ``target_pages``.
-    """
-    from markdown_it import MarkdownIt
-
-    from jobs.extract.formats import repair_markdown
-
-    md = MarkdownIt("commonmark", {"html": True}).enable("table").disable("code")
-    parts = []
-    for markdown in MARKDOWN:
-        html = md.render(repair_markdown((FATE / markdown).read_text()))
-        # raw HTML of the exports (images, XML prologs, document tags) is not for layout
-        html = re.sub(r"<img[^>]*>|<\?xml[^>]*>|<!DOCTYPE[^>]*>|</?(?:body|html|head)[^>]*>", "", html)
-        parts.append(html)
-    path = folder / name
-    mediabox = pymupdf.paper_rect("letter")
-    columns = [pymupdf.Rect(36, 36, 298, 756), pymupdf.Rect(314, 36, 576, 756)]
-    writer = pymupdf.DocumentWriter(str(path))
-    pages = 0
-    while pages < target_pages:
-        for html in parts:
-            story = pymupdf.Story(html=html, user_css=CSS)
-            more = True
-            while more and pages < target_pages:
-                device = writer.begin_page(mediabox)
-                pages += 1
-                for rect in columns:
-                    more, _ = story.place(rect)
-                    story.draw(device)
-                    if not more:
-                        break
-                writer.end_page()
-            if pages >= target_pages:
-                break
-    writer.close()
-    return path
 
 
 def copy_with_new_bytes(source: Path, target: Path, copy: int) -> None:
