@@ -179,11 +179,17 @@ def start_ray() -> bool:
     return True
 
 
+_BLOCK_BYTES = 1 << 20
+
+
 def _quiet_ray_data() -> None:
-    """Our progress display replaces Ray Data's; its per-operator logs go to the Ray log files."""
+    """Our progress display replaces Ray Data's (its per-operator logs go to the Ray log files); small blocks."""
     import ray.data
 
     context = ray.data.DataContext.get_current()
+    # A long book's chunks leave extraction as one batch; blocks of about a megabyte (a few hundred
+    # chunks) let its first embeddings reach the writer while the rest are still being embedded.
+    context.target_max_block_size = _BLOCK_BYTES
     context.enable_progress_bars = False
     context.print_on_execution_start = False
     context.enable_auto_log_stats = False
