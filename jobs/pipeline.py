@@ -182,8 +182,8 @@ def start_ray() -> bool:
 _BLOCK_BYTES = 1 << 20
 
 
-def _quiet_ray_data() -> None:
-    """Our progress display replaces Ray Data's (its per-operator logs go to the Ray log files); small blocks."""
+def _configure_ray_data() -> None:
+    """Blocks of about a megabyte; our progress display replaces Ray Data's (its logs go to the Ray log files)."""
     import ray.data
 
     context = ray.data.DataContext.get_current()
@@ -348,7 +348,7 @@ def _run_pipeline(
     import ray
 
     started_ray = start_ray()
-    _quiet_ray_data()
+    _configure_ray_data()
     try:
         plan = _stage_plan(settings)
         max_tokens = embedder.max_tokens

@@ -421,11 +421,6 @@ def _region_rect(region: list[_Item]) -> tuple[float, float, float, float]:
     )
 
 
-def _ruled(drawings: list[dict[str, Any]], clip: Any, words: list[Any]) -> list[tuple[Any, str]]:
-    """Tables ruled by the lines drawn inside ``clip``, as (display-space box, Markdown)."""
-    return [(bbox, markdown_table(rows)) for bbox, rows in ruled_tables(edges_in(drawings, clip), words)]
-
-
 def _table_item(bbox: Any, markdown: str, index: int, page: int) -> _Item:
     return _Item(
         bbox[0], bbox[1], bbox[2], bbox[3], markdown, markdown.count("\n") + 1, index, page, kind=BlockKind.TABLE
@@ -456,7 +451,8 @@ def _replace_tables(
                 if rotation_matrix is not None:
                     clip = tuple(pymupdf.Rect(clip) * ~rotation_matrix)
                 try:
-                    tables = _ruled(drawings, clip, words)
+                    found = ruled_tables(edges_in(drawings, clip), words)
+                    tables = [(bbox, markdown_table(rows)) for bbox, rows in found]
                 except Exception as exc:  # a table failure must not lose the page's text
                     _log.warning("ruled tables failed on page %d: %s", number, exc)
                 if rotation_matrix is not None:
