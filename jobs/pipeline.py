@@ -17,6 +17,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import structlog
@@ -24,7 +25,7 @@ import structlog
 from jobs import metrics
 from jobs.plan import IngestOptions, StagePlan, plan_stages
 from jobs.sources import SourceFile, discover
-from jobs.stages import EmbedStage, ExtractStage, WriteStage, store_retry
+from jobs.stages import EmbedStage, ExtractStage, WriteStage, retrying, store_retry
 from models.embedding import SentenceTransformerEmbedder
 from schemas.common import JobStatus, utc_now
 from schemas.errors import LorekeeperError
@@ -235,10 +236,12 @@ def run_ingest(
     catalog = Catalog(graph)
     from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
 
-    graph.ensure_schema(LOREKEEPER_GRAPH_SCHEMA)
+    # Every store call of the driver is idempotent and retried: a store that restarts mid-job (a
+    # crashed embedded graph) costs seconds, never the job or a file left "processing".
+    retrying("ensure_schema", partial(graph.ensure_schema, LOREKEEPER_GRAPH_SCHEMA))
     blob = open_blob_store(settings)
-    blob.ensure_bucket()
-    library, collection = ensure_library(catalog, options)
+    retrying("ensure_bucket", blob.ensure_bucket)
+    library, collection = retrying("ensure_library", partial(ensure_library, catalog, options))
     embedder = SentenceTransformerEmbedder(options.embedding)
     report = IngestReport(library_uid=library.uid, embedding_model=embedder.name)
 
@@ -255,7 +258,7 @@ def run_ingest(
                 collection_uid=collection.uid if collection else None,
                 embedding_model=embedder.name,
             )
-            catalog.save_job(job)
+            retrying("save_job", partial(catalog.save_job, job))
             jobs.append(job)
             pending.append((job, file))
     else:
@@ -267,11 +270,11 @@ def run_ingest(
     for job, file in pending:
         reason = _precheck(file, options)
         if reason is not None:
-            _fail_job(catalog, job, reason)
+            retrying("fail_job", partial(_fail_job, catalog, job, reason))
             report.files.append(FileOutcome(job.id, job.source_ref, "failed", error=reason))
             notify("file_done", {"status": "failed", "source_ref": job.source_ref, "error": reason})
             continue
-        unchanged = _unchanged_local_file(catalog, library, job, file)
+        unchanged = retrying("unchanged_check", partial(_unchanged_local_file, catalog, library, job, file))
         if unchanged is not None:
             report.files.append(FileOutcome(job.id, job.source_ref, "skipped", unchanged))
             notify("file_done", {"status": "skipped", "item_uid": unchanged})
@@ -416,10 +419,11 @@ def _run_pipeline(
                         errors[item_uid] = str(batch["error"][i])
                     notify("chunks_written", {"chunks": 1})
                     if written[item_uid] == expected[item_uid] and job_id not in done:
-                        done.add(job_id)
-                        outcome = _finalize(
-                            catalog, job_id, item_uid, written[item_uid], pages[item_uid], errors.get(item_uid)
-                        )
+                        outcome = retrying("finalize", partial(
+                            _finalize, catalog, job_id, item_uid, written[item_uid], pages[item_uid],
+                            errors.get(item_uid),
+                        ))
+                        done.add(job_id)  # only once it is recorded: else the fallback below closes it
                         report.files.append(outcome)
                         notify("file_done", {"status": outcome.status, "item_uid": item_uid, "pages": outcome.pages})
         except Exception as exc:  # noqa: BLE001 - a stage that cannot start (a store down) fails its jobs
@@ -436,16 +440,37 @@ def _run_pipeline(
                     or pipeline_error
                     or f"only {written[item_uid]} of {expected[item_uid]} chunks were written"
                 )
-                report.files.append(_finalize(catalog, job_id, item_uid, written[item_uid], pages[item_uid], reason))
+                report.files.append(_close_unfinished(
+                    job_id, item_uid, reason,
+                    partial(_finalize, catalog, job_id, item_uid, written[item_uid], pages[item_uid], reason),
+                ))
         for row in runnable:
             if row["job_id"] not in done:
                 reason = pipeline_error or "the pipeline ended before this file was processed"
-                _fail_job(catalog, catalog.get_job(row["job_id"]), reason)
-                report.files.append(FileOutcome(row["job_id"], row["ref"], "failed", error=reason))
+                report.files.append(_close_unfinished(
+                    row["job_id"], None, reason,
+                    lambda job_id=row["job_id"], reason=reason: _fail_job(catalog, catalog.get_job(job_id), reason),
+                    ref=row["ref"],
+                ))
     finally:
         if started_ray:
             ray.shutdown()
     _optimize_vectors(settings, options.vector_collection)
+
+
+def _close_unfinished(
+    job_id: str, item_uid: str | None, reason: str, close: Callable[[], Any], *, ref: str | None = None
+) -> FileOutcome:
+    """Fail a file the pipeline did not finish; if even that cannot be recorded, say so in the report
+    (the job stays open in the catalog and the next run or the API's requeue picks it up)."""
+    try:
+        outcome = retrying("close_job", close)
+    except LorekeeperError as exc:
+        log.error("ingest_job_close_failed", job_id=job_id, item_uid=item_uid, error=str(exc))
+        return FileOutcome(job_id, ref or job_id, "failed", item_uid, error=f"{reason}; not recorded: {exc}")
+    if isinstance(outcome, FileOutcome):
+        return outcome
+    return FileOutcome(job_id, ref or job_id, "failed", item_uid, error=reason)
 
 
 def _optimize_vectors(settings: Settings, collection: str) -> None:

@@ -18,7 +18,7 @@ import traceback
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import structlog
@@ -55,6 +55,8 @@ from stores.vector.base import VectorPoint, VectorSpace
 
 log = structlog.get_logger(__name__)
 
+T = TypeVar("T")
+
 # Columns of a chunk row. Pages are 0 when the format has none (Arrow columns are not nullable ints).
 ROW_COLUMNS = (
     "job_id",
@@ -88,6 +90,15 @@ def store_retry(operation: str) -> Retrying:
             error=str(state.outcome.exception()) if state.outcome else None,
         ),
     )
+
+
+def retrying(operation: str, fn: Callable[[], T]) -> T:
+    """``fn()`` under :func:`store_retry`: every store call of the job is idempotent, so a store that
+    is restarting (a crashed embedded graph comes back within a second) costs a retry, not a file."""
+    for attempt in store_retry(operation):
+        with attempt:
+            return fn()
+    raise AssertionError("unreachable: store_retry re-raises the last error")
 
 
 def _actors(size: int) -> Any:
@@ -164,23 +175,18 @@ class ExtractStage:
 
     def _update_job(self, job: IngestJob, **changes: Any) -> IngestJob:
         job = job.validated_copy(**changes)
-        for attempt in store_retry("save_job"):
-            with attempt:
-                self.catalog.save_job(job)
+        retrying("save_job", partial(self.catalog.save_job, job))
         return job
 
     def _fetch(self, source: dict[str, Any]) -> bytes:
         if str(source["source"]) == IngestSource.PATH.value:
             with open(str(source["ref"]), "rb") as handle:
                 return handle.read()
-        for attempt in store_retry("fetch"):
-            with attempt:
-                return self.blob.get(str(source["key"]), bucket=str(source["bucket"]) or None)
-        raise AssertionError("unreachable")
+        return retrying("fetch", lambda: self.blob.get(str(source["key"]), bucket=str(source["bucket"]) or None))
 
     def process(self, source: dict[str, Any]) -> list[dict[str, Any]]:
         """Rows for one file; never raises (a bad file becomes a failed job and a status row)."""
-        job = self.catalog.get_job(str(source["job_id"]))
+        job = retrying("get_job", partial(self.catalog.get_job, str(source["job_id"])))
         name = str(source["name"])
         started = time.perf_counter()
         log.info("embed_task_started", job_id=job.id, source_ref=job.source_ref)
@@ -199,7 +205,8 @@ class ExtractStage:
             log.info("embed_s3_fetch_complete", job_id=job.id, bytes=len(data), source=str(source["source"]))
             digest = sha256_hex(data)
             item_uid = content_id("item", f"{self.library.uid}:{digest}")
-            versions = self.catalog.items_for_source(self.library.uid, job.source_ref)
+            versions = retrying("item_versions", partial(self.catalog.items_for_source, self.library.uid,
+                                                         job.source_ref))
             current = next((v for v in versions if v.status is ItemStatus.READY), None)
             if current is not None and current.content_hash == digest:
                 self._update_job(
@@ -228,7 +235,8 @@ class ExtractStage:
             if item_uid:
                 # the item may never have been written: then the job alone carries the reason
                 with contextlib.suppress(LorekeeperError):
-                    self.catalog.set_item_status(item_uid, ItemStatus.FAILED, error=reason)
+                    retrying("item_failed", partial(self.catalog.set_item_status, item_uid, ItemStatus.FAILED,
+                                                    error=reason))
             return [_status_row(job.id, item_uid, "failed", reason)]
 
     def _ingest(
@@ -236,9 +244,7 @@ class ExtractStage:
     ) -> list[dict[str, Any]]:
         file_type = FileType.from_filename(name)
         raw_key = original_key(item_uid, name)
-        for attempt in store_retry("put_original"):
-            with attempt:
-                self.blob.put(raw_key, data)
+        retrying("put_original", partial(self.blob.put, raw_key, data))
         latest = versions[0] if versions else None
         supersedes = next((v.uid for v in versions if v.status is ItemStatus.READY and v.uid != item_uid), None)
         item = Item(
@@ -256,7 +262,7 @@ class ExtractStage:
             version=(latest.version + 1) if latest and latest.uid != item_uid else (latest.version if latest else 1),
             supersedes_uid=supersedes,
         )
-        self.catalog.save_item(item)
+        retrying("save_item", partial(self.catalog.save_item, item))
         log.info("ingest_item_created", job_id=job.id, item_uid=item_uid, title=item.title, version=item.version)
         job = self._update_job(
             job, item_uid=item_uid, progress=IngestProgress(fraction=0.15, stage=IngestStage.EXTRACTING)
@@ -266,7 +272,7 @@ class ExtractStage:
 
         def save_image(image_name: str, payload: bytes, mime: str) -> str:
             key = image_key(item_uid, image_name)
-            self.blob.put(key, payload, content_type=mime)
+            retrying("put_image", partial(self.blob.put, key, payload, content_type=mime))
             return key
 
         password = self.options.password.get_secret_value() if self.options.password else None
@@ -295,15 +301,16 @@ class ExtractStage:
         log.info("embed_concepts_complete", job_id=job.id, item_uid=item_uid, concepts=len(concepts))
         if doc.title:
             item = item.validated_copy(title=doc.title[:200])
-        self.catalog.save_item(
+        retrying("save_item", partial(
+            self.catalog.save_item,
             item.validated_copy(page_count=doc.page_count or None),
             chunk_count=len(chunks),
             ocr_pages=doc.ocr_pages,
             ocr_pages_skipped=doc.ocr_pages_skipped,
             warnings=list(doc.warnings),
             concept_count=len(concepts),
-        )
-        self.catalog.save_images(images)
+        ))
+        retrying("save_images", partial(self.catalog.save_images, images))
         self._update_job(
             job,
             concepts_extracted=len(concepts),
@@ -443,8 +450,8 @@ class WriteStage:
         self.text = open_text_index(settings)
         self.vectors = open_vector_index(settings)
         space = VectorSpace(name="dense", dim=dim)
-        self._retrying("text_ensure", self.text.ensure)
-        self._retrying("vector_ensure", lambda: self.vectors.ensure_collection(options.vector_collection, space))
+        retrying("text_ensure", self.text.ensure)
+        retrying("vector_ensure", lambda: self.vectors.ensure_collection(options.vector_collection, space))
         self._items: dict[str, Item] = {}
 
     def __del__(self) -> None:
@@ -459,7 +466,7 @@ class WriteStage:
 
     def _item(self, uid: str) -> Item:
         if uid not in self._items:
-            self._items[uid] = self.catalog.get_item(uid)
+            self._items[uid] = retrying("get_item", partial(self.catalog.get_item, uid))
         return self._items[uid]
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
@@ -498,12 +505,6 @@ class WriteStage:
             out["embed_seconds"].append(float(row["embed_seconds"]))
         return out
 
-    def _retrying(self, operation: str, fn: Callable[[], Any]) -> Any:
-        for attempt in store_retry(operation):
-            with attempt:
-                return fn()
-        return None
-
     def _write_item_rows(self, item: Item, rows: list[dict[str, Any]]) -> None:
         chunks: list[Chunk] = []
         texts: list[TextDocument] = []
@@ -515,7 +516,7 @@ class WriteStage:
             text = str(row["text"])
             key = chunk_key(item.uid, sequence)
             payload = text.encode("utf-8")
-            self._retrying("put_chunk", partial(self.blob.put, key, payload))
+            retrying("put_chunk", partial(self.blob.put, key, payload))
             heading_path = [str(h) for h in row["heading_path"]]
             page_start, page_end = int(row["page_start"]) or None, int(row["page_end"]) or None
             chunk = Chunk(
@@ -543,9 +544,9 @@ class WriteStage:
                         aliases=[a[:200] for a in concept["aliases"]],
                     )
                 mentions.append((chunk.uid, concept["uid"]))
-        self._retrying("graph_chunks", lambda: self.catalog.save_chunks(chunks))
-        self._retrying("graph_concepts", lambda: self.catalog.save_mentions(list(concepts.values()), mentions))
+        retrying("graph_chunks", lambda: self.catalog.save_chunks(chunks))
+        retrying("graph_concepts", lambda: self.catalog.save_mentions(list(concepts.values()), mentions))
         log.info("embed_graph_write_complete", item_uid=item.uid, chunks=len(chunks), concepts=len(concepts))
-        self._retrying("text_upsert", lambda: self.text.upsert(texts))
-        self._retrying("vector_upsert", lambda: self.vectors.upsert(self.options.vector_collection, points))
+        retrying("text_upsert", lambda: self.text.upsert(texts))
+        retrying("vector_upsert", lambda: self.vectors.upsert(self.options.vector_collection, points))
         log.info("embed_vectors_complete", item_uid=item.uid, vectors=len(points), model=self.model)

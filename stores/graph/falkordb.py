@@ -9,9 +9,15 @@
   folder, and a random ``requirepass`` kept in a 0600 state file. FalkorDB's Bolt endpoint is never
   enabled by the store: it cannot be bound to loopback and 4.16 crashes on Bolt writes with AOF on
   (docs/adr/0001-embedded-graph.md);
-* one server per folder: ``falkordb.json`` records its pid, socket and password under an
-  ``flock``; another store object (this process or another, e.g. a Ray worker) attaches to it, and a
-  stale record left by a crash is detected and replaced;
+* one server per folder, enforced: the server process itself holds an exclusive ``flock`` on
+  ``falkordb.server.lock`` (the starter hands it the locked descriptor), so the lock lasts exactly as
+  long as the server and its fork children, whoever dies first, and no second server can start on the
+  folder while any of them runs. ``falkordb.json`` records the pid, socket and password; it is written
+  and removed only under the start lock (``falkordb.lock``) and only removed by the process whose
+  server it names. Another store object (this process or another, e.g. a Ray worker) attaches to it,
+  and a stale record left by a crash is detected and replaced;
+* healing: every connection remembers the server it was opened on; when any store object of the
+  process restarts the server (new pid, new password), the others reconnect on their next call;
 * lifetime: stopped when the last store object of the starting process closes, at interpreter exit,
   and by a small watchdog process if the starting process is killed.
 
@@ -54,6 +60,7 @@ STORE_NAME = "falkordb embedded graph"
 
 _STATE_FILE = "falkordb.json"
 _LOCK_FILE = "falkordb.lock"
+_SERVER_LOCK_FILE = "falkordb.server.lock"  # held by the running server process itself
 _CONF_FILE = "falkordb.conf"
 _LOG_FILE = "falkordb.log"
 _MAX_UNIX_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
@@ -206,31 +213,61 @@ class FalkorServer:
         with self._lock:
             if self.pid is not None and self.alive() and self._answers():
                 return
+            if not self.alive():
+                self._forget_dead_server()
             self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
             os.chmod(self.path, 0o700)
-            with open(self.path / _LOCK_FILE, "a+") as lock_file:
-                fcntl.flock(lock_file, fcntl.LOCK_EX)  # another process may be starting it right now
-                try:
-                    if self._attach_from_state():
-                        return
-                    self._start()
-                finally:
-                    fcntl.flock(lock_file, fcntl.LOCK_UN)
+            with self._start_lock():  # another process may be starting it right now
+                stale_pid = self._attach_from_state()
+                if stale_pid is None:
+                    return
+                self._start(stale_pid)
 
-    def _attach_from_state(self) -> bool:
+    @contextmanager
+    def _start_lock(self) -> Iterator[None]:
+        """Serialise start, attach and record removal across the processes that share the folder."""
+        with open(self.path / _LOCK_FILE, "a+") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+    def _forget_dead_server(self) -> None:
+        """This process's view of a server that died: reap it and its watchdog, keep the record.
+
+        The record is not ours to remove here: another process may already have started the next
+        server and written its record (removing that made the next attach start a second server).
+        """
+        if self._proc is not None and self._proc.poll() is not None:
+            self._proc = None
+        if self._proc is None:
+            self._stop_watchdog()
+        self.pid = None
+        self.owned = False
+
+    def _attach_from_state(self) -> int | None:
+        """Attach to the server the record names; otherwise return the stale record's pid (0 if none).
+
+        Returns:
+            ``None`` when attached; else the pid of the dead server the record named (0 without one).
+        """
         state_path = self.path / _STATE_FILE
         try:
             state = json.loads(state_path.read_text())
         except (OSError, ValueError):
-            return False
+            return 0
         pid = int(state.get("pid", 0))
         if pid <= 0 or not _pid_alive(pid) or not _is_redis(pid):
             self._cleanup_stale(state)  # crashed or killed: its record is stale
-            return False
+            return max(pid, 0)
         self.pid, self.socket_path, self.password = pid, Path(state["socket"]), state["password"]
         self.owned = pid == (self._proc.pid if self._proc else -1)
         if self._wait_ready(proc=None):
-            return True
+            return None
+        if not _pid_alive(pid):  # it died while we waited: start the next one
+            self._cleanup_stale(state)
+            return pid
         raise Unavailable(
             STORE_NAME, f"a FalkorDB server (pid {pid}) holds this folder but does not answer", url=self.url
         )
@@ -241,6 +278,39 @@ class FalkorServer:
         with contextlib.suppress(OSError):
             (self.path / _STATE_FILE).unlink(missing_ok=True)
         self.pid = None
+
+    def _hold_folder(self, stale_pid: int) -> int:
+        """Take the folder's server lock for a server about to start; return the locked descriptor.
+
+        Whoever holds it is a running server of this folder or a fork child of one (an append-only
+        log rewrite outlives a killed parent and still writes into the folder). Children of the dead
+        server ``stale_pid`` are stopped; any other holder means a server runs here without a record,
+        and starting a second one would corrupt the log, so that is refused.
+
+        Raises:
+            Unavailable: another process holds the folder.
+        """
+        fd = os.open(self.path / _SERVER_LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        deadline = time.monotonic() + min(self.start_timeout_s, 15.0)
+        reaped = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                pass
+            if not reaped and stale_pid > 0:
+                _kill_orphans(stale_pid)
+                reaped = True
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise Unavailable(
+                    STORE_NAME,
+                    "another FalkorDB server process holds the data folder but left no record; "
+                    "stop it (or wait for it to exit) before starting the graph again",
+                    url=self.url,
+                )
+            time.sleep(0.05)
 
     def _socket_for(self) -> Path:
         candidate = self.path / "falkordb.sock"
@@ -255,9 +325,10 @@ class FalkorServer:
             raise Unavailable(STORE_NAME, f"refusing socket folder {folder}: not private to this user", url=self.url)
         return folder / "falkordb.sock"
 
-    def _start(self) -> None:
+    def _start(self, stale_pid: int = 0) -> None:
         redis_server, module = _binaries()
         self._stop_watchdog()  # the previous server's watchdog, if that server died
+        held = self._hold_folder(stale_pid)
         socket_path = self._socket_for()
         socket_path.unlink(missing_ok=True)
         password = secrets.token_urlsafe(32)
@@ -298,9 +369,11 @@ class FalkorServer:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True,  # a Ctrl-C meant for the app must not cut the server mid-write
                 close_fds=True,
+                pass_fds=(held,),  # the server (and its fork children) now hold the folder's lock
             )
         finally:
             log.close()
+            os.close(held)  # our copy: from here on the lock lives exactly as long as the server
         self._proc, self.pid, self.socket_path, self.password = proc, proc.pid, socket_path, password
         self.owned, self._owner_pid = True, os.getpid()
         if not self._wait_ready(proc=proc):
@@ -367,15 +440,21 @@ class FalkorServer:
                 if self.durable and proc.poll() is None:
                     self._compact_log(timeout)
                 self._terminate(proc, timeout)
-                with contextlib.suppress(OSError):
-                    (self.path / _STATE_FILE).unlink(missing_ok=True)
-                if self.socket_path is not None:
-                    with contextlib.suppress(OSError):
-                        self.socket_path.unlink(missing_ok=True)
+                self._remove_record_of(proc.pid)
             self._stop_watchdog()
             self.pid = None
             self.owned = False
             self._users = 0
+
+    def _remove_record_of(self, pid: int) -> None:
+        """Remove the folder's record and socket if (and only if) they still belong to ``pid``."""
+        with contextlib.suppress(OSError), self._start_lock():
+            try:
+                state = json.loads((self.path / _STATE_FILE).read_text())
+            except (OSError, ValueError):
+                return
+            if int(state.get("pid", 0)) == pid:
+                self._cleanup_stale(state)
 
     def _compact_log(self, timeout: float) -> None:
         """Rewrite the append-only file into a snapshot so the next start loads it in milliseconds."""
@@ -451,6 +530,26 @@ class FalkorServer:
 
 
 atexit.register(FalkorServer.stop_all)
+
+
+def _kill_orphans(leader: int) -> None:
+    """SIGKILL what is left of the dead server ``leader``'s process group (its fork children).
+
+    A server is started as the leader of its own session, so its fork children share its process
+    group; Linux keeps a group's id from being reused while any member lives. Only redis processes
+    are touched, found through /proc (elsewhere nothing is done and the caller waits for the lock).
+    """
+    with contextlib.suppress(OSError):
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                pgrp = int(stat.rsplit(")", 1)[-1].split()[2])
+                if pgrp == leader and b"redis" in (entry / "cmdline").read_bytes():
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, ValueError, IndexError):
+                continue
 
 
 def _no_retry() -> Any:
@@ -566,6 +665,7 @@ class _Connection:
         import redis
 
         self.server = server
+        self.server_pid = server.pid  # the server this client was opened on (its password, its socket)
         self.redis = redis.Redis(
             unix_socket_path=str(server.socket_path), password=server.password, protocol=2,
             socket_connect_timeout=timeout_s, socket_timeout=query_timeout_s, retry=_no_retry(),
@@ -627,9 +727,10 @@ class EmbeddedFalkorGraphStore(LazyClient):
         """The open connection; a failure to (re)start or reach the server becomes our error."""
         try:
             conn = self.client
-            if not conn.server.alive():
+            if conn.server_pid != conn.server.pid or not conn.server.alive():
                 # It died after the last call finished (or while it was failing and the death was
-                # not yet visible): start afresh from the append-only file rather than fail here.
+                # not yet visible), or another store object of this process already restarted it
+                # with a new password: start afresh or reattach rather than fail here.
                 self._drop(conn)
                 conn = self.client
             return conn
@@ -655,6 +756,9 @@ class EmbeddedFalkorGraphStore(LazyClient):
         if isinstance(exc, dl.DialectError):
             return InvalidRequest(self.name, str(exc), url=self.url)
         if isinstance(exc, rex.AuthenticationError):
+            if conn is not None:
+                # A server restarted by another process has a new password: reattach on next use.
+                self._drop(conn)
             return Unavailable(self.name, "the server refused the stored credentials", url=self.url)
         if isinstance(exc, rex.ConnectionError | rex.TimeoutError | OSError):
             if conn is not None and not conn.server.alive():

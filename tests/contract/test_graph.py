@@ -237,6 +237,121 @@ def test_unpickled_store_in_another_process_attaches(own_graph: EmbeddedFalkorGr
     assert _count(own_graph, "Remote") == 1  # the worker's close() left the owner's server running
 
 
+def _servers_on(folder: Path) -> list[int]:
+    """Pids of the redis-servers working in ``folder`` (a server changes into its data folder)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if b"redis" in (entry / "cmdline").read_bytes() and (entry / "cwd").resolve() == folder.resolve():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return [pid for pid in found if _alive(pid)]
+
+
+_WRITER = textwrap.dedent("""
+    import sys
+    from schemas.errors import Unavailable
+    from stores.graph.falkordb import EmbeddedFalkorGraphStore
+    store = EmbeddedFalkorGraphStore(sys.argv[1])
+    for line in sys.stdin:
+        if line.strip() == "pid":
+            print(store.server.pid, flush=True)
+            continue
+        for _ in range(50):  # a call cut by the crash fails once; the next one restarts or attaches
+            try:
+                store.run("MERGE (:Child {i: $i})", {"i": int(line)})
+                print("ok", flush=True)
+                break
+            except Unavailable:
+                pass
+        else:
+            print("failed", flush=True)
+    store.close()
+""")
+
+
+@pytest.mark.contract
+def test_a_crash_seen_by_two_processes_restarts_one_server(own_graph: EmbeddedFalkorGraphStore) -> None:
+    # The ingest case: the driver started the server, a Ray worker attached; the server is killed and
+    # the worker restarts it first. The driver must then attach to that server, never start a second
+    # one on the same folder (two servers on one append-only log destroy it).
+    own_graph.run("CREATE (:Parent {i: 0})")
+    worker = subprocess.Popen([sys.executable, "-c", _WRITER, str(own_graph.path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+
+    def ask(line: str) -> str:
+        worker.stdin.write(line + "\n")  # type: ignore[union-attr]
+        worker.stdin.flush()  # type: ignore[union-attr]
+        return worker.stdout.readline().strip()  # type: ignore[union-attr]
+
+    try:
+        assert ask("1") == "ok"
+        own_graph.server.kill()
+        assert ask("2") == "ok"  # the worker restarted the server
+        restarted = int(ask("pid"))
+        for i in range(1, 4):
+            for _ in range(50):
+                try:
+                    own_graph.run("MERGE (:Parent {i: $i})", {"i": i})
+                    break
+                except Unavailable:
+                    pass
+            assert ask(str(i + 2)) == "ok"
+        assert own_graph.server.pid == restarted
+        assert _servers_on(own_graph.path) == [restarted]
+        assert _count(own_graph, "Child") == 5 and _count(own_graph, "Parent") == 4
+    finally:
+        worker.stdin.close()  # type: ignore[union-attr]
+        worker.wait(timeout=30)
+    # The worker owned the restarted server and stopped it on exit: the folder starts again, whole.
+    assert _count(own_graph, "Child") == 5 and _count(own_graph, "Parent") == 4
+    own_graph.close()
+    assert _servers_on(own_graph.path) == []
+    reopened = EmbeddedFalkorGraphStore(own_graph.path)
+    try:
+        assert _count(reopened, "Child") == 5 and _count(reopened, "Parent") == 4
+    finally:
+        reopened.close()
+
+
+@pytest.mark.contract
+def test_every_store_of_a_process_heals_after_a_crash(own_graph: EmbeddedFalkorGraphStore) -> None:
+    # The API holds several stores on one folder (story, search, keys, catalog). The first to notice
+    # the crash restarts the server with a new password; the others must follow it, not keep failing.
+    twins = [EmbeddedFalkorGraphStore(own_graph.path) for _ in range(3)]
+    try:
+        for store in (own_graph, *twins):
+            store.run("MERGE (:Healed {uid: 'x'})")
+        own_graph.server.kill()
+        for store in (own_graph, *twins):
+            for _ in range(3):
+                try:
+                    assert _count(store, "Healed") == 1
+                    break
+                except Unavailable:  # at most the call that meets the dead server fails
+                    pass
+            else:
+                raise AssertionError(f"{store!r} did not heal")
+            store.health()
+    finally:
+        for twin in twins:
+            twin.close()
+
+
+@pytest.mark.contract
+def test_no_second_server_starts_while_one_holds_the_folder(own_graph: EmbeddedFalkorGraphStore) -> None:
+    # The owner's record vanished (a crash between steps, a hand-deleted file): the running server
+    # still holds the folder's lock, so a newcomer refuses instead of starting a second server.
+    own_graph.run("RETURN 1")
+    (own_graph.path / "falkordb.json").unlink()
+    newcomer = FalkorServer(own_graph.path, start_timeout_s=2.0)
+    with pytest.raises(Unavailable, match="holds the data folder"):
+        newcomer.ensure_running()
+    assert _servers_on(own_graph.path) == [own_graph.server.pid]
+
+
 # -- server backends that are down ------------------------------------------------------------------
 
 
