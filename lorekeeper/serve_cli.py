@@ -72,8 +72,20 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
     import ray
     from ray import serve
 
-    from serve.deployments import build_application
+    from serve.auth import ApiKeys
+    from serve.deployments import AppConfig, build_application
+    from serve.services import check_binding
+    from stores.factory import open_graph_store
 
+    # Refuse a public address without keys here, before anything starts, exactly as --direct does;
+    # the ingress replicas then check again with these same settings, bound into the application.
+    graph = open_graph_store(settings)
+    try:
+        check_binding(serve_settings, ApiKeys(graph, keys_file=serve_settings.api_keys_file))
+    except LorekeeperError as exc:
+        raise _fail(exc) from None
+    finally:
+        graph.close()
     cluster = os.environ.get("RAY_ADDRESS")
     if not cluster:
         # The replicas read the same settings: hand them this process's LOREKEEPER_* variables, with
@@ -92,7 +104,8 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
         ray.init(address=cluster)
     serve.start(http_options={"host": serve_settings.api_host, "port": serve_settings.api_port})
     try:
-        serve.run(build_application({}), name="lorekeeper", route_prefix="/", blocking=False)
+        app = build_application(AppConfig(serve=serve_settings).model_dump())
+        serve.run(app, name="lorekeeper", route_prefix="/", blocking=False)
     except Exception as exc:  # a replica failed to start: say why, without a Ray traceback
         err_console.print(f"[red]error:[/red] the application did not start: {exc}")
         raise typer.Exit(1) from None

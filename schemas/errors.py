@@ -47,9 +47,14 @@ class LorekeeperError(Exception):
         # Rebuild from the message and context so subclasses with their own __init__ pickle too.
         return (_rebuild, (type(self), self.message, self.context))
 
+    @property
+    def client_message(self) -> str:
+        """The message for a client: the full one, minus what only the operator should see."""
+        return self.message
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON body an API returns for this error."""
-        return {"error": self.code, "message": self.message}
+        return {"error": self.code, "message": self.client_message}
 
 
 def _rebuild(cls: type[LorekeeperError], message: str, context: dict[str, Any]) -> LorekeeperError:
@@ -87,9 +92,16 @@ class StoreError(LorekeeperError):
 
     def __init__(self, store: str, message: str, *, url: str | None = None) -> None:
         where = f" at {redact_url(url)}" if url else ""
-        super().__init__(f"{store}{where}: {message}", store=store, url=redact_url(url))
+        super().__init__(f"{store}{where}: {message}", store=store, url=redact_url(url), detail=message)
         self.store = store
         self.url = redact_url(url)
+        self.detail = message
+
+    @property
+    def client_message(self) -> str:
+        """The store and what went wrong, without where the store lives: a data folder's path or a
+        server's address is the operator's business (the logs carry the full message)."""
+        return f"{self.store}: {self.detail}"
 
 
 class NotFound(StoreError):

@@ -1053,6 +1053,9 @@ class RetrievalRecord(LorekeeperModel):
         default_factory=dict, description="Filters applied, e.g. {'library_type': ['rulebook']}."
     )
     hits: list[RetrievalHit] = Field(default_factory=list)
+    error: Text | None = Field(
+        default=None, description="Why retrieval failed; the turn was then narrated without knowledge."
+    )
     latency_ms: NonNegativeFloat | None = None
     created_at: UtcDatetime = Field(default_factory=utc_now)
 

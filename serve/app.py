@@ -31,8 +31,9 @@ from typing import Annotated, Any
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -121,7 +122,86 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         403: "forbidden",
         413: "request_too_large",
     }
-    return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
+    response = _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
+    response.headers.update(exc.headers or {})  # 405's Allow, 401's WWW-Authenticate
+    return response
+
+
+async def _data_error(request: Request, exc: Exception) -> Response:
+    """A model built from the caller's data refused it (a rule beyond the request body's schema)."""
+    assert isinstance(exc, ValidationError)
+    problems = [
+        {"where": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")} for e in exc.errors()[:20]
+    ]
+    first = problems[0] if problems else {"where": exc.title, "problem": "invalid"}
+    return _error(400, "invalid_request", f"{first['where']}: {first['problem']}", problems=problems)
+
+
+class ErrorBody(BaseModel):
+    """The JSON body of every error answer."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: str = Field(description="A stable code: not_found, forbidden, store_unavailable, …")
+    message: str = Field(description="What went wrong, for a person.")
+
+
+_ERROR_DESCRIPTIONS = {
+    400: "Malformed input, or a domain rule it breaks",
+    401: "No API key, or an unknown or revoked one",
+    403: "The key may not use this campaign or operation",
+    404: "No such record (or one the key may not see)",
+    409: "Clashes with what is stored (a concurrent change, an existing import)",
+    413: "The request body is over the size limit",
+    429: "Over capacity; retry after the Retry-After seconds",
+    503: "A store or engine is unavailable; retrying later may succeed",
+}
+_CAPACITY_ROUTES = ("/turns", "/takes", "/v1/chat/completions")
+
+
+def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> list[int]:
+    """The error statuses an operation can answer, from what it is: its path ids, body and method.
+
+    Every route but the two ops routes needs a key (401, 403), reads a store or an engine (503) and
+    checks its input (400); the rest follows from the route's shape.
+    """
+    if path == "/metrics":
+        return []
+    if path == "/health":
+        return [503]
+    statuses = {400, 401, 403, 503}
+    if "{" in path:
+        statuses.add(404)
+    writes = method in ("post", "put", "patch", "delete")
+    if writes or "requestBody" in operation:
+        statuses.add(413)
+    if writes and path.startswith("/api/v1/") and not path.endswith("/search"):
+        statuses.add(409)
+    if writes and path.endswith(_CAPACITY_ROUTES):
+        statuses.add(429)
+    return sorted(statuses)
+
+
+def _declare_errors(app: FastAPI) -> None:
+    """Make the OpenAPI list each route's error statuses with :class:`ErrorBody`, so a generated client
+    knows them (FastAPI itself declares only 422)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components["ErrorBody"] = ErrorBody.model_json_schema()
+        body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+        for path, operations in schema.get("paths", {}).items():
+            for method, operation in operations.items():
+                responses = operation.setdefault("responses", {})
+                for status in _error_statuses(path, method, operation):
+                    responses.setdefault(str(status), {"description": _ERROR_DESCRIPTIONS[status], "content": body})
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
@@ -619,7 +699,11 @@ def ops_router() -> APIRouter:
     async def health(s: ServicesDep) -> Response:
         checks = await s.health()
         healthy = all(v == "ok" for v in checks.values())
-        body = {"status": "ok" if healthy else "degraded", "checks": checks, "open": s.open}
+        try:
+            is_open = await s.is_open()
+        except LorekeeperError:
+            is_open = False  # the graph is down (the checks say so): report closed, never open
+        body = {"status": "ok" if healthy else "degraded", "checks": checks, "open": is_open}
         return JSONResponse(body, status_code=200 if healthy else 503)
 
     @r.get("/metrics")
@@ -673,6 +757,7 @@ def create_app(
     app.add_exception_handler(LorekeeperError, _lorekeeper_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(ValidationError, _data_error)
     app.add_exception_handler(Exception, _unexpected)
     app.include_router(story_router())
     app.include_router(search_router())
@@ -687,6 +772,7 @@ def create_app(
         from serve.mcp import mount_mcp
 
         extra_lifespans.append(mount_mcp(app, services))
+    _declare_errors(app)
     app.add_middleware(
         BodyLimit,
         limit=services.serve.max_request_bytes,

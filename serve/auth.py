@@ -4,7 +4,8 @@ A key reads ``lk_<id>_<secret>``; the graph keeps ``(:ApiKey {uid: id, hash, adm
 with the sha256 of the whole key, never the key. Keys are managed with ``lorekeeper keys
 create|list|revoke``; a file of admin keys (``LOREKEEPER_API_KEYS_FILE``, one per line: a mounted
 Secret) may add more. With no key at all and the API bound to loopback, the API runs open (a
-laptop); bound to any other address it refuses to start without keys.
+laptop); bound to any other address it refuses to start without keys. Once a key has existed the API
+stays closed, even after every key is revoked (revoking the last key must not make every caller admin).
 """
 
 from __future__ import annotations
@@ -152,15 +153,19 @@ class ApiKeys:
     # -- verification -----------------------------------------------------------------------------
 
     def any_configured(self) -> bool:
-        """Whether any key exists (then every request needs one)."""
+        """Whether any key exists or ever existed (then every request needs one).
+
+        Revoked keys count: keys are never deleted, so once one was created the answer stays true,
+        and is then cached for good.
+        """
         if self._file_hashes:
             return True
         now = time.monotonic()
         with self._lock:
             at, value = self._any
-            if now - at < _CACHE_S:
+            if value or now - at < _CACHE_S:
                 return value
-        value = bool(self.graph.run("MATCH (k:ApiKey) WHERE coalesce(k.revoked, false) = false RETURN k.uid LIMIT 1"))
+        value = bool(self.graph.run("MATCH (k:ApiKey) RETURN k.uid LIMIT 1"))
         with self._lock:
             self._any = (now, value)
         return value

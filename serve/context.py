@@ -101,6 +101,7 @@ class PromptAssembler:
         summaries: Sequence[Summary],
         recent: Sequence[Turn],
         player_input: str,
+        retrieval_error: str | None = None,
     ) -> Assembled:
         p = campaign.profile
         rules = [
@@ -151,8 +152,9 @@ class PromptAssembler:
                     )
                     for i, h in enumerate(hits, start=1)
                 ],
+                error=retrieval_error,
             )
-            if hits
+            if hits or retrieval_error
             else None
         )
         return Assembled(messages=messages, text=whole, snapshot=snapshot, retrieval=retrieval, cut=cut)

@@ -37,7 +37,7 @@ from ray.serve.config import RequestRouterConfig
 from ray.serve.handle import DeploymentHandle
 
 from schemas.search import SearchFilters, SearchHit
-from schemas.serving import get_serve_settings
+from schemas.serving import ServeSettings, get_serve_settings
 from schemas.settings import Settings, VectorBackend, get_settings
 from schemas.story import GateReport
 from search.metrics import SEARCH_DURATION
@@ -106,6 +106,11 @@ class AppConfig(BaseModel):
     gate: DeploymentConfig = Field(default_factory=lambda: DeploymentConfig(num_cpus=0.25, max_ongoing_requests=16))
     plugins: list[str] = Field(default_factory=lambda: list(DEFAULT_PLUGINS))
     mcp: bool = True
+    serve: ServeSettings | None = Field(
+        default=None,
+        description="The serving settings every replica uses (host, keys file, engines), as `lorekeeper serve` "
+        "decided them; unset, each replica reads LOREKEEPER_* from its environment.",
+    )
 
 
 # -- the deployments ------------------------------------------------------------------------------
@@ -114,8 +119,8 @@ class AppConfig(BaseModel):
 class NarratorReplica:
     """One narrator engine (vLLM on a GPU, an OpenAI-compatible client, or echo) per replica."""
 
-    def __init__(self) -> None:
-        self.settings = get_serve_settings()
+    def __init__(self, settings: ServeSettings | None = None) -> None:
+        self.settings = settings or get_serve_settings()
         self.engine: NarratorEngine = build_engine(self.settings)
         self.model = self.engine.model
         log.info("narrator_replica_started", engine=self.settings.narrator_engine.value, model=self.model)
@@ -276,10 +281,12 @@ class IngressReplica:
         gate: DeploymentHandle,
         plugins: Sequence[str] = DEFAULT_PLUGINS,
         mcp: bool = True,
+        settings: ServeSettings | None = None,
     ) -> None:
         self.handles = (narrator, search, gate)
         self.plugins = list(plugins)
         self.mcp = mcp
+        self.settings = settings
         self._stack = ExitStack()
 
     async def __serve_build_asgi_app__(self) -> Any:
@@ -288,7 +295,7 @@ class IngressReplica:
 
         narrator, search, gate = self.handles
         model = await narrator.model_name.remote()
-        serve_settings = get_serve_settings()
+        serve_settings = self.settings or get_serve_settings()
         services = self._stack.enter_context(
             open_services(
                 get_settings(),
@@ -308,10 +315,11 @@ class IngressReplica:
 # -- builders -------------------------------------------------------------------------------------
 
 
-def build_narrator(config: DeploymentConfig) -> Application:
+def build_narrator(config: DeploymentConfig, settings: ServeSettings | None = None) -> Application:
     """Narrator replicas, with requests routed by campaign (:mod:`serve.routing`)."""
     router = RequestRouterConfig(request_router_class="serve.routing:CampaignAffinityRouter")  # type: ignore[arg-type]
-    return serve.deployment(name="Narrator", request_router_config=router, **config.options())(NarratorReplica).bind()
+    deployment = serve.deployment(name="Narrator", request_router_config=router, **config.options())(NarratorReplica)
+    return deployment.bind(settings)
 
 
 def build_search(config: DeploymentConfig, settings: Settings | None = None) -> Application:
@@ -329,7 +337,7 @@ def build_gate(config: DeploymentConfig) -> Application:
 
 def build_ingress(config: AppConfig, narrator: Application, search: Application, gate: Application) -> Application:
     deployment = serve.deployment(name="Ingress", **config.ingress.options())(IngressReplica)
-    return deployment.bind(narrator, search, gate, config.plugins, config.mcp)
+    return deployment.bind(narrator, search, gate, config.plugins, config.mcp, config.serve)
 
 
 def build_application(args: dict[str, Any]) -> Application:
@@ -337,7 +345,7 @@ def build_application(args: dict[str, Any]) -> Application:
     config = AppConfig.model_validate(args)
     return build_ingress(
         config,
-        build_narrator(config.narrator),
+        build_narrator(config.narrator, config.serve),
         build_search(config.search),
         build_gate(config.gate),
     )

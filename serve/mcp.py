@@ -69,7 +69,7 @@ def _tool(name: str) -> Callable[[Callable[..., Awaitable[T]]], Callable[..., Aw
                 result = await fn(*args, **kwargs)
             except LorekeeperError as exc:
                 status = exc.code
-                raise ValueError(f"{exc.code}: {exc.message}") from None
+                raise ValueError(f"{exc.code}: {exc.client_message}") from None
             except Exception:
                 status = "error"
                 raise

@@ -56,6 +56,9 @@ class TurnOutcome(BaseModel):
     proposal_ids: list[str] = Field(default_factory=list)
     dropped: list[str] = Field(default_factory=list, description="Extracted proposals dropped, and why.")
     generation: dict[str, Any] = Field(default_factory=dict)
+    retrieval_error: str | None = Field(
+        default=None, description="Set when the knowledge search failed: the turn was narrated without it."
+    )
 
 
 EXTRACTION_INSTRUCTIONS = (
@@ -165,6 +168,7 @@ class TurnFlow:
             proposal_ids=proposal_ids,
             dropped=dropped,
             generation=generation.model_dump(mode="json"),
+            retrieval_error=assembled.retrieval.error if assembled.retrieval else None,
         )
         yield {"event": "done", **outcome.model_dump(mode="json")}
 
@@ -190,31 +194,39 @@ class TurnFlow:
         campaign = campaign_f.result()
         axioms = [a.text for a in story.axioms(campaign.world_id)]
         state = state_f.result()
+        hits, retrieval_error = search_f.result()
         assembled = self.assembler.assemble(
             turn=turn,
             model=model,
             campaign=campaign,
             axioms=axioms,
             state=state,
-            hits=search_f.result(),
+            hits=hits,
             query=text,
             memories=memories_f.result(),
             summaries=summaries_f.result(),
             recent=recent_f.result() if recent_f is not None else [],
             player_input=text,
+            retrieval_error=retrieval_error,
         )
         return assembled, state
 
-    def _knowledge(self, campaign_id: str, text: str) -> list[SearchHit]:
+    def _knowledge(self, campaign_id: str, text: str) -> tuple[list[SearchHit], str | None]:
+        """The knowledge hits for a turn, or none and why the search failed.
+
+        Knowledge is a help, not a precondition of narrating: a failed search does not stop the turn,
+        but the turn's retrieval record and its response say so, so the table knows what it got.
+        """
         if self.searcher is None or not text.strip() or not self.settings.knowledge_hits:
-            return []
+            return [], None
         try:
-            return self.searcher.search(
+            hits = self.searcher.search(
                 text, filters=self.campaign_filters(campaign_id), limit=self.settings.knowledge_hits
             )
-        except LorekeeperError as exc:  # knowledge is a help, not a precondition of narrating
+            return hits, None
+        except LorekeeperError as exc:
             log.warning("turn_search_failed", campaign_id=campaign_id, error=exc.message)
-            return []
+            return [], f"knowledge search failed: {exc.client_message}"
 
     def _keep(self, turn: Turn, narration: str, generation: GenerationMetadata, assembled: Assembled) -> str:
         """The take, the prompt snapshot and the retrieval record: independent writes, made side by side."""

@@ -161,9 +161,13 @@ class Services:
         Raises:
             Unauthorized: no key where one is needed, or an unknown or revoked one.
         """
-        if key is None and self.open and not await self.run(self.keys.any_configured):
+        if key is None and await self.is_open():
             return OPEN
         return await self.run(self.keys.verify, key)  # type: ignore[no-any-return]
+
+    async def is_open(self) -> bool:
+        """Whether keyless callers are served now: a loopback API on which no key has ever existed."""
+        return self.open and not await self.run(self.keys.any_configured)
 
     async def turn_in(self, campaign_id: str, turn_id: str) -> Turn:
         """A turn of this campaign; a missing turn and another campaign's answer alike."""
@@ -194,7 +198,7 @@ class Services:
             await self.run(self.story.graph.run, "RETURN 1 AS ok")
             checks["graph"] = "ok"
         except LorekeeperError as exc:
-            checks["graph"] = exc.message
+            checks["graph"] = exc.client_message
         return checks
 
     async def run(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:

@@ -386,9 +386,15 @@ class StoryService:
     def select_take(self, turn_id: str, take_id: str) -> Take:
         """Make one take of a turn the selected one (the others stay)."""
         turn = self.story.turn(turn_id)
-        take = from_props(Take, self.story.node("Take", take_id), key="id")
+        # Another turn's take (perhaps another campaign's) answers exactly like a missing one: the
+        # answer must not tell whether it exists, nor name the turn it belongs to.
+        missing = NotFound("story", f"no take {take_id!r} of turn {turn_id!r}")
+        try:
+            take = from_props(Take, self.story.node("Take", take_id), key="id")
+        except NotFound:
+            raise missing from None
         if take.turn_id != turn_id:
-            raise InvalidRequest("story", f"take {take_id!r} belongs to turn {take.turn_id!r}, not {turn_id!r}")
+            raise missing
 
         def build(ctx: CampaignContext, writes: Writes) -> tuple[Take, dict[str, Any]]:
             self._queue_select(writes, turn_id, take)
@@ -1146,6 +1152,7 @@ class StoryService:
                         "campaign_id": turn.campaign_id,
                         "turn_uid": turn.id,
                         "query": record.query,
+                        "error": record.error,
                         "blob_key": info.key,
                         "created_at": record.created_at.isoformat(),
                     },

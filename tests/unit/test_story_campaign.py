@@ -192,8 +192,11 @@ def test_retry_adds_takes_and_select_picks_one(story: StoryService) -> None:
     assert [t.index for t in takes] == [0, 1] and [t.selected for t in takes] == [True, False]
     assert story.get_turn(turn.id).narration == "Nobody answers."
     other = story.add_turn(campaign.id, "I wait", narration="Time passes.")
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(NotFound) as other_turns:  # another turn's take answers like a missing one
         story.select_take(other.id, first.id)
+    with pytest.raises(NotFound) as missing:
+        story.select_take(other.id, "take_nope")
+    assert other_turns.value.message == missing.value.message.replace("take_nope", first.id)
 
 
 def test_named_checkpoints_are_created_and_restored(story: StoryService) -> None:
