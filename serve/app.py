@@ -544,12 +544,21 @@ def story_router() -> APIRouter:
     # export and import ------------------------------------------------------------------------
 
     @r.get("/campaigns/{campaign_id}/export")
-    async def export(s: ServicesDep, caller: PrincipalDep, campaign_id: str) -> Response:
+    async def export(
+        s: ServicesDep,
+        caller: PrincipalDep,
+        campaign_id: str,
+        include_knowledge: Annotated[
+            bool,
+            Query(description="Also carry the library passages the campaign cites (its provenance), their "
+                  "items and libraries, so the bundle is whole in a store that never ingested them."),
+        ] = False,
+    ) -> Response:
         import io
 
         caller.require_campaign(campaign_id)
         buffer = io.BytesIO()
-        await s.run(s.story.export_campaign, campaign_id, buffer)
+        await s.run(s.story.export_campaign, campaign_id, buffer, include_knowledge=include_knowledge)
         return Response(
             buffer.getvalue(),
             media_type="application/zip",

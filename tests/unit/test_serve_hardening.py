@@ -200,3 +200,41 @@ def test_the_ray_path_refuses_a_public_address_without_keys(tmp_path: Path) -> N
         raise AssertionError(f"`lorekeeper serve --host 0.0.0.0` started without keys:\n{output[-2000:]}") from None
     assert proc.returncode == 2, output
     assert "not loopback" in " ".join(output.split())
+
+
+# -- 11. the REST export can carry the knowledge it cites ----------------------------------------------
+
+
+def test_the_rest_export_can_include_the_knowledge_it_cites(client: TestClient, services: Any) -> None:
+    import io
+    import json
+    import zipfile
+
+    from schemas.common import sha256_hex
+    from schemas.knowledge import Chunk, FileType, Item, Library, LibraryType
+    from schemas.story import RetrievalHit, RetrievalRecord
+    from stores.blob.layout import chunk_key
+
+    library = services.catalog.save_library(Library(name="Lantern Lore", type=LibraryType.RULEBOOK))
+    text = "A hooded lantern sheds bright light in a 30-foot cone."
+    item = Item(uid="item_lanterns", library_uid=library.uid, title="Lanterns", file_type=FileType.MARKDOWN,
+                size_bytes=len(text), content_hash=sha256_hex(text), source_ref="lanterns.md")
+    services.catalog.save_item(item)
+    chunk = Chunk(uid="chunk_lantern", item_uid=item.uid, sequence=0, text_key=chunk_key(item.uid, 0), token_count=12)
+    services.story.blobs.put(chunk.text_key, text.encode())
+    services.catalog.save_chunks([chunk])
+    cid = _campaign(client)
+    turn = client.post(f"{API}/campaigns/{cid}/turns", json={"text": "How far does my lantern shine?"}).json()
+    services.story.record_retrieval(RetrievalRecord(
+        turn_id=turn["turn_id"], query="lantern", hits=[RetrievalHit(chunk_id=chunk.uid, rank=1, item_uid=item.uid)],
+    ))
+
+    def labels(response: Any) -> set[str]:
+        with zipfile.ZipFile(io.BytesIO(response.content)) as bundle:
+            return {json.loads(line)["label"] for line in bundle.read("graph/nodes.jsonl").splitlines() if line}
+
+    plain = client.get(f"{API}/campaigns/{cid}/export")
+    whole = client.get(f"{API}/campaigns/{cid}/export", params={"include_knowledge": "true"})
+    assert plain.status_code == whole.status_code == 200
+    assert "Chunk" not in labels(plain)
+    assert {"Chunk", "Item", "Library"} <= labels(whole)
