@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol, TextIO
 
 import typer
 from pydantic import SecretStr
@@ -17,6 +21,148 @@ from schemas.errors import ConfigError, LorekeeperError
 from schemas.knowledge import Classification, LibraryType
 
 console = Console(stderr=True)
+
+
+@dataclass
+class IngestTally:
+    """What an ingest has done so far, summed from the pipeline's progress events."""
+
+    files: int | None = None  # None until the files are found
+    done: int = 0
+    failed: int = 0
+    pages: int = 0
+    chunks: int = 0
+
+    def apply(self, event: str, fields: dict[str, Any]) -> None:
+        """Count one ``run_ingest`` progress event (``files_found``, ``file_done``, ``chunks_written``)."""
+        if event == "files_found":
+            self.files = int(fields["files"])
+        elif event == "file_done":
+            self.done += 1
+            self.pages += int(fields.get("pages") or 0)
+            self.failed += fields.get("status") == "failed"
+        elif event == "chunks_written":
+            self.chunks += int(fields["chunks"])
+
+
+class IngestDisplay(Protocol):
+    """Shows an ingest's progress while ``run_ingest`` calls :meth:`update` with its events."""
+
+    def __enter__(self) -> IngestDisplay: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def update(self, event: str, fields: dict[str, Any]) -> None: ...
+
+
+class LiveProgress:
+    """Rich's live bars (files, chunks), for a terminal."""
+
+    def __init__(self, terminal: Console) -> None:
+        self.tally = IngestTally()
+        self._started = time.perf_counter()
+        self._bars = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=terminal,
+            transient=False,
+        )
+        self._files = self._bars.add_task("files", total=None, detail="")
+        self._chunks = self._bars.add_task("chunks", total=None, detail="")
+
+    def __enter__(self) -> LiveProgress:
+        self._bars.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bars.stop()
+
+    def update(self, event: str, fields: dict[str, Any]) -> None:
+        tally = self.tally
+        tally.apply(event, fields)
+        self._bars.update(self._files, total=tally.files, completed=tally.done, detail=f"{tally.pages} pages")
+        rate = tally.chunks / max(time.perf_counter() - self._started, 1e-9)
+        self._bars.update(self._chunks, completed=tally.chunks, detail=f"{rate:.1f} chunks/s")
+
+
+class PlainProgress:
+    """Progress as plain lines, for a stderr that is not a terminal (a CI log, a Ray Job's log, a file).
+
+    A live bar redraws itself in place, which a log cannot show, so rich draws nothing there until the
+    end: a CI log stayed silent for minutes. Here one line is written at the start, on an event at
+    least ``interval`` seconds after the last line, every ``interval`` seconds while no event comes
+    (Ray starting, the model loading, a long book: a heartbeat thread), and at the end.
+    """
+
+    def __init__(self, stream: TextIO, *, interval: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.tally = IngestTally()
+        self._stream = stream
+        self._interval = interval
+        self._clock = clock
+        self._started = clock()
+        self._last_line: float | None = None
+        self._lock = threading.Lock()  # the heartbeat thread and the driver's events share the tally and stream
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    def __enter__(self) -> PlainProgress:
+        with self._lock:
+            self._write()
+        self._heartbeat = threading.Thread(target=self._beat, name="ingest-progress", daemon=True)
+        self._heartbeat.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def update(self, event: str, fields: dict[str, Any]) -> None:
+        with self._lock:
+            self.tally.apply(event, fields)
+            if event == "files_found" or self._due():
+                self._write()
+
+    def close(self) -> None:
+        """Stop the heartbeat and write the final line."""
+        self._stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+        with self._lock:
+            self._write()
+
+    def line(self) -> str:
+        """The state in one line: files done of found, pages, chunks, rate, time elapsed."""
+        tally = self.tally
+        elapsed = self._clock() - self._started
+        minutes, seconds = divmod(int(elapsed), 60)
+        clock = f"{minutes // 60}:{minutes % 60:02d}:{seconds:02d}" if minutes >= 60 else f"{minutes}:{seconds:02d}"
+        if tally.files is None:
+            return f"ingest: looking for files, {clock} elapsed"
+        share = f"{100 * tally.done // tally.files}%" if tally.files else "-"
+        failed = f", {tally.failed} failed" if tally.failed else ""
+        rate = tally.chunks / max(elapsed, 1e-9)
+        return (
+            f"ingest: {tally.done}/{tally.files} files ({share}{failed}), {tally.pages} pages, "
+            f"{tally.chunks} chunks ({rate:.1f} chunks/s), {clock} elapsed"
+        )
+
+    def _due(self) -> bool:
+        return self._last_line is None or self._clock() - self._last_line >= self._interval
+
+    def _write(self) -> None:
+        """Write the state line; the caller holds the lock."""
+        self._last_line = self._clock()
+        self._stream.write(self.line() + "\n")
+        self._stream.flush()
+
+    def _beat(self) -> None:
+        # Checks four times an interval, so a line is never more than a quarter interval late.
+        while not self._stop.wait(self._interval / 4):
+            with self._lock:
+                if self._due():
+                    self._write()
 
 
 def ingest(
@@ -34,6 +180,10 @@ def ingest(
     ] = None,
     max_file_mb: Annotated[float, typer.Option(help="Files larger than this fail.")] = 512.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    progress_interval: Annotated[
+        float,
+        typer.Option(min=0.1, help="Seconds between progress lines when stderr is not a terminal (a CI log)."),
+    ] = 10.0,
 ) -> None:
     """Ingest rulebooks and lore: extract, chunk, embed, find concepts, write to the four stores."""
     from jobs.pipeline import run_ingest
@@ -54,34 +204,12 @@ def ingest(
         console.print(f"[red]configuration error[/red] {exc}")
         raise typer.Exit(2) from None
 
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
+    display: IngestDisplay = (
+        LiveProgress(console) if console.is_terminal else PlainProgress(sys.stderr, interval=progress_interval)
     )
-    state: dict[str, Any] = {"chunks": 0, "pages": 0, "started": time.perf_counter()}
-    files_task = progress.add_task("files", total=None, detail="")
-    chunks_task = progress.add_task("chunks", total=None, detail="")
-
-    def on_progress(event: str, fields: dict[str, Any]) -> None:
-        if event == "files_found":
-            progress.update(files_task, total=fields["files"])
-        elif event == "file_done":
-            state["pages"] += int(fields.get("pages") or 0)
-            progress.advance(files_task)
-            progress.update(files_task, detail=f"{state['pages']} pages")
-        elif event == "chunks_written":
-            state["chunks"] += fields["chunks"]
-            rate = state["chunks"] / max(time.perf_counter() - state["started"], 1e-9)
-            progress.update(chunks_task, completed=state["chunks"], detail=f"{rate:.1f} chunks/s")
-
     try:
-        with progress:
-            report = run_ingest(paths, options, settings=settings, on_progress=on_progress)
+        with display:
+            report = run_ingest(paths, options, settings=settings, on_progress=display.update)
     except LorekeeperError as exc:
         console.print(f"[red]ingest failed[/red] {exc}")
         raise typer.Exit(1) from None

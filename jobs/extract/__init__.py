@@ -1,9 +1,11 @@
 """The extract stage: turn one file's bytes into an :class:`~jobs.document.ExtractedDocument`.
 
-:func:`extract_document` picks the reader from the file name: PDFs through PyMuPDF
-(:mod:`jobs.extract.pdf`), Markdown natively, HTML / text / DOCX / EPUB through ``unstructured``
-(:mod:`jobs.extract.formats`), images through OCR (:mod:`jobs.extract.ocr`). Every failure is an
-:class:`~jobs.errors.ExtractionError` that names the file.
+:func:`extract_document` picks the reader from the file name, unless the file's first bytes show it
+is something else (:mod:`jobs.extract.sniff`): PDFs through PyMuPDF (:mod:`jobs.extract.pdf`),
+Markdown natively, HTML / text / DOCX / EPUB through ``unstructured`` (:mod:`jobs.extract.formats`;
+HTML nested deeper than its parser reads, flat: :mod:`jobs.extract.flat_html`), images through OCR
+(:mod:`jobs.extract.ocr`). Text formats are decoded once, here, in the encoding their bytes are in.
+Every failure is an :class:`~jobs.errors.ExtractionError` that names the file.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from pathlib import PurePath
 from typing import Literal
 
 from jobs.document import ExtractedDocument
-from jobs.errors import EmptyDocument, FileTooLarge, UnsupportedFormat
+from jobs.errors import CorruptDocument, EmptyDocument, FileTooLarge, UnsupportedFormat
+from jobs.extract.flat_html import exceeds_parser_depth, extract_flat_html
 from jobs.extract.formats import extract_markdown, extract_with_unstructured, read_source
 from jobs.extract.ocr import OcrConfig, detect_ocr, extract_image
 from jobs.extract.pdf import ImageSink, PdfInfo, TableMode, extract_pdf, pdf_info
+from jobs.extract.sniff import Signature, decode_text, read_head, sniff
 from schemas.knowledge import FileType
 
 __all__ = [
@@ -33,6 +37,21 @@ __all__ = [
 _EXTRA_SUFFIXES = {".epub": "epub"}
 
 
+# Each reader in words, for "the file is a PNG image, not a PDF".
+_KIND_NAMES = {
+    "pdf": "a PDF",
+    "image": "an image",
+    "markdown": "Markdown",
+    "html": "HTML",
+    "text": "plain text",
+    "docx": "a DOCX document",
+    "epub": "an EPUB book",
+}
+_TEXT_KINDS = {FileType.MARKDOWN, FileType.HTML, FileType.TEXT}
+# Types a file is read as when its bytes show them, whatever its name says.
+_ROUTABLE = {FileType.PDF, FileType.IMAGE, FileType.DOCX, FileType.EPUB}
+
+
 def _kind(filename: str) -> str:
     suffix = PurePath(filename).suffix.lower()
     if suffix in _EXTRA_SUFFIXES:
@@ -41,6 +60,32 @@ def _kind(filename: str) -> str:
         return FileType.from_filename(filename).value
     except ValueError as exc:
         raise UnsupportedFormat(filename, str(exc)) from None
+
+
+def _reconcile(kind: str, head: bytes, filename: str) -> tuple[str, Signature | None, str | None]:
+    """The reader a file needs: the one its name picks, unless its first bytes show another type.
+
+    Returns:
+        The kind to read it as, its signature (None when the bytes show none), and, when the name
+        was wrong, what the file really is in words.
+
+    Raises:
+        UnsupportedFormat: the bytes are a type the pipeline does not read (an archive, a program).
+        CorruptDocument: an HTML page under the name of a binary format (a saved web page).
+    """
+    signature = sniff(head)
+    if signature is None or signature.kind == kind or (signature.kind == "zip" and kind in ("docx", "epub")):
+        return kind, signature, None
+    if signature.kind == "html":
+        if kind in _TEXT_KINDS:
+            return kind, None, None  # Markdown and plain text may well hold HTML
+        raise CorruptDocument(
+            filename, f"it is an HTML page, not {_KIND_NAMES[kind]} (a web page saved under its name?)"
+        )
+    mismatch = f"the file is {signature.what}, not {_KIND_NAMES[kind]}"
+    if signature.kind in _ROUTABLE:
+        return signature.kind, signature, mismatch
+    raise UnsupportedFormat(filename, mismatch)
 
 
 def extract_document(
@@ -69,9 +114,11 @@ def extract_document(
         max_bytes: refuse files larger than this.
 
     Raises:
-        UnsupportedFormat: the suffix is not one the pipeline reads.
+        UnsupportedFormat: the suffix, or the type the bytes show, is not one the pipeline reads.
         FileTooLarge: the file is larger than ``max_bytes``.
-        EmptyDocument, CorruptDocument, EncryptedDocument, MissingDependency: from the readers.
+        CorruptDocument: a text file whose bytes are text in no encoding, an HTML page named as a
+            binary format, or a reader's own complaint.
+        EmptyDocument, EncryptedDocument, MissingDependency: from the readers.
     """
     kind = _kind(filename)
     is_path = isinstance(data, str | os.PathLike)
@@ -80,12 +127,26 @@ def extract_document(
         raise FileTooLarge(filename, size, max_bytes)
     if size == 0:
         raise EmptyDocument(filename, "the file is empty (0 bytes)")
+    kind, signature, mismatch = _reconcile(kind, read_head(data), filename)
     if kind == FileType.PDF:
-        return extract_pdf(data, filename, password=password, image_sink=image_sink, ocr=ocr, tables=tables)
-    raw = read_source(data)
-    if kind == FileType.IMAGE:
-        return extract_image(raw, filename, ocr=ocr, image_sink=image_sink)
-    if kind == FileType.MARKDOWN and markdown_engine == "native":
-        text = raw.decode("utf-8-sig", errors="replace")
-        return extract_markdown(text, filename)
-    return extract_with_unstructured(raw, filename, kind)
+        doc = extract_pdf(data, filename, password=password, image_sink=image_sink, ocr=ocr, tables=tables)
+    elif kind == FileType.IMAGE:
+        filetype = signature.filetype if signature else None
+        doc = extract_image(
+            read_source(data), filename, ocr=ocr, image_sink=image_sink, filetype=filetype, mismatch=mismatch
+        )
+    elif kind in _TEXT_KINDS:
+        decoded = decode_text(read_source(data), filename)
+        if kind == FileType.MARKDOWN and markdown_engine == "native":
+            doc = extract_markdown(decoded.text, filename)
+        elif kind == FileType.HTML and exceeds_parser_depth(decoded.text):
+            doc = extract_flat_html(decoded.text, filename)
+        else:
+            doc = extract_with_unstructured(decoded.text, filename, kind)
+        if decoded.warning:
+            doc.warnings.insert(0, decoded.warning)
+    else:
+        doc = extract_with_unstructured(read_source(data), filename, kind)
+    if mismatch:
+        doc.warnings.insert(0, f"{mismatch}: read as what it is")
+    return doc

@@ -35,9 +35,11 @@ from typing import Any, Literal, cast
 
 from jobs.document import Block, BlockKind, ExtractedDocument
 from jobs.errors import CorruptDocument, EmptyDocument, MissingDependency, UnsupportedFormat
+from jobs.extract.sniff import decode_text
 
 __all__ = [
     "UNSTRUCTURED_INSTALL_HINT",
+    "build_document",
     "classify_paragraph",
     "extract_markdown",
     "extract_with_unstructured",
@@ -153,7 +155,12 @@ def _clean_term(term: str) -> str | None:
     return None
 
 
-def _document(blocks: list[Block], filename: str, page_count: int = 1) -> ExtractedDocument:
+def build_document(blocks: list[Block], filename: str, page_count: int = 1) -> ExtractedDocument:
+    """The document of these blocks, titled by its first level-1 heading.
+
+    Raises:
+        EmptyDocument: there are no blocks.
+    """
     if not blocks:
         raise EmptyDocument(filename, "the file holds no text")
     title = next((b.text for b in blocks if b.kind is BlockKind.HEADING and b.level == 1), None)
@@ -440,7 +447,7 @@ def extract_markdown(
     if parser == "rust" and rust is None:
         raise MissingDependency(filename, "markdown-it-pyrs", "pip install markdown-it-pyrs")
     blocks = _blocks_rust(rust.tree(repaired)) if rust is not None else _blocks_python(repaired)
-    return _document(blocks, filename)
+    return build_document(blocks, filename)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -526,17 +533,14 @@ def elements_to_blocks(elements: Iterable[Any]) -> list[Block]:
     return blocks
 
 
-def _decode(data: bytes) -> str:
-    for encoding in ("utf-8-sig", "cp1252"):
-        try:
-            return data.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    return data.decode("latin-1")
+def partition(data: bytes | str, filename: str, kind: str) -> list[Any]:
+    """Run the ``unstructured`` partitioner for ``kind`` (html, text, markdown, docx, epub).
 
-
-def partition(data: bytes, filename: str, kind: str) -> list[Any]:
-    """Run the ``unstructured`` partitioner for ``kind`` (html, text, markdown, docx, epub) on bytes.
+    Args:
+        data: the file's bytes; for the text formats (html, text, markdown) its decoded text, or its
+            bytes to be decoded by :func:`~jobs.extract.sniff.decode_text`.
+        filename: the file's name, for messages.
+        kind: the format.
 
     Raises:
         MissingDependency: ``unstructured`` or a piece the format needs (pandoc for EPUB) is missing.
@@ -544,19 +548,25 @@ def partition(data: bytes, filename: str, kind: str) -> list[Any]:
     """
     prepare_unstructured(filename)
     common: dict[str, Any] = {"languages": ["eng"]}
+
+    def text() -> str:
+        return data if isinstance(data, str) else decode_text(data, filename).text
+
     try:
         if kind == "html":
             from unstructured.partition.html import partition_html
 
-            return partition_html(text=_decode(data), **common)
+            return partition_html(text=text(), **common)
         if kind == "text":
             from unstructured.partition.text import partition_text
 
-            return partition_text(text=_decode(data), **common)
+            return partition_text(text=text(), **common)
         if kind == "markdown":
             from unstructured.partition.md import partition_md
 
-            return partition_md(text=repair_markdown(_decode(data)), **common)
+            return partition_md(text=repair_markdown(text()), **common)
+        if isinstance(data, str):
+            raise UnsupportedFormat(filename, f"{kind} is read from the file's bytes, not from text")
         if kind == "docx":
             from unstructured.partition.docx import partition_docx
 
@@ -571,15 +581,20 @@ def partition(data: bytes, filename: str, kind: str) -> list[Any]:
             return partition_epub(file=io.BytesIO(data), **common)
     except ImportError as exc:
         raise MissingDependency(filename, exc.name or "an unstructured dependency", UNSTRUCTURED_INSTALL_HINT) from exc
-    except (MissingDependency, UnsupportedFormat):
+    except (MissingDependency, UnsupportedFormat, CorruptDocument):
         raise
     except Exception as exc:
         raise CorruptDocument(filename, f"{type(exc).__name__}: {exc}") from exc
     raise UnsupportedFormat(filename, f"no partitioner for {kind!r}")
 
 
-def extract_with_unstructured(data: bytes, filename: str, kind: str) -> ExtractedDocument:
-    """Extract HTML, text, Markdown, DOCX or EPUB bytes through ``unstructured``.
+def extract_with_unstructured(data: bytes | str, filename: str, kind: str) -> ExtractedDocument:
+    """Extract HTML, text, Markdown, DOCX or EPUB through ``unstructured``.
+
+    Args:
+        data: as :func:`partition` (decoded text or bytes for the text formats, bytes for the others).
+        filename: the file's name, for messages.
+        kind: the format.
 
     Raises:
         EmptyDocument: nothing but markup or white space.
@@ -589,7 +604,7 @@ def extract_with_unstructured(data: bytes, filename: str, kind: str) -> Extracte
         raise EmptyDocument(filename, "the file is empty")
     blocks = elements_to_blocks(partition(data, filename, kind))
     pages = [b.page for b in blocks if b.page is not None]
-    return _document(blocks, filename, max(pages) if pages else 1)
+    return build_document(blocks, filename, max(pages) if pages else 1)
 
 
 def read_source(source: bytes | str | os.PathLike[str]) -> bytes:

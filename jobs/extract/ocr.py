@@ -118,11 +118,22 @@ def extract_image(
     *,
     ocr: bool | OcrConfig | None = None,
     image_sink: ImageSink | None = None,
+    filetype: str | None = None,
+    mismatch: str | None = None,
 ) -> ExtractedDocument:
     """Read the text of an image file (PNG, JPEG, TIFF, …) by OCR.
 
     The image is wrapped in a PDF (one page per frame) and read by the PDF extractor, so OCR'd
     text gets the same reading order and block structure as a scanned PDF.
+
+    Args:
+        data: the image's bytes.
+        filename: the file's name, for messages; its suffix names the image type unless ``filetype`` does.
+        ocr: as :func:`resolve_ocr`.
+        image_sink: saves images (see :func:`jobs.extract.pdf.extract_pdf`).
+        filetype: MuPDF's name for the image type, when the bytes showed it (see :mod:`jobs.extract.sniff`).
+        mismatch: what the file really is when its name said otherwise ("the file is a PNG image,
+            not a PDF"), so that a failure starts with it.
 
     Raises:
         EmptyDocument: no OCR is available (the message says how to install it), or the image
@@ -134,9 +145,9 @@ def extract_image(
     from jobs.extract.pdf import extract_pdf
 
     config, reason = resolve_ocr(ocr, filename)
-    suffix = Path(filename).suffix.lower().lstrip(".") or "png"
+    filetype = filetype or Path(filename).suffix.lower().lstrip(".") or "png"
     try:
-        with pymupdf.open(stream=data, filetype=suffix) as image_doc:
+        with pymupdf.open(stream=data, filetype=filetype) as image_doc:
             if image_doc.page_count == 0:
                 raise CorruptDocument(filename, "the image has no frames")
             pdf_bytes = image_doc.convert_to_pdf()
@@ -148,5 +159,6 @@ def extract_image(
             raise UnsupportedFormat(filename, f"MuPDF cannot decode this image type ({message})") from exc
         raise CorruptDocument(filename, message) from exc
     if config is None:
-        raise EmptyDocument(filename, f"an image file is read by OCR, and {reason}", ocr_pages_skipped=1)
+        because = f"{mismatch}; an image" if mismatch else "an image file"
+        raise EmptyDocument(filename, f"{because} is read by OCR, and {reason}", ocr_pages_skipped=1)
     return extract_pdf(pdf_bytes, filename, ocr=config, image_sink=image_sink)

@@ -170,6 +170,12 @@ def open_pdf(source: bytes | str | os.PathLike[str], filename: str, *, password:
         doc = pymupdf.open(source, filetype="pdf") if _is_path(source) else pymupdf.open(stream=source, filetype="pdf")
     except Exception as exc:  # MuPDF raises FileDataError, RuntimeError, ValueError…
         raise CorruptDocument(filename, str(exc) or type(exc).__name__) from exc
+    if not doc.is_pdf:
+        # MuPDF opens whatever it can read, told "pdf" or not: images, HTML, XPS, EPUB, CBZ…
+        # (extract_document routes the types it recognises; this catches the rest).
+        what = (doc.metadata or {}).get("format") or "another format"
+        doc.close()
+        raise CorruptDocument(filename, f"it is not a PDF; MuPDF reads it as {what}")
     if doc.needs_pass:
         if password is None:
             doc.close()

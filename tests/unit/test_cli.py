@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -45,3 +48,55 @@ def test_schema_export(tmp_path: Path) -> None:
     assert len(files) > 20
     for file in files:
         assert json.loads(file.read_text())
+
+
+def test_ingest_prints_plain_progress_lines_when_stderr_is_not_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A CI log gets a line at the start, every --progress-interval seconds, and at the end."""
+    import jobs.pipeline
+    from jobs.pipeline import FileOutcome, IngestReport
+
+    def fake_run_ingest(paths, options, *, settings, on_progress):  # noqa: ANN001, ANN202
+        on_progress("files_found", {"files": 2})
+        time.sleep(0.5)  # a long extraction: only the heartbeat speaks
+        on_progress("file_done", {"status": "completed", "pages": 3})
+        on_progress("chunks_written", {"chunks": 40})
+        on_progress("file_done", {"status": "failed", "error": "bad.pdf: damaged"})
+        files = [
+            FileOutcome("job_1", str(tmp_path / "good.md"), "completed", chunks=40, pages=3),
+            FileOutcome("job_2", str(tmp_path / "bad.pdf"), "failed", error="bad.pdf: damaged"),
+        ]
+        return IngestReport(library_uid="lib_1", embedding_model="test-model", files=files, seconds=0.6)
+
+    monkeypatch.setattr(jobs.pipeline, "run_ingest", fake_run_ingest)
+    result = runner.invoke(app, ["ingest", str(tmp_path), "--library", "core", "--progress-interval", "0.1"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("ingest: ")]
+    assert lines[0] == "ingest: looking for files, 0:00 elapsed"
+    assert lines[1].startswith("ingest: 0/2 files (0%)"), lines
+    # the heartbeat repeats the state while nothing happens
+    assert sum(line.startswith("ingest: 0/2 files") for line in lines) >= 3, lines
+    assert re.match(
+        r"ingest: 2/2 files \(100%, 1 failed\), 3 pages, 40 chunks \([\d.]+ chunks/s\), \d+:\d\d elapsed$", lines[-1]
+    )
+    # no live bar drawn into the log (rich draws its final state at the end: "files ━━━ 2/2 …")
+    assert not re.search(r"^(files|chunks) ", result.stderr, re.MULTILINE), result.stderr
+
+
+def test_plain_progress_speaks_at_most_once_per_interval_between_events() -> None:
+    from jobs.cli import PlainProgress
+
+    out = io.StringIO()
+    now = [0.0]
+    progress = PlainProgress(out, interval=10.0, clock=lambda: now[0])
+    progress.update("files_found", {"files": 4})
+    for second in range(1, 30):
+        now[0] = float(second)
+        progress.update("chunks_written", {"chunks": 5})
+    progress.update("file_done", {"status": "completed", "pages": 1})
+    progress.close()
+    lines = out.getvalue().splitlines()
+    # the start, every 10 s of activity (10 and 20), and the end
+    assert [line.split(", ")[0] for line in lines] == ["ingest: 0/4 files (0%)"] * 3 + ["ingest: 1/4 files (25%)"]
+    assert "145 chunks" in lines[-1]

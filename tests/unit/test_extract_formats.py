@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import io
 import pickle
+import random
 import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from jobs.document import BlockKind
-from jobs.errors import EmptyDocument, MissingDependency
+from jobs.errors import CorruptDocument, EmptyDocument, MissingDependency
 from jobs.extract import extract_document
 from jobs.extract.formats import extract_markdown
 
@@ -257,3 +259,84 @@ def test_markdown_blocks(parser: str) -> None:
         (BlockKind.CAPTION, "Figure 3: The combat ladder."),
     ]
     assert doc.blocks[1].bold_terms == ["attack"]
+
+
+# -- text encodings ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("encoding", "heading", "paragraph"),
+    [
+        ("latin-1", "Règles", "Élan du café, à la française."),
+        ("cp1252", "Règles", "L’Élan du café — « noir »…"),
+        ("cp1251", "Правила игры", "Бросьте кубики и добавьте навык."),
+        ("utf-16", "Règles", "Élan du café."),
+    ],
+)
+def test_markdown_that_is_not_utf8_keeps_its_letters(encoding: str, heading: str, paragraph: str) -> None:
+    data = f"# {heading}\n\n{paragraph}\n".encode(encoding)
+    doc = extract_document(data, "regles.md")
+    assert [(b.kind, b.text) for b in doc.blocks] == [(BlockKind.HEADING, heading), (BlockKind.PARAGRAPH, paragraph)]
+    assert not any("\ufffd" in b.text for b in doc.blocks)
+    # A legacy encoding is worth a word on the item; a BOM says what the file is.
+    if encoding != "utf-16":
+        assert any("not UTF-8" in w for w in doc.warnings), doc.warnings
+
+
+def test_utf8_with_a_stray_windows_1252_byte_keeps_both() -> None:
+    """No single encoding fits such a file: the stray byte alone is read as Windows-1252."""
+    data = "# Règles\n\nÉlan du café, près de l’église, l".encode() + "’".encode("cp1252") + "été.\n".encode()
+    doc = extract_document(data, "mixed.md")
+    assert [b.text for b in doc.blocks] == ["Règles", "Élan du café, près de l’église, l’été."]
+    assert doc.warnings == ["the file is UTF-8 but for 1 stray byte(s), read as Windows-1252"]
+
+
+@needs_unstructured
+def test_latin1_html_and_text_keep_their_letters() -> None:
+    html_doc = extract_document("<h1>Règles</h1><p>Élan du café.</p>".encode("latin-1"), "regles.html")
+    text_doc = extract_document("Élan du café. Où est le dé ?\n".encode("latin-1"), "regles.txt")
+    assert [b.text for b in html_doc.blocks] == ["Règles", "Élan du café."]
+    assert [b.text for b in text_doc.blocks] == ["Élan du café. Où est le dé ?"]
+
+
+@pytest.mark.parametrize("name", ["noise.md", pytest.param("noise.txt", marks=needs_unstructured)])
+def test_bytes_that_are_no_text_fail_with_a_clear_reason(name: str) -> None:
+    garbage = random.Random(7).randbytes(4000)
+    with pytest.raises(CorruptDocument, match=rf"{name}: .*not text in UTF-8 or any other encoding"):
+        extract_document(garbage, name)
+
+
+# -- HTML nested deeper than libxml2 parses ---------------------------------------------------
+
+
+@needs_unstructured
+def test_html_nested_deeper_than_the_parser_limit_is_read_flat_and_says_so() -> None:
+    depth = 50_000
+    page = (
+        "<html><body><h1>Deep</h1><p>Before.</p>"
+        + "<div>" * depth
+        + "<p>Roll the dice.</p><ul><li>Bring rope</li></ul>"
+        + "</div>" * depth
+        + "<h2>After</h2><p>Still read.</p></body></html>"
+    )
+    started = time.perf_counter()
+    doc = extract_document(page.encode(), "deep.html")
+    seconds = time.perf_counter() - started
+    assert [(b.kind, b.text, b.level) for b in doc.blocks] == [
+        (BlockKind.HEADING, "Deep", 1),
+        (BlockKind.PARAGRAPH, "Before.", 0),
+        (BlockKind.PARAGRAPH, "Roll the dice.", 0),
+        (BlockKind.LIST_ITEM, "Bring rope", 0),
+        (BlockKind.HEADING, "After", 2),
+        (BlockKind.PARAGRAPH, "Still read.", 0),
+    ]
+    assert any("nested 50,004 elements deep" in w and "256" in w for w in doc.warnings), doc.warnings
+    assert seconds < 5
+
+
+@needs_unstructured
+def test_html_just_under_the_parser_limit_goes_through_unstructured() -> None:
+    page = "<html><body>" + "<div>" * 200 + "<h2>Inside</h2><p>Text.</p>" + "</div>" * 200 + "</body></html>"
+    doc = extract_document(page.encode(), "nested.html")
+    assert [(b.kind, b.text) for b in doc.blocks] == [(BlockKind.HEADING, "Inside"), (BlockKind.PARAGRAPH, "Text.")]
+    assert doc.warnings == []

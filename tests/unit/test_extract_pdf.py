@@ -376,3 +376,58 @@ def test_broken_inputs_raise_clear_errors(tmp_path: Path) -> None:
     for err in (corrupt.value, big.value):
         copy = pickle.loads(pickle.dumps(err))
         assert type(copy) is type(err) and str(copy) == str(err)
+
+
+# -- names that lie about the type ------------------------------------------------------------
+
+
+def _card(text: str = "Roll four Fate dice and add your skill.") -> pymupdf.Document:
+    doc = pymupdf.open()
+    doc.new_page(width=400, height=120).insert_text((20, 60), text, fontsize=16)
+    return doc
+
+
+@pytest.mark.parametrize(("fmt", "what"), [("png", "a PNG image"), ("jpeg", "a JPEG image")])
+def test_an_image_named_pdf_is_read_as_an_image(fmt: str, what: str) -> None:
+    picture = _card()[0].get_pixmap(dpi=100).tobytes(fmt)
+    # Without OCR the reason names what the file is, not "holds no text".
+    with pytest.raises(EmptyDocument, match=rf"scan\.pdf: .*the file is {what}, not a PDF.*read by OCR") as err:
+        extract_document(picture, "scan.pdf", ocr=False)
+    assert err.value.ocr_pages_skipped == 1
+
+
+@needs_tesseract
+@pytest.mark.slow
+def test_a_png_named_pdf_is_ocred_with_a_warning() -> None:
+    png = _card()[0].get_pixmap(dpi=200).tobytes("png")
+    doc = extract_document(png, "scan.pdf")
+    assert "Fate dice" in " ".join(b.text for b in doc.blocks)
+    assert any("a PNG image, not a PDF" in w for w in doc.warnings)
+
+
+def test_a_pdf_named_png_or_markdown_is_read_as_a_pdf() -> None:
+    pdf = _card().tobytes()
+    for name in ("card.png", "card.md"):
+        doc = extract_document(pdf, name)
+        assert doc.blocks[0].text == "Roll four Fate dice and add your skill."
+        assert any("a PDF document, not" in w for w in doc.warnings), doc.warnings
+
+
+def test_other_files_named_pdf_fail_saying_what_they_are(tmp_path: Path) -> None:
+    import zipfile
+
+    archive = tmp_path / "rules.pdf"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("rules.txt", "Roll the dice.")
+    with pytest.raises(UnsupportedFormat, match=r"rules\.pdf: the file is a ZIP archive, not a PDF"):
+        extract_document(archive, archive.name)
+    # A download that saved the login page under the book's name: MuPDF would read it as HTML.
+    page = b"<!DOCTYPE html>\n<html><body><p>Please log in.</p></body></html>"
+    with pytest.raises(CorruptDocument, match=r"login\.pdf: .*an HTML page, not a PDF"):
+        extract_document(page, "login.pdf")
+    # Types the signatures miss are still no PDF, though MuPDF opens them.
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg" width="90" height="20"><text x="1" y="15">Hi</text></svg>'
+    with pytest.raises(CorruptDocument, match=r"icon\.pdf: .*not a PDF; MuPDF reads it as SVG"):
+        extract_document(svg, "icon.pdf")
+    with pytest.raises(UnsupportedFormat, match=r"notes\.md: the file is a gzip archive, not Markdown"):
+        extract_document(b"\x1f\x8b\x08\x00" + bytes(64), "notes.md")
