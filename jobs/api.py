@@ -16,8 +16,9 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from jobs.runner import IngestRunner
+from jobs.sources import resolve_within
 from schemas.common import JobStatus
-from schemas.errors import LorekeeperError, NotFound
+from schemas.errors import InvalidRequest, LorekeeperError, NotFound
 from schemas.knowledge import Classification, Collection, FileType, IngestJob, IngestSource, Item, Library, LibraryType
 from schemas.settings import Settings, get_settings
 from stores.blob.layout import sanitize_filename
@@ -46,8 +47,8 @@ class IngestContext:
         self.graph = open_graph_store(settings)
         self.catalog = Catalog(self.graph)
         self.blob = open_blob_store(settings)
-        self.runner = IngestRunner(settings, self.catalog)
         self.allowed_roots = [root.resolve() for root in allowed_roots]
+        self.runner = IngestRunner(settings, self.catalog, allowed_roots=self.allowed_roots)
         self.max_upload_bytes = max_upload_bytes
 
     def close(self) -> None:
@@ -66,8 +67,8 @@ router = APIRouter(prefix="/api/v1/library", tags=["library"])
 
 
 def _resolve_path(ctx: IngestContext, raw: str) -> Path:
-    path = Path(raw).expanduser().resolve()
-    if not any(path.is_relative_to(root) for root in ctx.allowed_roots):
+    path = resolve_within(raw, ctx.allowed_roots)
+    if path is None:
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"{raw} is outside the allowed ingest roots")
     if not path.is_file():
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no such file: {raw}")
@@ -165,6 +166,8 @@ def list_libraries(ctx: ContextDep) -> list[Library]:
 
 @router.post("/libraries", status_code=status.HTTP_201_CREATED, response_model=Library)
 def create_library(ctx: ContextDep, body: LibraryCreate) -> Library:
+    if not body.name.strip():
+        raise InvalidRequest("library", "a library name must not be blank (it was only whitespace)")
     existing = ctx.catalog.find_library(body.name)
     if existing is not None:
         return existing

@@ -2,7 +2,8 @@
 
 Jobs live in the graph, so the queue is only a cache of it: on start-up every job still pending or
 processing (a previous process died under it) is queued again, and re-running is safe because every
-write is idempotent.
+write is idempotent. A job that names a local path is run only if the path lies under the allowed
+ingest roots, checked again here because a requeued job was not necessarily written by the API.
 """
 
 from __future__ import annotations
@@ -10,14 +11,16 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import structlog
 
 from jobs.plan import IngestOptions
-from schemas.common import JobStatus
-from schemas.errors import Conflict, LorekeeperError
-from schemas.knowledge import IngestJob, IngestProgress
+from jobs.sources import resolve_within
+from schemas.common import JobStatus, utc_now
+from schemas.errors import Conflict, InvalidRequest, LorekeeperError
+from schemas.knowledge import IngestJob, IngestProgress, IngestSource
 from schemas.settings import Settings
 from stores.catalog import Catalog
 
@@ -27,11 +30,24 @@ RunJobs = Callable[[list[IngestJob], IngestOptions], object]
 
 
 class IngestRunner:
-    """A FIFO of job ids worked off by one daemon thread (ingestion saturates the machine anyway)."""
+    """A FIFO of job ids worked off by one daemon thread (ingestion saturates the machine anyway).
 
-    def __init__(self, settings: Settings, catalog: Catalog, *, run_jobs: RunJobs | None = None) -> None:
+    Args:
+        allowed_roots: the folders a path job may read (the API's ingest roots).
+        run_jobs: what runs a job (the Ray Data pipeline unless a test binds another).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        *,
+        allowed_roots: Sequence[Path],
+        run_jobs: RunJobs | None = None,
+    ) -> None:
         self.settings = settings
         self.catalog = catalog
+        self.allowed_roots = list(allowed_roots)
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._run_jobs = run_jobs or self._run_pipeline
@@ -108,6 +124,7 @@ class IngestRunner:
             job = self.catalog.get_job(job_id)
             if job.status is not JobStatus.PENDING:
                 return
+            self._check_source(job)
             library = self.catalog.get_library(job.library_uid or "")
             collection = None
             if job.collection_uid:
@@ -122,13 +139,25 @@ class IngestRunner:
             try:
                 job = self.catalog.get_job(job_id)
                 if job.status is not JobStatus.COMPLETED:
-                    from schemas.common import utc_now
-
+                    # a job refused before it started still needs a start: a job ends after it starts
+                    now = utc_now()
                     self.catalog.save_job(
-                        job.validated_copy(status=JobStatus.FAILED, error=reason, completed_at=utc_now())
+                        job.validated_copy(
+                            status=JobStatus.FAILED, error=reason, started_at=job.started_at or now, completed_at=now
+                        )
                     )
             except LorekeeperError:
                 log.error("ingest_job_unrecorded", job_id=job_id)
+
+    def _check_source(self, job: IngestJob) -> None:
+        """Refuse a path job outside the allowed roots (the worker then records it as failed).
+
+        Checked for every job run, not only at submission: after a restart every pending job found in
+        the graph is run unattended, whatever wrote it, and the roots may have been narrowed since.
+        """
+        if job.source is IngestSource.PATH and resolve_within(job.source_ref, self.allowed_roots) is None:
+            log.warning("ingest_job_outside_roots", job_id=job.id, source_ref=job.source_ref)
+            raise InvalidRequest("ingest", f"{job.source_ref} is outside the allowed ingest roots; not read")
 
     def _run_pipeline(self, jobs: list[IngestJob], options: IngestOptions) -> object:
         from jobs.pipeline import run_ingest

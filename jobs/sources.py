@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -32,6 +32,20 @@ class SourceFile:
     source: IngestSource
     bucket: str | None = None
     key: str | None = None
+
+
+def resolve_within(raw: str, roots: Sequence[Path]) -> Path | None:
+    """``raw`` as an absolute path (``~``, ``..`` and links resolved), or None when no root holds it.
+
+    The one check of which local files ingestion may read: the API applies it to each request and the
+    runner again to each job it runs, because a job can reach the graph by other ways than the API
+    (an older version, a restored backup) and runs unattended after a restart.
+    """
+    try:
+        path = Path(raw).expanduser().resolve()
+        return path if any(path.is_relative_to(Path(root).resolve()) for root in roots) else None
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, an unknown ~user, a symlink loop
+        return None
 
 
 def _is_hidden(path: Path) -> bool:
