@@ -28,7 +28,9 @@ Systems, all in the same run:
   (a subprocess, ``LOREKEEPER_DATA_DIR`` in a temporary folder), then one ``lorekeeper search --queries FILE
   --json --limit 10``. A layout is a name and a list of files. ``markdown`` is the SRD as Markdown (one
   file per chapter: ``# Chapter`` / ``## Section`` / ``### Entry``); ``--layouts`` adds the typeset PDF
-  books of ``benchmarks/rulebook_books.py`` when that module is there.
+  books of ``benchmarks/rulebook_books.py`` (its ``LAYOUTS`` and ``typeset``). A book may hold a sample of
+  the entries (``--book-scale``) or other chapters: each layout is asked only the questions on entries its
+  ground truth holds, and the clean RRF is scored on the same questions beside it.
 
 Goal (issue 12): recall@5 >= 0.95 and MRR@10 >= 0.85 on every layout, and at least the plain RRF over the
 clean source + 0.08.
@@ -47,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import json
 import os
 import platform
@@ -497,7 +498,8 @@ def spell_questions(e: Entry, rng: random.Random) -> list[tuple[str, str, list[s
     if damage:
         out.append(("damage", _pick(rng, SPELL_TEMPLATES["damage"]), [damage]))
     if s["casting_time"] != "action":
-        answer = f"Casting Time: {casting_time(str(s['casting_time']), s.get('reaction_condition'))}"
+        # Without a reaction's trigger: a layout may print it elsewhere, or not at all.
+        answer = f"Casting Time: {casting_time(str(s['casting_time']))}"
         out.append(("casting_time", _pick(rng, SPELL_TEMPLATES["casting_time"]), [answer]))
     return out
 
@@ -787,7 +789,8 @@ def magic_item_questions(e: Entry, rng: random.Random) -> list[tuple[str, str, l
     if (found := _SAVE_DC.search(desc)) is not None:
         out.append(("save_dc", _pick(rng, MAGIC_TEMPLATES["save_dc"]), [f"DC {found.group(1)} {found.group(2)}"]))
     if attunement(m):
-        out.append(("attunement", _pick(rng, MAGIC_TEMPLATES["attunement"]), [attunement(m)]))
+        # Whom it is for ("by a wizard") is not printed by every layout: the requirement itself answers.
+        out.append(("attunement", _pick(rng, MAGIC_TEMPLATES["attunement"]), ["requires attunement"]))
     out.append(("rarity", _pick(rng, MAGIC_TEMPLATES["rarity"]), [rarity(m)]))
     return out
 
@@ -1194,6 +1197,7 @@ def evaluate_hits(questions: Sequence[Question], hits: Sequence[Sequence[tuple[S
                 }
             )
     result["missed_at_5"] = misses
+    result["ranks"] = {q.id: r for q, r in zip(questions, ranks, strict=True)}
     return result
 
 
@@ -1202,58 +1206,42 @@ def evaluate_hits(questions: Sequence[Question], hits: Sequence[Sequence[tuple[S
 
 @dataclass
 class Layout:
-    """A rulebook as lorekeeper ingests it: a name and its files."""
+    """A rulebook as lorekeeper ingests it: a name, its files, and the headings it holds (None: every
+    entry of the SRD; a typeset book may hold a sample, and only questions on its entries are asked)."""
 
     name: str
     paths: list[Path]
+    headings: set[str] | None = None
+
+    def asks(self, question: Question) -> bool:
+        return self.headings is None or norm_heading(question.entry) in self.headings
 
 
 def markdown_layout(entries: Sequence[Entry], folder: Path) -> Layout:
     return Layout("markdown", write_markdown(entries, folder))
 
 
-BOOK_BUILDERS = ("build_books", "build_all", "build_layouts", "build_rulebooks")
-
-
-def _as_paths(value: Any) -> list[Path]:
-    if isinstance(value, str | os.PathLike):
-        return [Path(value)]
-    if isinstance(value, Iterable):
-        return [Path(v) for v in value]
-    return []
-
-
-def rulebook_layouts(folder: Path, wanted: Sequence[str] | None) -> list[Layout]:
-    """The typeset PDF books of ``benchmarks/rulebook_books.py``: its first function among BOOK_BUILDERS,
-    called with the output folder (and the names wanted, when it takes them). Accepts a mapping of name to
-    path(s), or objects/tuples carrying a name and a path or paths."""
+def rulebook_layouts(folder: Path, wanted: Sequence[str] | None, *, scale: float) -> list[Layout]:
+    """The typeset PDF books of ``benchmarks/rulebook_books.py`` (its ``LAYOUTS`` and ``typeset``): each
+    book's PDF and the headings of its ground truth. ``wanted`` None: every layout it has."""
     try:
         books = importlib.import_module("benchmarks.rulebook_books")
     except ImportError as exc:
         raise SystemExit(f"--layouts needs benchmarks/rulebook_books.py: {exc}") from exc
-    builder = next((getattr(books, n) for n in BOOK_BUILDERS if callable(getattr(books, n, None))), None)
-    if builder is None:
-        raise SystemExit(f"benchmarks/rulebook_books.py has none of {', '.join(BOOK_BUILDERS)}")
-    params = inspect.signature(builder).parameters
-    kwargs: dict[str, Any] = {}
-    if wanted and any(p in params for p in ("layouts", "names")):
-        kwargs["layouts" if "layouts" in params else "names"] = list(wanted)
-    built = builder(folder, **kwargs)
-    layouts: list[Layout] = []
-    items = built.items() if isinstance(built, dict) else built
-    for item in items:
-        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
-            name, paths = item
-        else:
-            name = getattr(item, "name", None) or getattr(item, "layout", None)
-            paths = getattr(item, "paths", None) or getattr(item, "path", None) or getattr(item, "pdf", None)
-            if isinstance(name, str) and paths is None and isinstance(item, str | os.PathLike):
-                paths = item
-        if not name or not paths:
-            raise SystemExit(f"cannot read a layout from {item!r}")
-        layouts.append(Layout(str(name), _as_paths(paths)))
-    if wanted:
-        layouts = [layout for layout in layouts if layout.name in wanted]
+    if not (isinstance(getattr(books, "LAYOUTS", None), dict) and callable(getattr(books, "typeset", None))):
+        raise SystemExit("benchmarks/rulebook_books.py has no LAYOUTS and typeset(layout, folder, scale=)")
+    names = list(books.LAYOUTS) if not wanted else list(wanted)
+    unknown = [n for n in names if n not in books.LAYOUTS]
+    if unknown:
+        raise SystemExit(f"unknown layouts {unknown}; rulebook_books has {list(books.LAYOUTS)}")
+    folder.mkdir(parents=True, exist_ok=True)
+    layouts = []
+    for name in names:
+        started = time.perf_counter()
+        book = books.typeset(name, folder, scale=scale)
+        headings = {norm_heading(h.text) for h in book.headings}
+        print(f"typeset {name}: {book.pages} pages in {time.perf_counter() - started:.0f} s", flush=True)
+        layouts.append(Layout(name, [Path(book.path)], headings))
     return layouts
 
 
@@ -1338,7 +1326,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    systems = report["systems"]
+    systems = {n: r for n, r in report["systems"].items() if "'s questions" not in n}
     names = list(systems)
     groups = ["overall", *KINDS, "describe"]
     fig, axes = plt.subplots(2, 1, figsize=(11, 7.5), sharex=True)
@@ -1383,6 +1371,9 @@ def main(argv: list[str] | None = None) -> int:
         default="markdown",
         help="comma-separated layouts: markdown, names from benchmarks/rulebook_books.py, or 'all'",
     )
+    parser.add_argument(
+        "--book-scale", type=float, default=0.5, help="share of each section's entries a typeset book keeps"
+    )
     parser.add_argument("--no-lorekeeper", action="store_true", help="baselines only")
     parser.add_argument("--no-baselines", action="store_true", help="lorekeeper only")
     parser.add_argument("--dump-questions", type=Path, help="also write the questions here (JSON lines)")
@@ -1409,6 +1400,7 @@ def main(argv: list[str] | None = None) -> int:
         systems.update(base)
         print(table(systems), flush=True)
     layouts_run: list[str] = []
+    skipped: dict[str, str] = {}
     if not args.no_lorekeeper:
         work = args.work or Path(tempfile.mkdtemp(prefix="rules-questions-"))
         wanted = [w.strip() for w in args.layouts.split(",") if w.strip()]
@@ -1417,19 +1409,33 @@ def main(argv: list[str] | None = None) -> int:
             layouts.append(markdown_layout(entries, work / "markdown"))
         others = [w for w in wanted if w not in ("markdown", "all")]
         if others or "all" in wanted:
-            layouts += rulebook_layouts(work / "books", None if "all" in wanted else others)
+            layouts += rulebook_layouts(work / "books", None if "all" in wanted else others, scale=args.book_scale)
         for layout in layouts:
-            print(f"lorekeeper: ingest + search of the {layout.name} layout ({len(layout.paths)} files)", flush=True)
-            result = run_lorekeeper(layout, questions, work)
+            asked = [q for q in questions if layout.asks(q)]
+            if not asked:
+                print(f"lorekeeper: the {layout.name} layout holds none of the questions' entries: skipped")
+                skipped[layout.name] = "holds none of the questions' entries"
+                continue
+            print(
+                f"lorekeeper: ingest + search of the {layout.name} layout ({len(layout.paths)} files, "
+                f"{len(asked)} questions)",
+                flush=True,
+            )
+            result = run_lorekeeper(layout, asked, work)
             systems[f"lorekeeper {layout.name}"] = result
             layouts_run.append(layout.name)
             print(f"  {result['corpus']} {result['timings']}", flush=True)
+            clean_ranks = systems.get("clean RRF", {}).get("ranks")
+            if clean_ranks is not None and len(asked) < len(questions):
+                # The baseline on the same questions, for a fair comparison with a sampled book.
+                same = score(asked, [clean_ranks[q.id] for q in asked])
+                systems[f"clean RRF, {layout.name}'s questions"] = same
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
     goal = {}
-    clean = systems.get("clean RRF")
     for name in layouts_run:
         result = systems[f"lorekeeper {name}"]
+        clean = systems.get(f"clean RRF, {name}'s questions", systems.get("clean RRF"))
         goal[name] = {
             "recall_at_5": result["recall_at_5"] >= GOAL["recall_at_5"],
             "mrr_at_10": result["mrr_at_10"] >= GOAL["mrr_at_10"],
@@ -1450,6 +1456,8 @@ def main(argv: list[str] | None = None) -> int:
         "corpus": {"entries": kinds, "clean_passages": len(passages), "source": str(SRD_JSON.relative_to(REPO.parent))},
         "goal": GOAL,
         "goal_met": goal,
+        "layouts_skipped": skipped,
+        "book_scale": args.book_scale,
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),

@@ -234,3 +234,11 @@ def test_every_question_is_answered_by_its_own_clean_passage(srd: tuple[list[rq.
         assert any(rq.is_relevant(q, p.heading_path, p.text) for p in candidates), q
         if q.describes:
             assert q.entry.lower() not in q.query.lower(), q
+
+
+def test_a_sampled_book_is_asked_only_about_its_entries() -> None:
+    fireball = rq.Question("a", "spell", "Fireball", "?", ["8d6"], "damage")
+    drow = rq.Question("b", "creature", "Elf, Drow", "?", ["Armor Class 15"], "armor_class")
+    book = rq.Layout("pdf", [], {rq.norm_heading(h) for h in ("Spells", "3rd-Level Spells", "Fireball")})
+    assert book.asks(fireball) and not book.asks(drow)
+    assert rq.Layout("markdown", []).asks(drow)
