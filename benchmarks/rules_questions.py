@@ -39,6 +39,7 @@ Usage::
 
     python benchmarks/rules_questions.py                         # whole SRD subset, markdown layout
     python benchmarks/rules_questions.py --layouts all           # plus every PDF layout rulebook_books builds
+    python benchmarks/rules_questions.py --layouts all --books DIR   # the books rulebook_books --out DIR wrote
     python benchmarks/rules_questions.py --no-lorekeeper         # baselines only (~3 min)
     python benchmarks/rules_questions.py --dump-questions q.jsonl --no-lorekeeper --no-baselines
 
@@ -1024,16 +1025,20 @@ def generate_questions(
 _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"), "-")
 _QUOTES = dict.fromkeys(map(ord, "\u2018\u2019\u201b\u2032"), "'") | dict.fromkeys(map(ord, "\u201c\u201d\u201f"), '"')
 _DROP = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\ufeff"), None)
-_PUNCT = re.compile(r"[*_`:;,()\[\]\"|]")
+_EMPHASIS = re.compile(r"[*_`]")
+_PUNCT = re.compile(r"[:;,.()\[\]\"|]")
 _HEADING_PUNCT = re.compile(r"[^\w\s]")
 
 
 def normalize(text: str) -> str:
-    """Text for comparing answers: NFKC (ligatures), one kind of dash and quote, no soft hyphens, no
-    Markdown emphasis or list punctuation, '+' spaced, case-folded, whitespace collapsed."""
+    """Text for comparing answers: NFKC (ligatures), one kind of dash and quote, no soft hyphens or
+    line-end hyphenation, no Markdown emphasis, punctuation as spaces, '+' spaced, case-folded, whitespace
+    collapsed."""
     text = unicodedata.normalize("NFKC", text).translate(_DROP).translate(_DASHES).translate(_QUOTES)
     text = re.sub(r"-\s*\n\s*(?=[a-z])", "", text)  # a word hyphenated at a line's end
-    text = _PUNCT.sub(" ", text).replace("+", " + ")
+    # Emphasis markers go without a trace ("**_Simple Pit_**." reads "Simple Pit."); other punctuation
+    # becomes a space, so "Hit Points: 135" and "Hit Points 135" compare equal.
+    text = _PUNCT.sub(" ", _EMPHASIS.sub("", text)).replace("+", " + ")
     return " ".join(text.casefold().split())
 
 
@@ -1221,6 +1226,24 @@ def markdown_layout(entries: Sequence[Entry], folder: Path) -> Layout:
     return Layout("markdown", write_markdown(entries, folder))
 
 
+def prebuilt_layouts(folder: Path, wanted: Sequence[str] | None) -> list[Layout]:
+    """Books typeset earlier by ``benchmarks/rulebook_books.py`` (``--out DIR``): each ``<layout>.pdf``
+    beside its ``<layout>.truth.json`` (whose ``headings`` say which entries the book holds)."""
+    layouts = []
+    for truth in sorted(folder.glob("*.truth.json")):
+        book = json.loads(truth.read_text(encoding="utf-8"))
+        name = str(book.get("layout") or truth.name.removesuffix(".truth.json"))
+        if wanted and name not in wanted:
+            continue
+        pdf = truth.with_name(f"{name}.pdf")
+        if not pdf.exists():
+            pdf = Path(book["path"])
+        layouts.append(Layout(name, [pdf], {norm_heading(h["text"]) for h in book.get("headings", [])}))
+    if not layouts:
+        raise SystemExit(f"no <layout>.truth.json with its PDF in {folder}")
+    return layouts
+
+
 def rulebook_layouts(folder: Path, wanted: Sequence[str] | None, *, scale: float) -> list[Layout]:
     """The typeset PDF books of ``benchmarks/rulebook_books.py`` (its ``LAYOUTS`` and ``typeset``): each
     book's PDF and the headings of its ground truth. ``wanted`` None: every layout it has."""
@@ -1374,6 +1397,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--book-scale", type=float, default=0.5, help="share of each section's entries a typeset book keeps"
     )
+    parser.add_argument(
+        "--books", type=Path, help="use the books rulebook_books.py --out DIR typeset earlier instead of typesetting"
+    )
     parser.add_argument("--no-lorekeeper", action="store_true", help="baselines only")
     parser.add_argument("--no-baselines", action="store_true", help="lorekeeper only")
     parser.add_argument("--dump-questions", type=Path, help="also write the questions here (JSON lines)")
@@ -1408,7 +1434,9 @@ def main(argv: list[str] | None = None) -> int:
         if "markdown" in wanted or "all" in wanted:
             layouts.append(markdown_layout(entries, work / "markdown"))
         others = [w for w in wanted if w not in ("markdown", "all")]
-        if others or "all" in wanted:
+        if args.books and (others or "all" in wanted):
+            layouts += prebuilt_layouts(args.books, None if "all" in wanted else others)
+        elif others or "all" in wanted:
             layouts += rulebook_layouts(work / "books", None if "all" in wanted else others, scale=args.book_scale)
         for layout in layouts:
             asked = [q for q in questions if layout.asks(q)]
@@ -1457,7 +1485,8 @@ def main(argv: list[str] | None = None) -> int:
         "goal": GOAL,
         "goal_met": goal,
         "layouts_skipped": skipped,
-        "book_scale": args.book_scale,
+        "book_scale": None if args.books else args.book_scale,
+        "books": str(args.books) if args.books else None,
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),

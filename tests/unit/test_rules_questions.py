@@ -51,6 +51,9 @@ def test_normalize_folds_case_space_dashes_ligatures_and_emphasis() -> None:
     assert rq.normalize("can\u2019t") == "can't"
     assert rq.normalize("hyphen-\nation") == "hyphenation"
     assert rq.normalize("soft\u00adhyphen") == "softhyphen"
+    # Markdown run-in labels read as the extracted PDF text does.
+    assert rq.holds("Simple Pit. A simple pit trap is a hole", "**_Simple Pit_**. A simple pit trap is a")
+    assert rq.holds("Darkvision 60 ft., passive Perception 10", "darkvision 60 ft.")
 
 
 def test_holds_matches_on_word_boundaries_only() -> None:
