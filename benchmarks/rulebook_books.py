@@ -1103,7 +1103,7 @@ LAYOUTS: dict[str, Layout] = {
 }
 
 
-def typeset(layout: str, folder: Path, *, scale: float = 0.5, tiny: bool = False) -> TypesetBook:
+def typeset(layout: str, folder: Path, *, scale: float = 1.0, tiny: bool = False) -> TypesetBook:
     """Typeset one layout's book into ``folder`` and return it with its ground truth.
 
     Args:
@@ -1135,7 +1135,7 @@ def typeset(layout: str, folder: Path, *, scale: float = 0.5, tiny: bool = False
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for the PDFs and truth JSON")
-    parser.add_argument("--scale", type=float, default=0.5, help="share of entries kept per section")
+    parser.add_argument("--scale", type=float, default=1.0, help="share of entries kept per section")
     parser.add_argument("--tiny", action="store_true", help="books of a few pages")
     parser.add_argument("--layouts", nargs="*", default=list(LAYOUTS))
     args = parser.parse_args()

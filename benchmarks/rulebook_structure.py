@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/rulebook_structure.py [--scale 0.5] [--reps 3] [--keep DIR]
+    .venv/bin/python benchmarks/rulebook_structure.py [--scale 1.0] [--reps 5] [--keep DIR]
                                                       [--layouts …] [--tiny] [--out benchmarks/results]
 
 Books: the layouts of :mod:`rulebook_books` (WeasyPrint, LibreOffice from python-docx, ReportLab,
@@ -547,7 +547,7 @@ def run_corpus(counter: TokenCounter, reps: int) -> list[dict[str, Any]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scale", type=float, default=0.5, help="share of each section's entries typeset")
+    parser.add_argument("--scale", type=float, default=1.0, help="share of each section's entries typeset")
     parser.add_argument("--reps", type=int, default=5, help="timing repetitions (best kept)")
     parser.add_argument("--layouts", nargs="*", default=list(LAYOUTS))
     parser.add_argument("--tiny", action="store_true", help="books of a few pages (a smoke run)")
