@@ -222,6 +222,7 @@ def ingest(
                     "embedding_model": report.embedding_model,
                     "seconds": round(report.seconds, 2),
                     "files": [vars(f) for f in report.files],
+                    "stage_nodes": {stage: dict(nodes) for stage, nodes in report.stage_nodes.items()},
                 }
             )
         )
@@ -240,6 +241,9 @@ def ingest(
         )
     counts = report.counts
     console.print(table)
+    for stage, nodes in report.stage_nodes.items():
+        shown = ", ".join(f"{node[:12] or 'local'} ({rows} rows)" for node, rows in sorted(nodes.items()))
+        console.print(f"{stage} stage on {len(nodes)} node(s): {shown}")
     console.print(
         f"{counts.get('completed', 0)} completed, {counts.get('skipped', 0)} unchanged, "
         f"{counts.get('failed', 0)} failed; "

@@ -69,6 +69,8 @@ class IngestReport:
     files: list[FileOutcome] = field(default_factory=list)
     seconds: float = 0.0
     embed_seconds: float = 0.0
+    #: rows each stage handled per Ray node id: {"extract": {node_id: rows}, "embed": …, "write": …}
+    stage_nodes: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
     @property
     def counts(self) -> Counter[str]:
@@ -181,6 +183,10 @@ def start_ray() -> bool:
 
 
 _BLOCK_BYTES = 1 << 20
+
+#: A custom Ray resource marking the node whose disk holds the embedded vector index (the head);
+#: when the cluster has it, the single write stage actor is placed there.
+VECTOR_WRITER_RESOURCE = "lorekeeper_vector_writer"
 
 
 def _configure_ray_data() -> None:
@@ -370,6 +376,11 @@ def _run_pipeline(
         ds = ds.map_batches(
             EmbedStage, fn_constructor_kwargs={"options": options}, batch_format="numpy", **EmbedStage.map_options(plan)
         )
+        write_options = WriteStage.map_options(plan)
+        if settings.vector_location().backend is not VectorBackend.QDRANT_SERVER and ray.cluster_resources().get(
+            VECTOR_WRITER_RESOURCE
+        ):
+            write_options["resources"] = {VECTOR_WRITER_RESOURCE: 0.001}
         ds = ds.map_batches(
             WriteStage,
             fn_constructor_kwargs={
@@ -380,7 +391,7 @@ def _run_pipeline(
                 "dim": embedder.dim,
             },
             batch_format="numpy",
-            **WriteStage.map_options(plan),
+            **write_options,
         )
         written: Counter[str] = Counter()
         expected: dict[str, int] = {}
@@ -398,6 +409,8 @@ def _run_pipeline(
                         str(batch["status"][i]),
                     )
                     report.embed_seconds += float(batch["embed_seconds"][i])
+                    for stage in ("extract", "embed", "write"):
+                        report.stage_nodes[stage][str(batch[f"{stage}_node"][i])] += 1
                     if status in ("skipped", "failed") and not batch["chunk_uid"][i]:
                         report.files.append(
                             FileOutcome(

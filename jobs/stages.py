@@ -101,6 +101,13 @@ def retrying(operation: str, fn: Callable[[], T]) -> T:
     raise AssertionError("unreachable: store_retry re-raises the last error")
 
 
+def node_id() -> str:
+    """The Ray node this stage runs on (for the job's stage report); "" outside Ray."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+
+
 def _actors(size: int) -> Any:
     import ray.data
 
@@ -171,7 +178,9 @@ class ExtractStage:
         rows: list[dict[str, Any]] = []
         for source in iter_rows(batch):
             rows.extend(self.process(source))
-        return _columns(rows)
+        out = _columns(rows)
+        out["extract_node"] = [node_id()] * len(rows)
+        return out
 
     def _update_job(self, job: IngestJob, **changes: Any) -> IngestJob:
         job = job.validated_copy(**changes)
@@ -393,6 +402,7 @@ class EmbedStage:
         out = dict(batch)
         out["vector"] = vectors
         out["embed_seconds"] = np.full(len(vectors), elapsed / max(len(chunk_rows), 1), dtype=np.float64)
+        out["embed_node"] = np.full(len(vectors), node_id(), dtype=object)
         return out
 
 
@@ -491,7 +501,11 @@ class WriteStage:
             "status": [],
             "error": [],
             "embed_seconds": [],
+            "extract_node": [],
+            "embed_node": [],
+            "write_node": [],
         }
+        here = node_id()
         for row in rows:
             item_uid = str(row["item_uid"])
             failed = item_uid in errors and bool(row["chunk_uid"])
@@ -503,6 +517,9 @@ class WriteStage:
             out["status"].append("failed" if failed else str(row["status"]))
             out["error"].append(errors[item_uid] if failed else str(row["error"]))
             out["embed_seconds"].append(float(row["embed_seconds"]))
+            out["extract_node"].append(str(row.get("extract_node", "")))
+            out["embed_node"].append(str(row.get("embed_node", "")))
+            out["write_node"].append(here)
         return out
 
     def _write_item_rows(self, item: Item, rows: list[dict[str, Any]]) -> None:
