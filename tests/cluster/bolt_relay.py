@@ -15,6 +15,7 @@ Run: ``python -m tests.cluster.bolt_relay LISTEN_PORT TARGET_PORT``.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 import threading
@@ -64,10 +65,8 @@ def _client_to_server(client: socket.socket, server: socket.socket) -> None:
     finally:
         # close the server side without a GOODBYE: FalkorDB treats it like a dropped client
         for sock in (server, client):
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 def _server_to_client(server: socket.socket, client: socket.socket) -> None:
@@ -81,10 +80,8 @@ def _server_to_client(server: socket.socket, client: socket.socket) -> None:
         pass
     finally:
         for sock in (client, server):
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 def _serve_one(client: socket.socket, target_port: int) -> None:

@@ -13,6 +13,7 @@ Everything binds 127.0.0.1 (FalkorDB's own Bolt port excepted: it cannot; the re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -73,9 +74,8 @@ class RayNode:
             return []
         for p in psutil.process_iter(["pid", "cmdline"]):
             try:
-                if os.getpgid(p.info["pid"]) == pgid:
-                    pids.add(p.info["pid"])
-                elif self.node_id and any(self.node_id in part for part in (p.info["cmdline"] or [])):
+                ours = self.node_id and any(self.node_id in part for part in (p.info["cmdline"] or []))
+                if os.getpgid(p.info["pid"]) == pgid or ours:
                     pids.add(p.info["pid"])
             except (ProcessLookupError, psutil.Error):
                 continue
@@ -189,10 +189,8 @@ class RayCluster:
         node = self.nodes[name]
         pids = node.processes()
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         node.proc.wait(timeout=30)
         return pids
 
@@ -217,20 +215,14 @@ class RayCluster:
         """Stop every node: SIGTERM the ``ray start --block`` groups, then SIGKILL what is left."""
         for node in reversed(list(self.nodes.values())):
             if node.proc.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(node.proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
         for node in self.nodes.values():
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 node.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
             for pid in node.processes():
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         # keep the nodes' logs beside the test's files, then drop the short-path temp dir
         for logs in self.temp_dir.glob("session_*/logs"):
             shutil.copytree(logs, self.root / "ray-logs" / logs.parent.name, dirs_exist_ok=True,

@@ -60,7 +60,7 @@ def settings_of(env: dict[str, str]) -> Any:
     saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("LOREKEEPER_")}
     os.environ.update(env)
     try:
-        return Settings(_env_file=None)
+        return Settings(_env_file=None)  # type: ignore[call-arg]
     finally:
         for k in env:
             os.environ.pop(k, None)
@@ -97,7 +97,8 @@ def lane(tmp_path_factory: pytest.TempPathFactory, nanio_server: Any, osmem_text
     local_env = {"LOREKEEPER_DATA_DIR": str(root / "local")}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOREKEEPER_", "RAY_"))}
     done = subprocess.run(
-        [sys.executable, "-m", "jobs", "ingest", *(str(CORPUS / f) for f in FILES), "--library", "fate-local", "--json"],
+        [sys.executable, "-m", "jobs", "ingest", *(str(CORPUS / f) for f in FILES), "--library", "fate-local",
+         "--json"],
         env={**env, **local_env, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"},
         capture_output=True, text=True, timeout=600, cwd=root,
     )
@@ -265,7 +266,7 @@ def _stage_actors(lane: Lane) -> list[dict[str, str]]:
         name = actor.class_name or ""
         for stage in ("ExtractStage", "EmbedStage", "WriteStage"):
             if stage in name:
-                out.append({"stage": stage, "node": lane.cluster.node_name(actor.node_id)})
+                out.append({"stage": stage, "node": lane.cluster.node_name(actor.node_id or "")})
     return out
 
 
@@ -300,7 +301,7 @@ def _replicas(lane: Lane) -> list[dict[str, str]]:
         name = actor.class_name or ""
         if name.startswith("ServeReplica:lorekeeper:"):
             out.append({"deployment": name.rsplit(":", 1)[-1], "actor": actor.actor_id,
-                        "node": lane.cluster.node_name(actor.node_id)})
+                        "node": lane.cluster.node_name(actor.node_id or "")})
     return sorted(out, key=lambda r: (r["deployment"], r["node"]))
 
 
