@@ -1057,10 +1057,21 @@ def holds(text: str, answer: str) -> bool:
 
 
 def heading_matches(entry: str, heading_path: Sequence[str], text: str) -> bool:
+    """Whether the entry's heading is one of the heading path's, a line of the text, or opens a line of
+    the text as set (an extractor may run a heading into the line after it: "Plane Shift 7th-level
+    conjuration"). The last is case-sensitive, so a mention in prose ("the fireball spell") is not one."""
     target = norm_heading(entry)
     if any(norm_heading(h) == target for h in heading_path):
         return True
-    return any(norm_heading(line) == target for line in text.splitlines() if 0 < len(line.strip()) <= 100)
+    as_set = unicodedata.normalize("NFKC", entry).translate(_QUOTES).translate(_DASHES).strip()
+    opens = re.compile("(?:" + re.escape(as_set) + "|" + re.escape(as_set.upper()) + r")(?!\w)")
+    for line in text.splitlines():
+        if 0 < len(line.strip()) <= 100 and norm_heading(line) == target:
+            return True
+        plain = unicodedata.normalize("NFKC", line).translate(_QUOTES).translate(_DASHES)
+        if opens.match(_EMPHASIS.sub("", plain).lstrip("# \t")):
+            return True
+    return False
 
 
 def is_relevant(question: Question, heading_path: Sequence[str], text: str) -> bool:
@@ -1216,10 +1227,29 @@ class Layout:
 
     name: str
     paths: list[Path]
-    headings: set[str] | None = None
+    headings: set[tuple[str, str]] | None = None  # (chapter, heading), normalised
 
     def asks(self, question: Question) -> bool:
-        return self.headings is None or norm_heading(question.entry) in self.headings
+        key = (norm_heading(KIND_CHAPTER[question.kind]), norm_heading(question.entry))
+        return self.headings is None or key in self.headings
+
+
+KIND_CHAPTER = {
+    "spell": "Spells",
+    "creature": "Monsters",
+    "condition": "Conditions",
+    "magic_item": "Magic Items",
+    "rule": "Rules",
+}
+
+
+def truth_headings(headings: Iterable[Any]) -> set[tuple[str, str]]:
+    """(chapter, heading) of a typeset book's ground-truth headings (objects or dicts with text, chapter)."""
+    out = set()
+    for h in headings:
+        text, chapter = (h["text"], h["chapter"]) if isinstance(h, dict) else (h.text, h.chapter)
+        out.add((norm_heading(str(chapter)), norm_heading(str(text))))
+    return out
 
 
 def markdown_layout(entries: Sequence[Entry], folder: Path) -> Layout:
@@ -1238,7 +1268,7 @@ def prebuilt_layouts(folder: Path, wanted: Sequence[str] | None) -> list[Layout]
         pdf = truth.with_name(f"{name}.pdf")
         if not pdf.exists():
             pdf = Path(book["path"])
-        layouts.append(Layout(name, [pdf], {norm_heading(h["text"]) for h in book.get("headings", [])}))
+        layouts.append(Layout(name, [pdf], truth_headings(book.get("headings", []))))
     if not layouts:
         raise SystemExit(f"no <layout>.truth.json with its PDF in {folder}")
     return layouts
@@ -1262,7 +1292,7 @@ def rulebook_layouts(folder: Path, wanted: Sequence[str] | None, *, scale: float
     for name in names:
         started = time.perf_counter()
         book = books.typeset(name, folder, scale=scale)
-        headings = {norm_heading(h.text) for h in book.headings}
+        headings = truth_headings(book.headings)
         print(f"typeset {name}: {book.pages} pages in {time.perf_counter() - started:.0f} s", flush=True)
         layouts.append(Layout(name, [Path(book.path)], headings))
     return layouts
@@ -1281,13 +1311,19 @@ def run_lorekeeper(layout: Layout, questions: Sequence[Question], work: Path, *,
         "HF_HUB_OFFLINE": "1",
         "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),
     }
-    cmd = [*lorekeeper_exe(), "ingest", *map(str, layout.paths), "--library", "SRD 5.1", "--type", "rulebook"]
-    started = time.perf_counter()
-    done = subprocess.run([*cmd, "--json"], env=env, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
-    ingest_s = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"lorekeeper ingest ({layout.name}) exit {done.returncode}: {done.stderr[-3000:]}")
-    report = next((json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")), {})
+    marker = work / f"ingested-{layout.name}.json"  # --work kept it: search the same stores again
+    if marker.exists():
+        kept = json.loads(marker.read_text(encoding="utf-8"))
+        report, ingest_s = kept["report"], kept["ingest_s"]
+    else:
+        cmd = [*lorekeeper_exe(), "ingest", *map(str, layout.paths), "--library", "SRD 5.1", "--type", "rulebook"]
+        started = time.perf_counter()
+        done = subprocess.run([*cmd, "--json"], env=env, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+        ingest_s = time.perf_counter() - started
+        if done.returncode != 0:
+            raise RuntimeError(f"lorekeeper ingest ({layout.name}) exit {done.returncode}: {done.stderr[-3000:]}")
+        report = next((json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")), {})
+        marker.write_text(json.dumps({"report": report, "ingest_s": ingest_s}), encoding="utf-8")
     files = report.get("files", [])
     chunks = sum(int(f.get("chunks") or 0) for f in files)
     queries = work / f"queries-{layout.name}.jsonl"
@@ -1304,6 +1340,7 @@ def run_lorekeeper(layout: Layout, questions: Sequence[Question], work: Path, *,
     search_s = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"lorekeeper search ({layout.name}) exit {done.returncode}: {done.stderr[-3000:]}")
+    (work / f"hits-{layout.name}.jsonl").write_text(done.stdout, encoding="utf-8")
     by_id = {}
     for line in done.stdout.splitlines():
         if line.startswith("{"):

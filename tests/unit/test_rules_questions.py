@@ -77,6 +77,11 @@ def test_relevance_needs_the_answer_and_the_entry_heading() -> None:
     # Heading comparison ignores case, Markdown markers and punctuation; a mention inside prose is not a heading.
     assert rq.heading_matches("Elf, Drow", ["Monsters", "elf drow"], "")
     assert not rq.heading_matches("Fireball", ["Spells"], "as with the fireball spell, it explodes")
+    # An extractor may run the heading into the next line; it still opens a line, as set.
+    assert rq.heading_matches("Plane Shift", ["Spells"], "expelled.\n\nPlane Shift 7th-level conjuration")
+    assert rq.heading_matches("Plane Shift", [], "PLANE SHIFT 7th-level conjuration")
+    assert not rq.heading_matches("Plane Shift", [], "plane shift takes you there")
+    assert not rq.heading_matches("Fly", [], "Flying creatures fall")
 
 
 def test_description_answers_may_sit_in_the_heading_path() -> None:
@@ -242,6 +247,7 @@ def test_every_question_is_answered_by_its_own_clean_passage(srd: tuple[list[rq.
 def test_a_sampled_book_is_asked_only_about_its_entries() -> None:
     fireball = rq.Question("a", "spell", "Fireball", "?", ["8d6"], "damage")
     drow = rq.Question("b", "creature", "Elf, Drow", "?", ["Armor Class 15"], "armor_class")
-    book = rq.Layout("pdf", [], {rq.norm_heading(h) for h in ("Spells", "3rd-Level Spells", "Fireball")})
-    assert book.asks(fireball) and not book.asks(drow)
+    truth = [{"text": "Fireball", "chapter": "Spells"}, {"text": "Elf, Drow", "chapter": "Fate Core"}]
+    book = rq.Layout("pdf", [], rq.truth_headings(truth))
+    assert book.asks(fireball) and not book.asks(drow)  # a heading of another book's chapter is not the entry
     assert rq.Layout("markdown", []).asks(drow)
