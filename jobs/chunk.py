@@ -1,7 +1,9 @@
 """Cut an extracted document into chunks by its library type's strategy.
 
 ``heading_aware`` (rulebooks, lore, settings, …): a chunk never spans two top-level sections, starts
-at a heading where one comes after it has some content (a quarter of the target), and otherwise
+at every heading that is not deeper than the sections it holds (so each entry — a spell, a creature —
+gets chunks of its own), at a deeper heading once it has some content (a quarter of the target), and
+otherwise
 packs whole paragraphs up to ``target_tokens``; consecutive chunks of one section share up to
 ``overlap_tokens`` of whole trailing sentences. Tables and stat blocks stay whole up to
 ``max_tokens`` (beyond that a table is cut between rows, each part repeating the header row).
@@ -163,8 +165,14 @@ class _Packer:
             self.flush(overlap=False)
 
     def heading(self, unit: _Unit) -> None:
-        """Add a heading: it starts a new chunk once the current one holds some content."""
-        if self.fresh >= self.settings.target_tokens * _HEADING_BREAK_SHARE:
+        """Add a heading: it starts a new chunk once the current one holds some content.
+
+        A heading at the depth of the chunk's own sections or above (the next spell after a
+        spell) always starts one, so that every entry gets a chunk of its own; a deeper heading
+        (a sub-heading inside the entry) does once the chunk holds a quarter of the target.
+        """
+        depth = max((len(u.path) for u in self.current if not u.overlap), default=0)
+        if self.fresh and len(unit.path) <= depth or self.fresh >= self.settings.target_tokens * _HEADING_BREAK_SHARE:
             self.flush(overlap=False)
         elif not self.fresh:
             # Only overlap so far: a new heading is no place to repeat the previous text.

@@ -55,6 +55,7 @@ from jobs.errors import CorruptDocument, EmptyDocument, EncryptedDocument
 from jobs.extract.formats import classify_paragraph, markdown_table, split_list_items
 from jobs.extract.ocr import OcrConfig, resolve_ocr
 from jobs.extract.ruling import edges_in, ruled_tables
+from jobs.extract.typography import Line, Style, clean_text, join_lines, page_lines
 
 __all__ = ["ImageSink", "PdfInfo", "TableMode", "extract_pdf", "open_pdf", "pdf_info"]
 
@@ -135,8 +136,10 @@ class _Item:
     bold: bool = False  # the whole block is bold
     mono: bool = False  # the whole block is monospaced
     bold_terms: list[str] | None = None  # None rather than [] saves a list per block
-    kind: BlockKind | None = None  # set for tables
+    kind: BlockKind | None = None  # set for tables and captions
     ocr: bool = False
+    info: list[Line] | None = None  # the block's lines with their styles (None: unknown)
+    style: Style | None = None  # the one style every line is set in, if there is one
 
 
 @dataclass(slots=True)
@@ -560,16 +563,58 @@ def _may_be_heading(it: _Item) -> bool:
     return end not in ".,;" and not _GLYPH_START.match(text) and any(ch.isalpha() for ch in text[:40])
 
 
-def _page_items(textpage: Any, number: int, rotation_matrix: Any) -> list[_Item]:
+def _page_items(textpage: Any, number: int, rotation_matrix: Any, lines: list[Line] | None = None) -> list[_Item]:
+    """The page's text blocks; with ``lines`` (:func:`page_lines`), each gets its lines' styles.
+
+    HTML lines come in text-page order, so each block takes the lines that follow, as long as they
+    start inside its box; a block that finds none keeps MuPDF's text without styles.
+    """
     items = []
+    cursor = 0
+    n_lines = len(lines) if lines else 0
     for x0, y0, x1, y1, text, index, kind in textpage.extractBLOCKS():
-        if kind != 0 or not text or text.isspace():
+        if kind != 0:
+            continue
+        info: list[Line] | None = None
+        if cursor < n_lines:
+            start = cursor
+            while cursor < n_lines:
+                line = lines[cursor]  # type: ignore[index]
+                if not (y0 - 3 <= line.top <= y1 + 3 and x0 - 3 <= line.left <= x1 + 3):
+                    break
+                cursor += 1
+            if cursor > start:
+                info = [line for line in lines[start:cursor] if line.first is not None]  # type: ignore[index]
+        if not text or text.isspace():
             continue
         if rotation_matrix is not None:
             rect = pymupdf.Rect(x0, y0, x1, y1) * rotation_matrix
             x0, y0, x1, y1 = rect.x0, rect.y0, rect.x1, rect.y1
-        items.append(_Item(x0, y0, x1, y1, text, text.count("\n") or 1, index, number))
+        item = _Item(x0, y0, x1, y1, text, text.count("\n") or 1, index, number)
+        if info:
+            _apply_styles(item, info)
+        items.append(item)
     return items
+
+
+def _apply_styles(it: _Item, info: list[Line]) -> None:
+    """Size, weight, monospace, bold terms and the uniform style of a block, from its lines."""
+    it.info = info
+    first = info[0].first
+    it.size = first[1] if first else 0.0
+    style = first if all(line.uniform and line.first == first for line in info) else None
+    it.style = style
+    it.bold = bool(style and style[2])
+    it.mono = all(line.mono for line in info)
+    terms: list[str] = []
+    for line in info:
+        if line.bold:
+            for raw in line.bold:
+                term = " ".join(raw.split()).strip(_TERM_STRIP).rstrip(")]")
+                if term and len(term) <= 80 and term.count(" ") < 8 and not term.isdigit():
+                    terms.append(clean_text(term))
+    if terms:
+        it.bold_terms = list(dict.fromkeys(terms))
 
 
 @dataclass(slots=True)
@@ -596,7 +641,7 @@ def _read_page(page: Any, options: _Options, tally: _Tally) -> _Page:
     rect = page.rect
     width, height = rect.width, rect.height
     textpage = page.get_textpage(flags=_TEXT_FLAGS)
-    items = _page_items(textpage, number, rotation_matrix)
+    items = _page_items(textpage, number, rotation_matrix, page_lines(textpage.extractHTML()))
     ocr = False
     if _needs_ocr(page, items):
         if options.ocr is None:
@@ -619,22 +664,96 @@ def _read_page(page: Any, options: _Options, tally: _Tally) -> _Page:
                 items = _page_items(textpage, number, None)
                 for it in items:
                     it.ocr = True
-    if items and not ocr:
-        _apply_xhtml(items, textpage.extractXHTML().split("\n")[1:])
-        # Font sizes cost ~5 us a block to read: only for blocks that could be headings, and
-        # for the longest block of the page (the body size). A heading set larger than the body
-        # has taller lines than the body's line pitch; a bold one at body size needs no size.
-        pitch = _line_pitch(items) * 1.1 if len(items) > 3 else 0.0
-        wanted = {it.index for it in items if _may_be_heading(it) and (it.y1 - it.y0) >= pitch * it.lines}
-        wanted.add(max(items, key=lambda it: len(it.text)).index)
-        sizes = _read_sizes(textpage, wanted)
-        for it in items:
+    if items and not ocr and any(it.info is None for it in items):
+        # Blocks the HTML lines could not be matched to: bold and sizes the older, coarser way.
+        missing = [it for it in items if it.info is None]
+        _apply_xhtml(missing, textpage.extractXHTML().split("\n")[1:])
+        sizes = _read_sizes(textpage, {it.index for it in missing if _may_be_heading(it)})
+        for it in missing:
             it.size = sizes.get(it.index, 0.0)
     if items and options.tables is not TableMode.OFF:
         items = _replace_tables(page, textpage, items, options.tables, rotation_matrix, height)
     if options.image_sink is not None:
         _save_images(page, number, options, tally)
-    return _Page(number, width, height, _reading_order(items))
+    ordered = _reading_order(items)
+    split = not ocr and rotation_matrix is None  # line positions are in unrotated page space
+    return _Page(number, width, height, _split_styles(ordered) if split else ordered)
+
+
+def _runs(info: list[Line]) -> list[tuple[int, int]]:
+    """Spans ``[a, b)`` of consecutive lines set wholly in one style."""
+    runs = []
+    a = 0
+    while a < len(info):
+        style = info[a].first if info[a].uniform else None
+        b = a + 1
+        if style is not None:
+            while b < len(info) and info[b].uniform and info[b].first == style:
+                b += 1
+        runs.append((a, b))
+        a = b
+    return runs
+
+
+def _part(it: _Item, info: list[Line]) -> _Item:
+    y0 = min(line.top for line in info) - 1.0
+    y1 = max(line.top + line.height for line in info)
+    part = _Item(
+        it.x0,
+        max(it.y0, y0),
+        it.x1,
+        min(it.y1, y1) if y1 > y0 else it.y1,
+        "\n".join(line.text for line in info) + "\n",
+        len(info),
+        it.index,
+        it.page,
+    )
+    _apply_styles(part, info)
+    return part
+
+
+def _split_styles(items: list[_Item]) -> list[_Item]:
+    """Cut a heading off the block MuPDF merged it into ("Acid Splash" over its first body line).
+
+    A block splits after a leading run of at most three lines set wholly in one style when the
+    next line opens in another style (or opens with a run-in label), and before a trailing run
+    of at most three such lines set bold or larger than the line before. Run-in labels ("Range:
+    60 feet") are lines of two styles, so they never split off.
+    """
+    out: list[_Item] = []
+    for it in items:
+        info = it.info
+        if it.kind is not None or info is None or len(info) < 2 or it.style is not None:
+            out.append(it)
+            continue
+        runs = _runs(info)
+        if len(runs) < 2:
+            out.append(it)
+            continue
+        cuts = []
+        start = 0
+        for a, b in runs[:-1]:
+            nxt = info[b]
+            uniform = info[a].uniform
+            if not uniform or b - a > _MAX_HEADING_LINES:
+                break
+            if nxt.first == info[a].first and not nxt.runin:
+                break
+            cuts.append(b)
+            start = b
+        a, b = runs[-1]
+        if b - a <= _MAX_HEADING_LINES and a > start and info[a].uniform:
+            style, before = info[a].first, info[a - 1].last
+            if style and before and style != before and (style[1] > before[1] or (style[2] and not before[2])):
+                cuts.append(a)
+        if not cuts:
+            out.append(it)
+            continue
+        edges = [0, *cuts, len(info)]
+        for x, y in zip(edges, edges[1:], strict=False):
+            if y > x:
+                out.append(_part(it, info[x:y]))
+    return out
 
 
 _MIME = {
@@ -693,30 +812,86 @@ def _furniture_key(text: str) -> str:
     return " ".join(_DIGITS.sub("#", text.lower()).split())
 
 
-def _drop_furniture(pages: list[_Page]) -> None:
-    """Remove running heads, footers and page numbers: margin text repeated across pages."""
-    keys: Counter[str] = Counter()
+def _slot(it: _Item, page: _Page) -> tuple[Any, ...]:
+    """Where and how a margin line is set: band, position (2 pt), style."""
+    top = it.y1 <= page.height * _MARGIN_Y
+    return (top, round((it.y0 if top else page.height - it.y1) / 2), it.style)
+
+
+def _drop_furniture(pages: list[_Page]) -> int:
+    """Remove running heads, footers and page numbers; returns how many lines were dropped.
+
+    Margin text (the top and bottom bands, and the outer side strips) is page furniture when the
+    same text (digits aside) comes back on a run of nearby pages: within two pages, so that a
+    head printed on odd pages only, or one per chapter, counts; or on many pages anywhere. A
+    page number is furniture wherever it stands in a band. Once furniture has shown where it is
+    set (band, position and style), a short line set the same way on any other page is
+    furniture too: the head of a chapter one page long, or a head that joins the left and right
+    heads on one baseline.
+    """
+    occurrences: dict[str, list[int]] = {}
     marked: list[tuple[_Page, _Item, str]] = []
     for page in pages:
         top, bottom = page.height * _MARGIN_Y, page.height * (1 - _MARGIN_Y)
         left, right = page.width * _MARGIN_X, page.width * (1 - _MARGIN_X)
-        seen = set()
         for it in page.items:
             if it.kind is not None:
                 continue
             if it.y1 <= top or it.y0 >= bottom or it.x1 <= left or it.x0 >= right:
                 key = _furniture_key(it.text)
                 marked.append((page, it, key))
-                if key not in seen:
-                    seen.add(key)
-                    keys[key] += 1
-    if not marked:
-        return
-    threshold = max(3, int(0.3 * len(pages)))
-    drop = {id(it) for _, it, key in marked if keys[key] >= threshold or _PAGE_NUMBER.match(it.text)}
+                seen = occurrences.setdefault(key, [])
+                if not seen or seen[-1] != page.number:
+                    seen.append(page.number)
+    many = max(3, int(0.3 * len(pages)))
+    furniture: set[str] = set()
+    for key, numbers in occurrences.items():
+        if len(numbers) >= many:
+            furniture.add(key)
+            continue
+        # a run: three occurrences, each within two pages of the next
+        run = 1
+        for a, b in zip(numbers, numbers[1:], strict=False):
+            run = run + 1 if b - a <= 2 else 1
+            if run >= 3:
+                furniture.add(key)
+                break
+    drop: set[int] = set()
+    slots: Counter[tuple[Any, ...]] = Counter()
+    for page, it, key in marked:
+        if key in furniture or _PAGE_NUMBER.match(it.text):
+            drop.add(id(it))
+            if key in furniture and it.style is not None and it.lines == 1:
+                slots[_slot(it, page)] += 1
+    for page, it, _ in marked:
+        if id(it) not in drop and it.lines == 1 and it.style is not None and slots[_slot(it, page)] >= 3:
+            drop.add(id(it))
+    # A bare page number set a little above the bottom band (or below the top one) is still one
+    # when nothing of the page lies beyond it.
+    for page in pages:
+        for it in page.items:
+            if id(it) in drop or it.kind is not None or it.lines != 1 or not _PAGE_NUMBER.match(it.text):
+                continue
+            last = it.y0 >= page.height * 0.8 and all(o.y0 < it.y0 for o in page.items if o is not it)
+            first = it.y1 <= page.height * 0.15 and all(o.y1 > it.y1 for o in page.items if o is not it)
+            if last or first:
+                drop.add(id(it))
     if drop:
         for page in pages:
             page.items = [it for it in page.items if id(it) not in drop]
+    return len(drop)
+
+
+def _body_style(pages: list[_Page]) -> Style | None:
+    """The style most of the text is set in."""
+    weights: Counter[Style] = Counter()
+    for page in pages[:: max(1, len(pages) // 200)]:  # a sample of pages is plenty
+        for it in page.items:
+            if it.info and it.kind is None:
+                for line in it.info:
+                    if line.first is not None:
+                        weights[line.first] += len(line.text)
+    return weights.most_common(1)[0][0] if weights else None
 
 
 def _body_size(pages: list[_Page]) -> float:
@@ -733,32 +908,110 @@ def _norm_title(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())
 
 
-def _heading_candidate(it: _Item, body: float) -> str | None:
-    """'size' or 'bold' when the block may be a heading by its looks, else None."""
+_SIZE_STEP = 1.04  # a line this much larger than the body size is set apart by size
+_CAPTION_LABEL = re.compile(
+    r"^(?:table|figure|fig\.|tab\.|illustration|plate|map)\s*(?:[\dIVX]+(?:[.\-–]\d+)*)?\s*[:.—–]\s", re.I
+)
+_NUMBERED = re.compile(r"^(?:(?:chapter|part|section|appendix|book)\s+)?([\dIVXLC]+(?:\.\d+)*)[.:)]?\s+\S", re.I)
+
+
+def _looks(it: _Item, body: Style | None, body_size: float) -> str | None:
+    """'size', 'bold' or 'style' when a block may be a heading by its looks, else None.
+
+    A heading is short, stands alone (a block of its own, set wholly in one style), does not end
+    like a sentence or a clause, is no list item, and is set apart from the body: larger, or bold
+    where the body is not. A bold label that opens a paragraph and runs on is not set wholly in
+    one style, so it is no heading.
+    """
     if it.kind is not None or it.ocr or it.mono or it.lines > _MAX_HEADING_LINES:
         return None
     text = it.text
     if len(text) > _MAX_HEADING_CHARS or not any(ch.isalpha() for ch in text):
         return None
-    if body and it.size >= body * _HEADING_SIZE_RATIO:
-        return "size"
-    # An unread size (0) means the block's lines are no taller than the body's.
-    if it.bold and it.lines <= 2 and (not body or not it.size or it.size >= body * 0.95):
-        stripped = " ".join(text.split())
-        if len(stripped.split()) <= _MAX_BOLD_HEADING_WORDS and stripped[-1] not in ".,;:":
+    stripped = " ".join(text.split())
+    if stripped[-1] in ".,;:" or _GLYPH_START.match(stripped):
+        return None
+    style = it.style
+    if style is None or body is None:
+        if it.info is not None:
+            return None  # several styles: a run-in label, or a paragraph with emphasis
+        # no line styles (the HTML did not match): the coarse rule from size and weight
+        if body_size and it.size >= body_size * _HEADING_SIZE_RATIO:
+            return "size"
+        at_body_size = not body_size or not it.size or it.size >= body_size * 0.95
+        if it.bold and it.lines <= 2 and at_body_size and len(stripped.split()) <= _MAX_BOLD_HEADING_WORDS:
             return "bold"
+        return None
+    if style[1] >= body[1] * _SIZE_STEP:
+        return "size"
+    if style[1] >= body[1] * 0.93 and style[2] and not body[2]:
+        return "bold" if len(stripped.split()) <= _MAX_BOLD_HEADING_WORDS else None
     return None
 
 
-def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
-    """Heading level per item id, from the outline where it matches and from font sizes."""
-    body = _body_size(pages)
-    looks: dict[int, tuple[str, float]] = {}
+def _level_key(it: _Item) -> tuple[Any, ...]:
+    """What ranks a heading: its style and whether it is set in capitals."""
+    letters = [ch for ch in it.text if ch.isalpha()]
+    caps = len(letters) > 1 and all(ch.isupper() for ch in letters)
+    if it.style is not None:
+        return (*it.style, caps)
+    return ("", round(it.size * 2) / 2, it.bold, False, caps)
+
+
+def _captions(pages: list[_Page], looks: dict[int, str]) -> set[int]:
+    """Items that caption a table: a label ("Table 3:", "Figure 2.") or a line just above a table.
+
+    A heading that happens to stand above a table keeps its role when its style also heads
+    text elsewhere: a style mostly seen right above tables is a caption style.
+    """
+    above: set[int] = set()
+    by_key: dict[tuple[Any, ...], list[int]] = {}
+    captions: set[int] = set()
+    for page in pages:
+        items = page.items
+        for n, it in enumerate(items):
+            if it.kind is not None or it.lines > _MAX_HEADING_LINES or len(it.text) > _MAX_HEADING_CHARS:
+                continue
+            text = it.text.lstrip()
+            if text[:1] in "TtFfIiPpMm" and _CAPTION_LABEL.match(text):
+                captions.add(id(it))
+                continue
+            nxt = items[n + 1] if n + 1 < len(items) else None
+            if nxt is not None and nxt.kind is BlockKind.TABLE and 0 <= nxt.y0 - it.y1 < 3 * max(it.size, 8.0):
+                above.add(id(it))
+            if id(it) in looks:
+                by_key.setdefault(_level_key(it), []).append(id(it))
+    for ids in by_key.values():
+        near = [i for i in ids if i in above]
+        if near and len(near) * 2 >= len(ids):
+            captions.update(near)
     for page in pages:
         for it in page.items:
-            kind = _heading_candidate(it, body)
+            if id(it) in above and id(it) not in looks:
+                captions.add(id(it))
+    return captions
+
+
+def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
+    """Heading level per item id: the outline, then numbering, then typographic style.
+
+    Candidates are the blocks :func:`_looks` accepts. Their styles (family, size, weight,
+    italics, capitals) are ranked: larger first, bold before regular, capitals before mixed
+    case, and of two otherwise equal styles the rarer first. Styles the outline's entries are
+    set in take the outline's level; the others rank below the anchored style just above them.
+    Headings numbered "2.3.1" take their depth from the numbering when nothing else places
+    them. Table captions are never headings (they become CAPTION blocks, kept with the table).
+    """
+    body = _body_style(pages)
+    body_size = body[1] if body else _body_size(pages)
+    looks: dict[int, str] = {}
+    items: dict[int, _Item] = {}
+    for page in pages:
+        for it in page.items:
+            kind = _looks(it, body, body_size)
             if kind:
-                looks[id(it)] = (kind, round(it.size * 2) / 2)
+                looks[id(it)] = kind
+                items[id(it)] = it
 
     levels: dict[int, int] = {}
     # 1. The outline, where an entry's title matches a short block of the page it points to.
@@ -767,7 +1020,7 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
         key = _norm_title(str(title))
         if key and page_no >= 1:
             toc_by_page.setdefault(page_no, {}).setdefault(key, level)
-    size_to_toc: dict[float, Counter[int]] = {}
+    anchors: dict[tuple[Any, ...], Counter[int]] = {}
     if toc_by_page:
         for page in pages:
             wanted = toc_by_page.get(page.number)
@@ -779,31 +1032,60 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
                 level = wanted.get(_norm_title(it.text))
                 if level is not None:
                     levels[id(it)] = min(level, _MAX_LEVELS)
-                    if it.size:
-                        size_to_toc.setdefault(round(it.size * 2) / 2, Counter())[level] += 1
+                    if it.style is not None or it.size:
+                        anchors.setdefault(_level_key(it), Counter())[level] += 1
 
-    # 2. Font sizes: larger ranks higher; the outline's levels anchor the sizes it matched.
-    sizes = sorted({size for kind, size in looks.values() if kind == "size"}, reverse=True)
-    size_level: dict[float, int] = {}
-    if size_to_toc:
-        anchored = {size: counts.most_common(1)[0][0] for size, counts in size_to_toc.items()}
-        for size in sizes:
-            if size in anchored:
-                size_level[size] = anchored[size]
-                continue
-            larger = [lvl for s, lvl in anchored.items() if s > size]
-            size_level[size] = min(max(larger) + 1, _MAX_LEVELS) if larger else 1
-        deepest = max([*anchored.values(), *size_level.values()], default=0)
-    else:
-        for rank, size in enumerate(sizes):
-            size_level[size] = min(rank + 1, _MAX_LEVELS - 1)
-        deepest = max(size_level.values(), default=0)
-    bold_level = min(deepest + 1, _MAX_LEVELS)
-    for item_id, (kind, size) in looks.items():
+    captions = _captions(pages, looks)
+    for page in pages:
+        for it in page.items:
+            if id(it) in captions and id(it) not in levels:
+                it.kind = BlockKind.CAPTION
+                looks.pop(id(it), None)
+
+    # 2. Typographic style, ranked, anchored to the outline's levels.
+    counts: Counter[tuple[Any, ...]] = Counter(_level_key(items[i]) for i in looks)
+    ranked = sorted(counts, key=lambda k: (-k[1], not k[2], k[3], not k[4], counts[k], str(k[0])))
+    anchored = {key: c.most_common(1)[0][0] for key, c in anchors.items()}
+    style_level: dict[tuple[Any, ...], int] = {}
+    current = 0
+    for key in ranked:
+        current = anchored[key] if key in anchored else min(current + 1, _MAX_LEVELS)
+        style_level[key] = current
+    for item_id in looks:
         if item_id in levels:
             continue
-        levels[item_id] = size_level[size] if kind == "size" else bold_level
+        it = items[item_id]
+        level = style_level[_level_key(it)]
+        numbered = _NUMBERED.match(" ".join(it.text.split()))
+        if numbered and "." in numbered.group(1) and not anchored:
+            # "2.3.1 Cover" sits at depth 3 whatever its size says
+            level = min(numbered.group(1).count(".") + 1, _MAX_LEVELS)
+        levels[item_id] = level
     return levels
+
+
+# A word hyphenated at a line end: "de-" + "fines" (soft hyphens too).
+_LINE_HYPHEN = re.compile(r"(?<=[^\W\d_])[-\u00ad\u2010][ \t]*\n(?=[^\W\d_A-Z])")
+
+
+def _paragraph_text(it: _Item) -> list[tuple[BlockKind, str]]:
+    """A block's paragraph and list items; a line opening with a run-in label starts a new line."""
+    info = it.info
+    if not info or not any(line.runin for line in info[1:]):
+        return split_list_items(_LINE_HYPHEN.sub("", it.text))
+    groups: list[list[str]] = [[]]
+    for n, line in enumerate(info):
+        if n and line.runin:
+            groups.append([])
+        groups[-1].append(line.text)
+    out: list[tuple[BlockKind, str]] = []
+    for group in groups:
+        for kind, text in split_list_items(_LINE_HYPHEN.sub("", "\n".join(group))):
+            if kind is BlockKind.PARAGRAPH and out and out[-1][0] is BlockKind.PARAGRAPH:
+                out[-1] = (kind, out[-1][1] + "\n" + text)
+            else:
+                out.append((kind, text))
+    return out
 
 
 def _to_blocks(pages: list[_Page], levels: dict[int, int]) -> list[Block]:
@@ -812,16 +1094,20 @@ def _to_blocks(pages: list[_Page], levels: dict[int, int]) -> list[Block]:
         for it in page.items:
             number = page.number
             if it.kind is BlockKind.TABLE:
-                blocks.append(Block(BlockKind.TABLE, it.text, number))
+                blocks.append(Block(BlockKind.TABLE, clean_text(it.text), number))
+                continue
+            if it.kind is BlockKind.CAPTION:
+                blocks.append(Block(BlockKind.CAPTION, clean_text(join_lines(it.text.split("\n"))), number))
                 continue
             level = levels.get(id(it))
             if level is not None:
-                blocks.append(Block(BlockKind.HEADING, " ".join(it.text.split()), number, level))
+                blocks.append(Block(BlockKind.HEADING, clean_text(join_lines(it.text.split("\n"))), number, level))
                 continue
             if it.mono:
-                blocks.append(Block(BlockKind.CODE, it.text.rstrip("\n"), number))
+                blocks.append(Block(BlockKind.CODE, clean_text(it.text.rstrip("\n")), number))
                 continue
-            for kind, text in split_list_items(it.text):
+            for kind, text in _paragraph_text(it):
+                text = clean_text(text)
                 if kind is BlockKind.PARAGRAPH:
                     kind = classify_paragraph(text)
                 terms = [t for t in it.bold_terms if t in text] if it.bold_terms else []
