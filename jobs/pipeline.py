@@ -344,6 +344,10 @@ def _fail_job(catalog: Catalog, job: IngestJob, reason: str) -> None:
     log.error("embed_job_failed", job_id=job.id, exception_type="IngestRejected", message=reason, traceback=None)
 
 
+def _fail_job_by_id(catalog: Catalog, job_id: str, reason: str) -> None:
+    _fail_job(catalog, catalog.get_job(job_id), reason)
+
+
 def _run_pipeline(
     runnable: list[dict[str, Any]],
     options: IngestOptions,
@@ -462,7 +466,7 @@ def _run_pipeline(
                 reason = pipeline_error or "the pipeline ended before this file was processed"
                 report.files.append(_close_unfinished(
                     row["job_id"], None, reason,
-                    lambda job_id=row["job_id"], reason=reason: _fail_job(catalog, catalog.get_job(job_id), reason),
+                    partial(_fail_job_by_id, catalog, row["job_id"], reason),
                     ref=row["ref"],
                 ))
     finally:
