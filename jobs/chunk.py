@@ -103,7 +103,10 @@ class _Packer:
     def _emit(self, units: list[_Unit]) -> None:
         body = units
         fresh = [u for u in body if not u.overlap] or body
-        common = list(_common_path({u.path for u in fresh}))
+        # Headings that only lead into the text (a chapter title over its first entry) do not
+        # widen the path: the chunk is the entry's.
+        content = [u for u in fresh if u.kind is not BlockKind.HEADING] or fresh
+        common = list(_common_path({u.path for u in content}))
         pages = [u.page for u in body if u.page is not None]
         kinds = list(dict.fromkeys(u.kind.value for u in body))
         self.chunks.append(
@@ -154,8 +157,16 @@ class _Packer:
         """
         target, maximum = self.settings.target_tokens, self.settings.max_tokens
         if self.fresh and self.tokens + unit.tokens > target:
+            # A caption goes with the table it names into the next chunk.
+            caption = None
+            if whole and self.current and self.current[-1].kind is BlockKind.CAPTION and len(self.current) > 1:
+                caption = self.current.pop()
+                self.tokens -= caption.tokens
+                self.fresh -= caption.tokens
             # No overlap before a table: repeating prose in front of it adds nothing.
             self.flush(overlap=not whole)
+            if caption is not None:
+                self.add(caption)
         if self.tokens + unit.tokens > maximum:
             # Overlap (or a heading) plus this unit would break the hard limit: drop the overlap.
             self.current = [u for u in self.current if not u.overlap]

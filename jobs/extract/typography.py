@@ -54,8 +54,50 @@ class Line:
     mono: bool = False
 
 
+_LINE_START = re.compile(r'<p style="top:(-?[\d.]+)pt;left:(-?[\d.]+)pt;line-height:([\d.]+)pt')
+_ONE_SPAN = re.compile(r'<span style="font-family:([^;"]*);font-size:([\d.]+)pt[^>]*>([^<]*)</span>')
+
+
 def page_lines(page_html: str) -> list[Line]:
-    """Every text line of ``TextPage.extractHTML()`` output, in text-page order."""
+    """Every text line of ``TextPage.extractHTML()`` output, in text-page order.
+
+    MuPDF writes one ``<p>`` per line, each on a line of its own; most lines hold one span and
+    take a fast path (one match), the others are read token by token.
+    """
+    lines: list[Line] = []
+    for raw in page_html.split("\n"):
+        if not raw.startswith("<p ") or raw.count("<span ") != 1:
+            if raw.startswith("<p "):
+                lines.extend(_lines_slow(raw))
+            continue
+        head = _LINE_START.match(raw)
+        span = _ONE_SPAN.search(raw)
+        if head is None or span is None:
+            lines.extend(_lines_slow(raw))
+            continue
+        line = Line(float(head.group(1)), float(head.group(2)), float(head.group(3)))
+        text = span.group(3)
+        if "&" in text:
+            text = html.unescape(text)
+        line.text = text
+        lines.append(line)
+        if not text or text.isspace():
+            continue
+        family = span.group(1)
+        bold = "<b>" in raw
+        line.first = line.last = (
+            _GENERIC_FAMILY.sub("", family),
+            round(float(span.group(2)) * 2) / 2,
+            bold,
+            "<i>" in raw,
+        )
+        line.mono = family.endswith(",monospace")
+        if bold:
+            line.bold = [text]
+    return lines
+
+
+def _lines_slow(page_html: str) -> list[Line]:
     lines: list[Line] = []
     line: Line | None = None
     bold = italic = False

@@ -292,3 +292,30 @@ def test_estimate_is_plausible_and_counters_pickle(counter: TokenCounter) -> Non
     assert words < exact < 3 * words  # WordPiece: a little more than one token per word
     copy = pickle.loads(pickle.dumps(counter))
     assert copy.count("Roll the dice.") == counter.count("Roll the dice.")
+
+
+def test_a_caption_moves_with_its_table(counter: TokenCounter) -> None:
+    table = markdown_table([["d6", "Mishap"]] + [[str(n), f"The marsh swallows lantern {n}"] for n in range(8)])
+    doc = ExtractedDocument(
+        [
+            heading("Hazards", 1),
+            para(sentences("lead", 4)),
+            Block(BlockKind.CAPTION, "Table: Mishaps"),
+            Block(BlockKind.TABLE, table),
+        ],
+        page_count=1,
+    )
+    chunks = chunk_document(doc, settings(target=100, maximum=200, overlap=20), counter)
+    check_invariants(chunks, counter, 200)
+    holder = next(c for c in chunks if table in c.text)
+    assert "Table: Mishaps" in holder.text and sum("Table: Mishaps" in c.text for c in chunks) == 1
+
+
+def test_each_entry_starts_a_chunk_of_its_own(counter: TokenCounter) -> None:
+    blocks = [heading("Spells", 1)]
+    for name in ("Bless", "Light", "Shield"):
+        blocks += [heading(name, 2), para(f"{name} lasts an hour. " + sentences(name.lower(), 1))]
+    blocks += [heading("Rituals", 1), para(sentences("ritual", 2))]
+    chunks = chunk_document(ExtractedDocument(blocks, page_count=1), settings(target=400, maximum=800), counter)
+    paths = [["Spells", "Bless"], ["Spells", "Light"], ["Spells", "Shield"], ["Rituals"]]
+    assert [c.heading_path for c in chunks] == paths

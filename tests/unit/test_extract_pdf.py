@@ -433,3 +433,150 @@ def test_other_files_named_pdf_fail_saying_what_they_are(tmp_path: Path) -> None
         extract_document(svg, "icon.pdf")
     with pytest.raises(UnsupportedFormat, match=r"notes\.md: the file is a gzip archive, not Markdown"):
         extract_document(b"\x1f\x8b\x08\x00" + bytes(64), "notes.md")
+
+
+# -- structure rules on small generated pages -------------------------------------------------
+
+
+def _book_with_running_heads() -> bytes:
+    """Three chapters of six pages: book title on even pages, chapter name on odd pages, numbers."""
+    pdf = pymupdf.open()
+    number = 0
+    for chapter in ("Marsh Roads", "Keeps and Towers", "Night Travel"):
+        for n in range(6):
+            number += 1
+            page = pdf.new_page()
+            head = "The Book of Marshes" if number % 2 == 0 else chapter
+            page.insert_text((72, 40), head, fontname="helv", fontsize=8)
+            page.insert_text((300, 770), str(number), fontname="helv", fontsize=8)
+            y = 90
+            if n == 0:
+                page.insert_text((72, y), chapter, fontname="hebo", fontsize=18)
+                y += 40
+            for k in range(12):
+                page.insert_text(
+                    (72, y), f"Line {k} of page {number} tells of the road through the reeds.", fontsize=10
+                )
+                y += 14
+    return pdf.tobytes()
+
+
+def test_chapter_running_heads_on_odd_and_even_pages_are_furniture() -> None:
+    from jobs.chunk import chunk_document
+    from jobs.tokens import TokenCounter
+    from schemas.knowledge import LibraryType, chunking_defaults
+
+    doc = extract_document(_book_with_running_heads(), "marsh.pdf")
+    headings = [(b.text, b.page) for b in doc.blocks if b.kind is BlockKind.HEADING]
+    assert headings == [("Marsh Roads", 1), ("Keeps and Towers", 7), ("Night Travel", 13)]
+    texts = [b.text for b in doc.blocks]
+    assert "The Book of Marshes" not in texts and not any(t.isdigit() for t in texts)
+    assert texts.count("Keeps and Towers") == 1  # the heading, not its running-head copies
+    chunks = chunk_document(doc, chunking_defaults(LibraryType.RULEBOOK), TokenCounter())
+    for chunk in chunks:
+        assert "Book of Marshes" not in chunk.text
+        assert all(part in {"Marsh Roads", "Keeps and Towers", "Night Travel"} for part in chunk.heading_path)
+
+
+ENTRY_CSS = """
+body {font-family: serif; font-size: 10pt; margin: 0;}
+h1 {font-family: sans-serif; font-size: 18pt; font-weight: bold; margin: 0 0 4pt 0;}
+h3 {font-family: sans-serif; font-size: 11pt; font-weight: bold; margin: 6pt 0 0 0;}
+p {margin: 0;}
+td, th {border: 1px solid black; padding: 2px;}
+table {border-collapse: collapse;}
+"""
+
+
+def _entries_pdf(html: str) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    writer = pymupdf.DocumentWriter(buffer)
+    story = pymupdf.Story(html=html, user_css=ENTRY_CSS)
+    more = True
+    while more:
+        device = writer.begin_page(pymupdf.paper_rect("letter"))
+        more, _ = story.place(pymupdf.Rect(72, 72, 540, 720))
+        story.draw(device)
+        writer.end_page()
+    writer.close()
+    return buffer.getvalue()
+
+
+SPELLS = ["Acid Splash", "Bless", "Cure Wounds", "Detect Magic", "Fire Bolt", "Light"]
+
+
+def _spell_html() -> str:
+    parts = ["<h1>Spells</h1>"]
+    for name in SPELLS:
+        parts.append(
+            f"<h3>{name}</h3><p><i>1st-level evocation</i></p>"
+            "<p><b>Casting Time:</b> 1 action<br/><b>Range:</b> 60 feet<br/><b>Duration:</b> Instantaneous</p>"
+            f"<p>{LOREM} {name} ends when the caster sleeps.</p>"
+        )
+    return "".join(parts)
+
+
+def test_a_bold_sans_heading_a_tenth_larger_than_the_serif_body_is_a_heading() -> None:
+    doc = extract_document(_entries_pdf(_spell_html()), "spells.pdf")
+    headings = [(b.text, b.level) for b in doc.blocks if b.kind is BlockKind.HEADING]
+    assert headings == [("Spells", 1)] + [(name, 2) for name in SPELLS]
+    # the heading is not merged into the line under it
+    assert not any(b.text.startswith(tuple(SPELLS)) for b in doc.blocks if b.kind is not BlockKind.HEADING)
+
+
+def test_a_run_in_label_is_no_heading_and_keeps_its_line() -> None:
+    from jobs.chunk import chunk_document
+    from jobs.tokens import TokenCounter
+    from schemas.knowledge import LibraryType, chunking_defaults
+
+    doc = extract_document(_entries_pdf(_spell_html()), "spells.pdf")
+    headings = [b.text for b in doc.blocks if b.kind is BlockKind.HEADING]
+    assert not any(h.startswith(("Casting Time", "Range", "Duration")) for h in headings)
+    fields = [b.text for b in doc.blocks if b.text.startswith("Casting Time")]
+    assert len(fields) == len(SPELLS)
+    assert all(f.startswith("Casting Time: 1 action\nRange: 60 feet\nDuration: Instantaneous") for f in fields)
+    assert "Casting Time" in doc.blocks[3].bold_terms
+    # every spell is a section of its own, with a chunk of its own
+    chunks = chunk_document(doc, chunking_defaults(LibraryType.RULEBOOK), TokenCounter())
+    for name in SPELLS:
+        holding = [c for c in chunks if f"{name} ends when" in c.text]
+        assert len(holding) == 1 and holding[0].heading_path == ["Spells", name]
+        assert sum(other in holding[0].text for other in SPELLS) == 1
+
+
+def test_a_caption_above_a_table_is_no_heading_and_stays_with_its_table() -> None:
+    from jobs.chunk import chunk_document
+    from jobs.tokens import TokenCounter
+    from schemas.knowledge import LibraryType, chunking_defaults
+
+    rows = "".join(f"<tr><td>{n}</td><td>The marsh swallows {n} lanterns</td></tr>" for n in range(1, 7))
+    html = (
+        f"<h1>Hazards</h1><p>{LOREM * 3}</p>"
+        "<p><b>Table: Marsh Mishaps</b></p>"
+        f"<table><tr><th>d6</th><th>Mishap</th></tr>{rows}</table><p>{LOREM * 2}</p>"
+    )
+    doc = extract_document(_entries_pdf(html), "hazards.pdf")
+    assert [b.text for b in doc.blocks if b.kind is BlockKind.HEADING] == ["Hazards"]
+    kinds = [b.kind for b in doc.blocks]
+    n = next(i for i, b in enumerate(doc.blocks) if b.text == "Table: Marsh Mishaps")
+    assert kinds[n] is BlockKind.CAPTION and kinds[n + 1] is BlockKind.TABLE
+    chunks = chunk_document(doc, chunking_defaults(LibraryType.RULEBOOK), TokenCounter())
+    holder = next(c for c in chunks if "Table: Marsh Mishaps" in c.text)
+    assert "| d6 | Mishap |" in holder.text
+
+
+def test_ligatures_soft_hyphens_and_line_end_hyphenation() -> None:
+    from jobs.extract.typography import clean_text
+
+    assert clean_text("de\ufb01nes the \ufb00ect of \ufb03ne magic\u00adal \uff21rmor") == (
+        "defines the ffect of ffine magical Armor"
+    )
+    assert clean_text("x² ½") == "x² ½"  # NFKC only where it keeps the meaning
+    pdf = pymupdf.open()
+    page = pdf.new_page()
+    page.insert_text((72, 72), "The wizard de-\nfines a ward that", fontsize=11)
+    page.insert_text((72, 200), "A lone line.", fontsize=11)
+    doc = extract_document(pdf.tobytes(), "hyphen.pdf")
+    assert doc.blocks[0].text == "The wizard defines a ward that"
