@@ -1072,7 +1072,8 @@ def _paragraph_text(it: _Item) -> list[tuple[BlockKind, str]]:
     """A block's paragraph and list items; a line opening with a run-in label starts a new line."""
     info = it.info
     if not info or not any(line.runin for line in info[1:]):
-        return split_list_items(_LINE_HYPHEN.sub("", it.text))
+        text = it.text
+        return split_list_items(_LINE_HYPHEN.sub("", text) if "\n" in text[:-1] else text)
     groups: list[list[str]] = [[]]
     for n, line in enumerate(info):
         if n and line.runin:
