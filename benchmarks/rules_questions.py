@@ -1395,7 +1395,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     systems = {n: r for n, r in report["systems"].items() if "'s entries" not in n}
     names = list(systems)
     groups = ["overall", *KINDS, "describe"]
-    fig, axes = plt.subplots(2, 1, figsize=(11, 7.5), sharex=True)
+    fig, axes = plt.subplots(2, 1, figsize=(11, 8), sharex=True)
     width = 0.8 / max(1, len(names))
     for ax, metric, goal in ((axes[0], "recall_at_5", GOAL["recall_at_5"]), (axes[1], "mrr_at_10", GOAL["mrr_at_10"])):
         for i, name in enumerate(names):
@@ -1409,16 +1409,17 @@ def plot(report: dict[str, Any], path: Path) -> None:
                     if g == "describe"
                     else result["by_kind"].get(g)
                 )
-                values.append(s[metric] if s else 0.0)
+                values.append(s[metric] if s and s.get("questions") else None)  # a book without that kind
             xs = [j + (i - (len(names) - 1) / 2) * width for j in range(len(groups))]
-            ax.bar(xs, values, width, label=name)
-            for x, v in zip(xs, values, strict=True):
+            shown = [(x, v) for x, v in zip(xs, values, strict=True) if v is not None]
+            ax.bar([x for x, _ in shown], [v for _, v in shown], width, label=name, color=f"C{i}")
+            for x, v in shown:
                 ax.text(x, v + 0.01, f"{v:.2f}", ha="center", fontsize=6, rotation=90)
         ax.axhline(goal, color="black", linestyle="--", linewidth=0.8)
         ax.set_ylim(0, 1.12)
         ax.set_ylabel(metric.replace("_at_", "@"))
     axes[1].set_xticks(range(len(groups)), [g.replace("_", " ") for g in groups])
-    axes[0].legend(fontsize=8, ncol=min(4, len(names)), loc="lower left")
+    axes[1].legend(fontsize=7, ncol=min(4, len(names)), loc="upper center", bbox_to_anchor=(0.5, -0.1))
     counts = {k: v["questions"] for k, v in next(iter(systems.values()))["by_kind"].items()}
     axes[0].set_title(
         f"Rules questions: {report['questions']} generated from the SRD 5.1 JSON "
