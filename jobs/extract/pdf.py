@@ -55,7 +55,7 @@ from jobs.errors import CorruptDocument, EmptyDocument, EncryptedDocument
 from jobs.extract.formats import classify_paragraph, markdown_table, split_list_items
 from jobs.extract.ocr import OcrConfig, resolve_ocr
 from jobs.extract.ruling import edges_in, ruled_tables
-from jobs.extract.typography import Line, Style, clean_text, join_lines, page_lines
+from jobs.extract.typography import HtmlLine, Line, Style, clean_text, join_lines, line_style, page_lines, read_line
 
 __all__ = ["ImageSink", "PdfInfo", "TableMode", "extract_pdf", "open_pdf", "pdf_info"]
 
@@ -138,7 +138,8 @@ class _Item:
     bold_terms: list[str] | None = None  # None rather than [] saves a list per block
     kind: BlockKind | None = None  # set for tables and captions
     ocr: bool = False
-    info: list[Line] | None = None  # the block's lines with their styles (None: unknown)
+    styled: bool = False  # styles were read from the HTML (else only size and weight, coarsely)
+    info: list[Line] | None = None  # the lines with their styles, when they are not all in one style
     style: Style | None = None  # the one style every line is set in, if there is one
 
 
@@ -563,11 +564,12 @@ def _may_be_heading(it: _Item) -> bool:
     return end not in ".,;" and not _GLYPH_START.match(text) and any(ch.isalpha() for ch in text[:40])
 
 
-def _page_items(textpage: Any, number: int, rotation_matrix: Any, lines: list[Line] | None = None) -> list[_Item]:
+def _page_items(textpage: Any, number: int, rotation_matrix: Any, lines: list[HtmlLine] | None = None) -> list[_Item]:
     """The page's text blocks; with ``lines`` (:func:`page_lines`), each gets its lines' styles.
 
-    HTML lines come in text-page order, so each block takes the lines that follow, as long as they
-    start inside its box; a block that finds none keeps MuPDF's text without styles.
+    The HTML has one ``<p>`` per line of the text page, block after block, so a block of n lines
+    takes the next n; when the first of them does not stand in the block's box (the two outputs
+    disagree), the page's blocks keep MuPDF's text without styles.
     """
     items = []
     cursor = 0
@@ -575,30 +577,68 @@ def _page_items(textpage: Any, number: int, rotation_matrix: Any, lines: list[Li
     for x0, y0, x1, y1, text, index, kind in textpage.extractBLOCKS():
         if kind != 0:
             continue
-        info: list[Line] | None = None
+        count = text.count("\n") or 1
+        raw: list[HtmlLine] | None = None
         if cursor < n_lines:
-            start = cursor
-            while cursor < n_lines:
-                line = lines[cursor]  # type: ignore[index]
-                if not (y0 - 3 <= line.top <= y1 + 3 and x0 - 3 <= line.left <= x1 + 3):
-                    break
-                cursor += 1
-            if cursor > start:
-                info = [line for line in lines[start:cursor] if line.first is not None]  # type: ignore[index]
+            raw = lines[cursor : cursor + count]  # type: ignore[index]
+            cursor += count
+            top = float(raw[0][0])
+            if len(raw) != count or not y0 - 3 <= top <= y1 + 3:
+                raw = None
+                n_lines = 0  # out of step: the rest of the page goes without styles
         if not text or text.isspace():
             continue
         if rotation_matrix is not None:
             rect = pymupdf.Rect(x0, y0, x1, y1) * rotation_matrix
             x0, y0, x1, y1 = rect.x0, rect.y0, rect.x1, rect.y1
-        item = _Item(x0, y0, x1, y1, text, text.count("\n") or 1, index, number)
-        if info:
-            _apply_styles(item, info)
+        item = _Item(x0, y0, x1, y1, text, count, index, number)
+        if raw:
+            _style_item(item, raw)
         items.append(item)
     return items
 
 
+def _style_item(it: _Item, raw: list[HtmlLine]) -> None:
+    """Styles of a block from its HTML lines: a look-up per line when it is set in one style."""
+    style: Style | None = None
+    mono = False
+    for line in raw:
+        one = line_style(line[3])
+        if one is None:
+            break
+        if style is None:
+            style, mono = one
+        elif one[0] != style:
+            break
+    else:
+        if style is not None:
+            it.styled = True
+            it.style = style
+            it.size = style[1]
+            it.bold = style[2]
+            it.mono = mono
+            if style[2]:
+                _bold_terms(it, it.text.split("\n"))
+            return
+    texts = it.text.split("\n")
+    info = [line for line in map(read_line, raw, texts) if line is not None]
+    if info:
+        _apply_styles(it, info)
+
+
+def _bold_terms(it: _Item, spans: list[str]) -> None:
+    terms: list[str] = []
+    for raw in spans:
+        term = " ".join(raw.split()).strip(_TERM_STRIP).rstrip(")]")
+        if term and len(term) <= 80 and term.count(" ") < 8 and not term.isdigit():
+            terms.append(clean_text(term))
+    if terms:
+        it.bold_terms = list(dict.fromkeys(terms))
+
+
 def _apply_styles(it: _Item, info: list[Line]) -> None:
     """Size, weight, monospace, bold terms and the uniform style of a block, from its lines."""
+    it.styled = True
     it.info = info
     first = info[0].first
     it.size = first[1] if first else 0.0
@@ -606,15 +646,11 @@ def _apply_styles(it: _Item, info: list[Line]) -> None:
     it.style = style
     it.bold = bool(style and style[2])
     it.mono = all(line.mono for line in info)
-    terms: list[str] = []
-    for line in info:
-        if line.bold:
-            for raw in line.bold:
-                term = " ".join(raw.split()).strip(_TERM_STRIP).rstrip(")]")
-                if term and len(term) <= 80 and term.count(" ") < 8 and not term.isdigit():
-                    terms.append(clean_text(term))
-    if terms:
-        it.bold_terms = list(dict.fromkeys(terms))
+    if style is not None:
+        it.info = None  # one style: the lines are not needed
+    spans = [span for line in info if line.bold for span in line.bold]
+    if spans:
+        _bold_terms(it, spans)
 
 
 @dataclass(slots=True)
@@ -664,9 +700,9 @@ def _read_page(page: Any, options: _Options, tally: _Tally) -> _Page:
                 items = _page_items(textpage, number, None)
                 for it in items:
                     it.ocr = True
-    if items and not ocr and any(it.info is None for it in items):
+    if items and not ocr and not all(it.styled for it in items):
         # Blocks the HTML lines could not be matched to: bold and sizes the older, coarser way.
-        missing = [it for it in items if it.info is None]
+        missing = [it for it in items if not it.styled]
         _apply_xhtml(missing, textpage.extractXHTML().split("\n")[1:])
         sizes = _read_sizes(textpage, {it.index for it in missing if _may_be_heading(it)})
         for it in missing:
@@ -887,7 +923,11 @@ def _body_style(pages: list[_Page]) -> Style | None:
     weights: Counter[Style] = Counter()
     for page in pages[:: max(1, len(pages) // 200)]:  # a sample of pages is plenty
         for it in page.items:
-            if it.info and it.kind is None:
+            if it.kind is not None:
+                continue
+            if it.style is not None:
+                weights[it.style] += len(it.text)
+            elif it.info:
                 for line in it.info:
                     if line.first is not None:
                         weights[line.first] += len(line.text)
@@ -933,7 +973,7 @@ def _looks(it: _Item, body: Style | None, body_size: float) -> str | None:
         return None
     style = it.style
     if style is None or body is None:
-        if it.info is not None:
+        if it.styled:
             return None  # several styles: a run-in label, or a paragraph with emphasis
         # no line styles (the HTML did not match): the coarse rule from size and weight
         if body_size and it.size >= body_size * _HEADING_SIZE_RATIO:
@@ -1048,9 +1088,9 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
     anchored = {key: c.most_common(1)[0][0] for key, c in anchors.items()}
     style_level: dict[tuple[Any, ...], int] = {}
     current = 0
-    for key in ranked:
-        current = anchored[key] if key in anchored else min(current + 1, _MAX_LEVELS)
-        style_level[key] = current
+    for style_key in ranked:
+        current = anchored[style_key] if style_key in anchored else min(current + 1, _MAX_LEVELS)
+        style_level[style_key] = current
     for item_id in looks:
         if item_id in levels:
             continue
@@ -1068,12 +1108,19 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
 _LINE_HYPHEN = re.compile(r"(?<=[^\W\d_])[-\u00ad\u2010][ \t]*\n(?=[^\W\d_A-Z])")
 
 
+def _join_hyphens(text: str) -> str:
+    """Join words hyphenated at a line end; the regular expression runs only where one may be."""
+    if "-\n" in text or "- \n" in text or "\u00ad" in text or "\u2010" in text:
+        return _LINE_HYPHEN.sub("", text)
+    return text
+
+
 def _paragraph_text(it: _Item) -> list[tuple[BlockKind, str]]:
     """A block's paragraph and list items; a line opening with a run-in label starts a new line."""
     info = it.info
     if not info or not any(line.runin for line in info[1:]):
         text = it.text
-        return split_list_items(_LINE_HYPHEN.sub("", text) if "\n" in text[:-1] else text)
+        return split_list_items(_join_hyphens(text) if "\n" in text[:-1] else text)
     groups: list[list[str]] = [[]]
     for n, line in enumerate(info):
         if n and line.runin:
@@ -1081,7 +1128,7 @@ def _paragraph_text(it: _Item) -> list[tuple[BlockKind, str]]:
         groups[-1].append(line.text)
     out: list[tuple[BlockKind, str]] = []
     for group in groups:
-        for kind, text in split_list_items(_LINE_HYPHEN.sub("", "\n".join(group))):
+        for kind, text in split_list_items(_join_hyphens("\n".join(group))):
             if kind is BlockKind.PARAGRAPH and out and out[-1][0] is BlockKind.PARAGRAPH:
                 out[-1] = (kind, out[-1][1] + "\n" + text)
             else:

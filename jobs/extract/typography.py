@@ -1,11 +1,13 @@
 """Line-level typography of a PDF page, read cheaply from MuPDF's HTML output, and text hygiene.
 
-MuPDF's ``extractHTML`` writes one ``<p>`` per text line (in text-page order, with its position)
-and one ``<span>`` per run of one font (family, size) inside ``<b>``/``<i>`` marks. Parsing it with
-one regular expression gives every line's styles for a fraction of the cost of ``extractDICT``, and
-that is all the structure rules need: whether a line is set in one style (a heading line), whether
-it opens with a bold label and runs on in another style (a run-in label, "Casting Time: 1 action"),
-and which style the body text is in.
+MuPDF's ``extractHTML`` writes one ``<p>`` per text line (in text-page order, with its position),
+each on a line of its own, and one ``<span>`` per run of one font (family, size) inside
+``<b>``/``<i>`` marks. One regular expression over the page (:func:`page_lines`) cuts it into lines
+without building anything per line; a line's styles are read only where they are needed
+(:func:`line_style`, :func:`read_line`), and most lines hold one span whose opening tag has been
+seen before, so its style is a dictionary look-up. That is all the structure rules need: whether a
+line is set in one style (a heading line), whether it opens with a bold label and runs on in
+another style (a run-in label, "Casting Time: 1 action"), and which style the body text is in.
 
 A :data:`Style` is ``(family, size, bold, italic)``, the size rounded to half a point.
 """
@@ -17,14 +19,16 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["Line", "Style", "clean_text", "join_lines", "page_lines"]
+__all__ = ["HtmlLine", "Line", "Style", "clean_text", "join_lines", "line_style", "page_lines", "read_line"]
 
 Style = tuple[str, float, bool, bool]
 
-_TOKEN = re.compile(
-    r'<p style="top:(-?[\d.]+)pt;left:(-?[\d.]+)pt;line-height:([\d.]+)pt|<(/?)([bi])>'
-    r'|<span style="font-family:([^;"]*);font-size:([\d.]+)pt[^>]*>([^<]*)</span>'
-)
+HtmlLine = tuple[str, str, str, str]
+"""One ``<p>`` of the HTML: top, left and line height (as written) and its inner HTML."""
+
+_HTML_LINE = re.compile(r'^<p style="top:(-?[\d.]+)pt;left:(-?[\d.]+)pt;line-height:([\d.]+)pt">(.*)</p>$', re.M)
+_SPAN_TOKEN = re.compile(r'<(/?)([bi])>|<span style="font-family:([^;"]*);font-size:([\d.]+)pt[^>]*>([^<]*)</span>')
+_SPAN_HEAD = re.compile(r'^((?:<[bi]>)*)<span style="font-family:([^;"]*);font-size:([\d.]+)pt')
 _GENERIC_FAMILY = re.compile(r",(?:serif|sans-serif|monospace)$")
 
 
@@ -34,7 +38,7 @@ class Line:
 
     Attributes:
         top, left, height: its position (text-page space) and line height.
-        text: its text (spans joined as written).
+        text: its text.
         first, last: the style of its first and last visible span.
         uniform: every visible span has the same style.
         runin: it opens with a bold span and runs on in a non-bold one (a run-in label).
@@ -54,98 +58,74 @@ class Line:
     mono: bool = False
 
 
-_LINE_START = re.compile(r'<p style="top:(-?[\d.]+)pt;left:(-?[\d.]+)pt;line-height:([\d.]+)pt')
-_ONE_SPAN = re.compile(r'<span style="font-family:([^;"]*);font-size:([\d.]+)pt[^>]*>([^<]*)</span>')
+def page_lines(page_html: str) -> list[HtmlLine]:
+    """The text lines of ``TextPage.extractHTML()`` output, in text-page order (one ``findall``)."""
+    return _HTML_LINE.findall(page_html)
 
 
-def page_lines(page_html: str) -> list[Line]:
-    """Every text line of ``TextPage.extractHTML()`` output, in text-page order.
+# The opening of a one-span line ("<b><span style=…") -> (style, monospaced); a book has a few
+# dozen of them, so after the first page nearly every line's style is a look-up.
+_HEADS: dict[str, tuple[Style, bool] | None] = {}
 
-    MuPDF writes one ``<p>`` per line, each on a line of its own; most lines hold one span and
-    take a fast path (one match), the others are read token by token.
-    """
-    lines: list[Line] = []
-    for raw in page_html.split("\n"):
-        if not raw.startswith("<p ") or raw.count("<span ") != 1:
-            if raw.startswith("<p "):
-                lines.extend(_lines_slow(raw))
-            continue
-        head = _LINE_START.match(raw)
-        span = _ONE_SPAN.search(raw)
-        if head is None or span is None:
-            lines.extend(_lines_slow(raw))
-            continue
-        line = Line(float(head.group(1)), float(head.group(2)), float(head.group(3)))
-        text = span.group(3)
-        if "&" in text:
-            text = html.unescape(text)
-        line.text = text
-        lines.append(line)
+
+def line_style(inner: str) -> tuple[Style, bool] | None:
+    """The style of a line of one span and whether it is monospaced; None for several spans."""
+    if inner.count("<span") != 1:
+        return None
+    head = inner[: inner.find('">')]
+    found = _HEADS.get(head, False)
+    if found is False:
+        m = _SPAN_HEAD.match(head)
+        if m is None:
+            found = None
+        else:
+            tags, family = m.group(1), m.group(2)
+            style = (_GENERIC_FAMILY.sub("", family), round(float(m.group(3)) * 2) / 2, "<b>" in tags, "<i>" in tags)
+            found = (style, family.endswith(",monospace"))
+        if len(_HEADS) < 4096:
+            _HEADS[head] = found
+    return found  # type: ignore[return-value]
+
+
+def read_line(raw: HtmlLine, text: str) -> Line | None:
+    """A line with its styles; ``text`` is its text as the block gives it. None when it is blank."""
+    line = Line(float(raw[0]), float(raw[1]), float(raw[2]), text)
+    inner = raw[3]
+    one = line_style(inner)
+    if one is not None:
         if not text or text.isspace():
-            continue
-        family = span.group(1)
-        bold = "<b>" in raw
-        line.first = line.last = (
-            _GENERIC_FAMILY.sub("", family),
-            round(float(span.group(2)) * 2) / 2,
-            bold,
-            "<i>" in raw,
-        )
-        line.mono = family.endswith(",monospace")
-        if bold:
+            return None
+        line.first = line.last = one[0]
+        line.mono = one[1]
+        if one[0][2]:
             line.bold = [text]
-    return lines
-
-
-def _lines_slow(page_html: str) -> list[Line]:
-    lines: list[Line] = []
-    line: Line | None = None
+        return line
     bold = italic = False
-    parts: list[str] = []
-    for m in _TOKEN.finditer(page_html):
-        top = m.group(1)
-        if top is not None:
-            if line is not None:
-                line.text = "".join(parts)
-            line = Line(float(top), float(m.group(2)), float(m.group(3)))
-            lines.append(line)
-            parts = []
-            bold = italic = False
-            continue
-        tag = m.group(5)
-        if tag is not None:
-            on = not m.group(4)
+    for closing, tag, family, size, span in _SPAN_TOKEN.findall(inner):
+        if tag:
             if tag == "b":
-                bold = on
+                bold = not closing
             else:
-                italic = on
+                italic = not closing
             continue
-        if line is None:
+        if not span or span.isspace():
             continue
-        text = m.group(8)
-        if "&" in text:
-            text = html.unescape(text)
-        parts.append(text)
-        if text.isspace() or not text:
-            continue
-        family = m.group(6)
-        mono = family.endswith(",monospace")
-        style = (_GENERIC_FAMILY.sub("", family), round(float(m.group(7)) * 2) / 2, bold, italic)
+        style = (_GENERIC_FAMILY.sub("", family), round(float(size) * 2) / 2, bold, italic)
         if line.first is None:
             line.first = style
-            line.mono = mono
+            line.mono = family.endswith(",monospace")
         elif style != line.last:
             line.uniform = False
             if line.first[2] and not bold and line.last is not None and line.last[2]:
                 line.runin = True
         line.last = style
         if bold:
+            if "&" in span:
+                span = html.unescape(span)
             if line.bold is None:
                 line.bold = []
-            line.bold.append(text)
-    if line is not None:
-        line.text = "".join(parts)
-    return lines
+            line.bold.append(span)
+    return line if line.first is not None else None
 
 
 # -- text hygiene ------------------------------------------------------------------------------------
