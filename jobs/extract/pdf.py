@@ -1032,13 +1032,94 @@ def _captions(pages: list[_Page], looks: dict[int, str]) -> set[int]:
     return captions
 
 
+def _nested(ranked: list[tuple[Any, ...]], sequence: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Reorder styles of one size so that a style comes before the styles nested under it.
+
+    Looks tell styles of different sizes apart, not those of one size (bold and bold italic,
+    two families): there the document's own order decides. A style is the child of another
+    when, at most of its occurrences, the nearest heading before it in another style of that
+    size is that other style (it appears between that style's occurrences, always after one),
+    and not the other way round. Styles without such a relation keep their rank.
+    """
+    by_size: dict[Any, list[tuple[Any, ...]]] = {}
+    for key in ranked:
+        by_size.setdefault(key[1], []).append(key)
+    if all(len(group) == 1 for group in by_size.values()):
+        return ranked
+    parents: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for group in by_size.values():
+        if len(group) < 2:
+            continue
+        members = set(group)
+        before: dict[tuple[Any, ...], Counter[tuple[Any, ...]]] = {key: Counter() for key in group}
+        last: tuple[Any, ...] | None = None
+        for key in sequence:
+            if key not in members:
+                if key[1] > group[0][1]:
+                    last = None  # a larger heading opens a new section: nothing before it counts
+                continue
+            if last is not None and last != key:
+                before[key][last] += 1
+            last = key
+        totals = Counter(key for key in sequence if key in members)
+        for key in group:
+            if not before[key]:
+                continue
+            parent, n = before[key].most_common(1)[0]
+            if 2 * n > totals[key] and not 2 * before[parent][key] > totals[parent]:
+                parents[key] = parent
+    out: list[tuple[Any, ...]] = []
+    placed: set[tuple[Any, ...]] = set()
+
+    def place(key: tuple[Any, ...], seen: frozenset[tuple[Any, ...]]) -> None:
+        if key in placed or key in seen:
+            return
+        parent = parents.get(key)
+        if parent is not None:
+            place(parent, seen | {key})
+        placed.add(key)
+        out.append(key)
+
+    for key in ranked:
+        place(key, frozenset())
+    return out
+
+
+def _parents(ranked: list[tuple[Any, ...]], sequence: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    """The style each heading style is nested under: the one most often nearest before it.
+
+    For each occurrence of a style, the nearest heading before it in a style ranked above it is
+    where it sits; the style found there most often is its parent. Two styles under the same
+    parent are siblings and share a level, however their looks rank them.
+    """
+    rank = {key: n for n, key in enumerate(ranked)}
+    last: dict[tuple[Any, ...], int] = {}
+    seen: dict[tuple[Any, ...], Counter[tuple[Any, ...]]] = {}
+    for position, key in enumerate(sequence):
+        r = rank.get(key)
+        if r is None:
+            continue
+        best: tuple[Any, ...] | None = None
+        best_position = -1
+        for above in ranked[:r]:
+            at = last.get(above, -1)
+            if at > best_position:
+                best, best_position = above, at
+        if best is not None:
+            seen.setdefault(key, Counter())[best] += 1
+        last[key] = position
+    return {key: c.most_common(1)[0][0] for key, c in seen.items()}
+
+
 def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
     """Heading level per item id: the outline, then numbering, then typographic style.
 
     Candidates are the blocks :func:`_looks` accepts. Their styles (family, size, weight,
     italics, capitals) are ranked: larger first, bold before regular, capitals before mixed
-    case, and of two otherwise equal styles the rarer first. Styles the outline's entries are
-    set in take the outline's level; the others rank below the anchored style just above them.
+    case, and of two otherwise equal styles the rarer first; styles of one size are then put in
+    their nesting order (:func:`_nested`). Styles the outline's entries are set in take the
+    outline's level; the others sit one level below the style they are nested under
+    (:func:`_parents`), else below the style ranked just above them.
     Headings numbered "2.3.1" take their depth from the numbering when nothing else places
     them. Table captions are never headings (they become CAPTION blocks, kept with the table).
     """
@@ -1085,11 +1166,19 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
     # 2. Typographic style, ranked, anchored to the outline's levels.
     counts: Counter[tuple[Any, ...]] = Counter(_level_key(items[i]) for i in looks)
     ranked = sorted(counts, key=lambda k: (-k[1], not k[2], k[3], not k[4], counts[k], str(k[0])))
+    sequence = [_level_key(it) for page in pages for it in page.items if id(it) in looks or id(it) in levels]
+    ranked = _nested(ranked, sequence)
     anchored = {key: c.most_common(1)[0][0] for key, c in anchors.items()}
+    parents = _parents(ranked, sequence)
     style_level: dict[tuple[Any, ...], int] = {}
     current = 0
     for style_key in ranked:
-        current = anchored[style_key] if style_key in anchored else min(current + 1, _MAX_LEVELS)
+        if style_key in anchored:
+            current = anchored[style_key]
+        elif style_key in parents:
+            current = min(style_level[parents[style_key]] + 1, _MAX_LEVELS)
+        else:
+            current = min(current + 1, _MAX_LEVELS)
         style_level[style_key] = current
     for item_id in looks:
         if item_id in levels:

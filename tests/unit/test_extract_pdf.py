@@ -580,3 +580,39 @@ def test_ligatures_soft_hyphens_and_line_end_hyphenation() -> None:
     page.insert_text((72, 200), "A lone line.", fontsize=11)
     doc = extract_document(pdf.tobytes(), "hyphen.pdf")
     assert doc.blocks[0].text == "The wizard defines a ward that"
+
+
+def test_without_an_outline_styles_of_one_size_nest_by_where_they_appear() -> None:
+    # Entries in bold italic, each with a bold sub-heading. Both are set at body size, so their
+    # looks cannot rank them (bold upright would come first); where they appear does: the bold
+    # heading always comes after a bold-italic one, between two of them.
+    css = (
+        "h2 {font-size: 14pt; font-weight: bold; margin: 6pt 0 0 0;}"
+        "h3 {font-family: serif; font-size: 10pt; font-style: italic;}"
+        "h5 {font-family: serif; font-size: 10pt; font-weight: bold; margin: 4pt 0 0 0;}"
+    )
+    parts = []
+    for chapter in ("Combat", "Magic"):
+        parts.append(f"<h1>{chapter}</h1>")
+        for section in ("Cover", "Range"):
+            parts.append(f"<h2>{chapter} {section}</h2><p>{LOREM}</p>")
+            for entry in ("Half", "Full"):
+                parts.append(f"<h3>{chapter} {section} {entry}</h3><p>{LOREM}</p>")
+                parts.append(f"<h5>{chapter} {entry} {section} Variant</h5><p>{LOREM}</p>")
+    import io
+
+    buffer = io.BytesIO()
+    writer = pymupdf.DocumentWriter(buffer)
+    story = pymupdf.Story(html="".join(parts), user_css=ENTRY_CSS + css)
+    more = True
+    while more:
+        device = writer.begin_page(pymupdf.paper_rect("letter"))
+        more, _ = story.place(pymupdf.Rect(72, 72, 540, 720))
+        story.draw(device)
+        writer.end_page()
+    writer.close()
+    doc = extract_document(buffer.getvalue(), "nested.pdf")
+    levels = {b.text: b.level for b in doc.blocks if b.kind is BlockKind.HEADING}
+    assert levels["Combat"] == 1 and levels["Combat Cover"] == 2
+    assert levels["Combat Cover Half"] == 3 and levels["Magic Range Full"] == 3
+    assert levels["Combat Half Cover Variant"] == 4 and levels["Magic Full Range Variant"] == 4
