@@ -227,7 +227,17 @@ def ingest(
             )
         )
     table = Table(title=f"Ingested into {library!r} in {report.seconds:.1f}s ({report.embedding_model})")
-    for column in ("file", "status", "pages", "chunks", "concepts", "detail"):
+    for column in (
+        "file",
+        "status",
+        "pages",
+        "chunks",
+        "concepts",
+        "headings",
+        "entries",
+        "furniture",
+        "detail",
+    ):
         table.add_column(column)
     for f in sorted(report.files, key=lambda f: f.source_ref):
         colour = {"completed": "green", "skipped": "cyan", "failed": "red"}.get(f.status, "white")
@@ -237,6 +247,7 @@ def ingest(
             str(f.pages or ""),
             str(f.chunks or ""),
             str(f.concepts or ""),
+            *_structure_cells(f.structure),
             (f.error or "")[:120],
         )
     counts = report.counts
@@ -251,6 +262,14 @@ def ingest(
     )
     if counts.get("failed") and not (counts.get("completed") or counts.get("skipped")):
         raise typer.Exit(1)
+
+
+def _structure_cells(structure: dict[str, Any] | None) -> tuple[str, str, str]:
+    """The summary's structure columns: "1:3 2:12 3:140", entries, furniture lines dropped."""
+    if not structure:
+        return "", "", ""
+    levels = " ".join(f"{level}:{n}" for level, n in structure.get("headings_by_level", {}).items())
+    return levels, str(structure.get("entries", "")), str(structure.get("furniture_dropped", ""))
 
 
 app = typer.Typer(

@@ -64,6 +64,7 @@ class ExtractedDocument:
         images: images saved to the blob store.
         title: the document's own title, if it has one.
         warnings: things a user should hear about (e.g. "tesseract not installed: 3 pages unread").
+        furniture_dropped: lines of page furniture (running heads, page numbers) left out.
     """
 
     blocks: list[Block]
@@ -73,6 +74,49 @@ class ExtractedDocument:
     ocr_pages_skipped: int = 0
     images: list[ExtractedImage] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    furniture_dropped: int = 0
+
+
+@dataclass(slots=True)
+class StructureFigures:
+    """What structure extraction found in one document, for the ingest summary.
+
+    Attributes:
+        headings_by_level: heading count per level (1 = top level).
+        entries: headings that open a section of text with no heading under it (a spell, a
+            creature, a rule: the leaves of the heading tree).
+        furniture_dropped: lines of page furniture left out.
+    """
+
+    headings_by_level: dict[int, int]
+    entries: int
+    furniture_dropped: int
+
+    @classmethod
+    def of(cls, doc: ExtractedDocument) -> StructureFigures:
+        """Count the headings, entries and dropped furniture of an extracted document."""
+        by_level: dict[int, int] = {}
+        entries = 0
+        open_level: int | None = None  # the last heading, while no text or deeper heading followed
+        has_text = False
+        for block in doc.blocks:
+            if block.kind is BlockKind.HEADING:
+                if open_level is not None and has_text and block.level <= open_level:
+                    entries += 1
+                by_level[block.level] = by_level.get(block.level, 0) + 1
+                open_level, has_text = block.level, False
+            elif open_level is not None:
+                has_text = True
+        if open_level is not None and has_text:
+            entries += 1
+        return cls(dict(sorted(by_level.items())), entries, doc.furniture_dropped)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "headings_by_level": {str(level): n for level, n in self.headings_by_level.items()},
+            "entries": self.entries,
+            "furniture_dropped": self.furniture_dropped,
+        }
 
 
 @dataclass(slots=True)

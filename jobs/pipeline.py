@@ -11,6 +11,7 @@ supersedes its previous version) once the count matches.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import time
@@ -58,6 +59,8 @@ class FileOutcome:
     pages: int = 0
     concepts: int = 0
     error: str | None = None
+    #: structure figures of the extracted file: headings_by_level, entries, furniture_dropped
+    structure: dict[str, Any] | None = None
 
 
 @dataclass
@@ -403,6 +406,7 @@ def _run_pipeline(
         job_of: dict[str, str] = {}
         errors: dict[str, str] = defaultdict(str)
         done: set[str] = set()
+        structures: dict[str, dict[str, Any] | None] = {}
         pipeline_error: str | None = None
         try:
             for batch in ds.iter_batches(batch_format="numpy", batch_size=None):
@@ -431,6 +435,8 @@ def _run_pipeline(
                     job_of[item_uid] = job_id
                     expected[item_uid] = int(batch["item_chunks"][i])
                     pages[item_uid] = int(batch["item_pages"][i])
+                    if item_uid not in structures:
+                        structures[item_uid] = json.loads(str(batch["item_structure_json"][i]) or "{}") or None
                     written[item_uid] += 1
                     if status == "failed":
                         errors[item_uid] = str(batch["error"][i])
@@ -441,6 +447,7 @@ def _run_pipeline(
                             errors.get(item_uid),
                         ))
                         done.add(job_id)  # only once it is recorded: else the fallback below closes it
+                        outcome.structure = structures.get(item_uid)
                         report.files.append(outcome)
                         notify("file_done", {"status": outcome.status, "item_uid": item_uid, "pages": outcome.pages})
         except Exception as exc:  # noqa: BLE001 - a stage that cannot start (a store down) fails its jobs

@@ -26,6 +26,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from jobs.chunk import chunk_document
 from jobs.concepts import assign_bold_terms, build_concept_extractor, collect_concepts
+from jobs.document import StructureFigures
 from jobs.extract import extract_document
 from jobs.plan import IngestOptions, StagePlan, fit_chunking
 from jobs.tokens import TokenCounter
@@ -71,6 +72,7 @@ ROW_COLUMNS = (
     "concepts_json",
     "item_chunks",
     "item_pages",
+    "item_structure_json",
     "status",
     "error",
 )
@@ -137,6 +139,7 @@ def _status_row(job_id: str, item_uid: str, status: str, error: str = "") -> dic
         "concepts_json": "[]",
         "item_chunks": 0,
         "item_pages": 0,
+        "item_structure_json": "{}",
         "status": status,
         "error": error,
     }
@@ -328,6 +331,7 @@ class ExtractStage:
             ),
         )
         by_sequence = {m.sequence: m for m in mentions}
+        structure = json.dumps(StructureFigures.of(doc).to_dict())
         rows = []
         for chunk in chunks:
             found = by_sequence.get(chunk.sequence)
@@ -355,6 +359,7 @@ class ExtractStage:
                     "concepts_json": json.dumps(concept_rows),
                     "item_chunks": len(chunks),
                     "item_pages": doc.page_count,
+                    "item_structure_json": structure,
                     "status": "chunk",
                     "error": "",
                 }
@@ -498,6 +503,7 @@ class WriteStage:
             "chunk_uid": [],
             "item_chunks": [],
             "item_pages": [],
+            "item_structure_json": [],
             "status": [],
             "error": [],
             "embed_seconds": [],
@@ -514,6 +520,7 @@ class WriteStage:
             out["chunk_uid"].append(str(row["chunk_uid"]))
             out["item_chunks"].append(int(row["item_chunks"]))
             out["item_pages"].append(int(row["item_pages"]))
+            out["item_structure_json"].append(str(row.get("item_structure_json") or "{}"))
             out["status"].append("failed" if failed else str(row["status"]))
             out["error"].append(errors[item_uid] if failed else str(row["error"]))
             out["embed_seconds"].append(float(row["embed_seconds"]))

@@ -1303,7 +1303,7 @@ def extract_pdf(
                 _log.warning("%s: page %d could not be read: %s", filename, page.number + 1, exc)
                 tally.warnings.append(f"page {page.number + 1} could not be read ({exc})")
 
-    _drop_furniture(pages)
+    furniture = _drop_furniture(pages)
     levels = _assign_levels(pages, toc)
     blocks = _to_blocks(pages, levels)
     skipped = len(tally.ocr_skipped)
@@ -1328,4 +1328,5 @@ def extract_pdf(
         ocr_pages_skipped=skipped,
         images=tally.images,
         warnings=tally.warnings,
+        furniture_dropped=furniture,
     )

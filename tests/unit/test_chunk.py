@@ -319,3 +319,29 @@ def test_each_entry_starts_a_chunk_of_its_own(counter: TokenCounter) -> None:
     chunks = chunk_document(ExtractedDocument(blocks, page_count=1), settings(target=400, maximum=800), counter)
     paths = [["Spells", "Bless"], ["Spells", "Light"], ["Spells", "Shield"], ["Rituals"]]
     assert [c.heading_path for c in chunks] == paths
+
+
+def test_structure_figures_count_headings_by_level_and_entries() -> None:
+    from jobs.document import Block, BlockKind, ExtractedDocument, StructureFigures
+
+    def heading(text: str, level: int) -> Block:
+        return Block(BlockKind.HEADING, text, 1, level)
+
+    text = Block(BlockKind.PARAGRAPH, "A rule.", 1)
+    doc = ExtractedDocument(
+        blocks=[
+            heading("Spells", 1),
+            heading("Acid Splash", 2),
+            text,
+            heading("Bless", 2),
+            text,
+            heading("Monsters", 1),
+        ],
+        page_count=1,
+        furniture_dropped=4,
+    )
+    figures = StructureFigures.of(doc)
+    assert figures.headings_by_level == {1: 2, 2: 2}
+    assert figures.entries == 2  # the two spells; "Spells" has headings under it, "Monsters" no text
+    assert figures.to_dict()["headings_by_level"] == {"1": 2, "2": 2}
+    assert figures.furniture_dropped == 4

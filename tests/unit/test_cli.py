@@ -100,3 +100,29 @@ def test_plain_progress_speaks_at_most_once_per_interval_between_events() -> Non
     # the start, every 10 s of activity (10 and 20), and the end
     assert [line.split(", ")[0] for line in lines] == ["ingest: 0/4 files (0%)"] * 3 + ["ingest: 1/4 files (25%)"]
     assert "145 chunks" in lines[-1]
+
+
+def test_ingest_summary_shows_each_files_structure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Headings by level, entries and furniture lines dropped, in the table and in --json."""
+    import json
+
+    import jobs.pipeline
+    from jobs.pipeline import FileOutcome, IngestReport
+
+    structure = {"headings_by_level": {"1": 2, "2": 5, "3": 40}, "entries": 38, "furniture_dropped": 61}
+
+    def fake_run_ingest(paths, options, *, settings, on_progress):  # noqa: ANN001, ANN202
+        files = [FileOutcome("job_1", str(tmp_path / "srd.pdf"), "completed", chunks=50, pages=9, structure=structure)]
+        return IngestReport(library_uid="lib_1", embedding_model="test-model", files=files, seconds=0.6)
+
+    import jobs.cli
+
+    monkeypatch.setattr(jobs.pipeline, "run_ingest", fake_run_ingest)
+    monkeypatch.setattr(jobs.cli.console, "width", 200)
+    result = runner.invoke(app, ["ingest", str(tmp_path), "--library", "core"])
+    assert result.exit_code == 0, result.output
+    assert "headings" in result.stderr and "furniture" in result.stderr
+    row = next(line for line in result.stderr.splitlines() if "srd.pdf" in line)
+    assert "1:2 2:5 3:40" in row and "38" in row and "61" in row
+    result = runner.invoke(app, ["ingest", str(tmp_path), "--library", "core", "--json"])
+    assert json.loads(result.stdout.splitlines()[0])["files"][0]["structure"] == structure
