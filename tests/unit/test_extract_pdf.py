@@ -6,6 +6,7 @@ import json
 import pickle
 import re
 from pathlib import Path
+from typing import Any
 
 import pymupdf
 import pytest
@@ -616,3 +617,45 @@ def test_without_an_outline_styles_of_one_size_nest_by_where_they_appear() -> No
     assert levels["Combat"] == 1 and levels["Combat Cover"] == 2
     assert levels["Combat Cover Half"] == 3 and levels["Magic Range Full"] == 3
     assert levels["Combat Half Cover Variant"] == 4 and levels["Magic Full Range Variant"] == 4
+
+
+# -- structure on real books of the corpus --------------------------------------------------------------
+
+
+def _rulebook_chunks(doc: ExtractedDocument) -> list[Any]:
+    from jobs.chunk import chunk_document
+    from jobs.plan import fit_chunking
+    from jobs.tokens import TokenCounter
+    from schemas.knowledge import LibraryType, chunking_defaults
+
+    return chunk_document(doc, fit_chunking(chunking_defaults(LibraryType.RULEBOOK), 256), TokenCounter())
+
+
+@needs_corpus
+def test_a_latex_book_keeps_its_outline_levels_and_drops_its_running_heads() -> None:
+    # A 117-page German LaTeX book: chapters and sections in its outline, the section's name in
+    # capitals as the running head ("1.6. WEGE UND KNOTEN") beside the page number on every page.
+    path = SAMPLES / "GeoTopo-komprimiert.pdf"
+    doc = extract_document(path.read_bytes(), path.name, ocr=False)
+    headings = {(b.page, " ".join(b.text.split())): b.level for b in doc.blocks if b.kind is BlockKind.HEADING}
+    toc = pymupdf.open(path).get_toc()
+    kept = [level for level, title, page in toc if headings.get((page, " ".join(title.split()))) == level]
+    assert len(kept) >= 0.95 * len(toc), f"{len(kept)} of {len(toc)} outline entries found at their level"
+    running_head = re.compile(r"^\d+\.\d+\. [A-ZÄÖÜ][A-ZÄÖÜß\- ]+$", re.MULTILINE)
+    chunks = _rulebook_chunks(doc)
+    assert len(chunks) > 100
+    assert not [c.text[:80] for c in chunks if running_head.search(c.text)]
+    assert not [c.heading_path for c in chunks if any(running_head.match(h) for h in c.heading_path)]
+
+
+@needs_corpus
+def test_a_three_column_register_drops_its_page_furniture() -> None:
+    path = GOV / "federal-register-2020-17221.pdf"
+    pages = pymupdf.open(path)
+    heads = {line.strip() for page in pages for line in page.get_text().splitlines()[:1] if line.strip()}
+    doc = extract_document(path.read_bytes(), path.name, ocr=False)
+    chunks = _rulebook_chunks(doc)
+    assert chunks
+    leaked = [h for h in heads if re.fullmatch(r"\d{5}", h) and any(h in c.text.split() for c in chunks)]
+    assert not leaked, f"page numbers in chunk text: {leaked}"
+    assert not [c for c in chunks if "Federal Register / Vol." in c.text]
