@@ -7,14 +7,17 @@ Ingestion writes ``(Chunk)-[:MENTIONS]->(Concept)-[:RELATED_TO {weight}]->(Conce
    also with its last word made singular, and looks them up by ``normalized_name`` (an index) and,
    by a crude stem of every word, in a cached vocabulary of names and aliases (``creating an
    advantage`` finds ``Create an Advantage``); a match inside a longer match is dropped (``fate
-   point`` wins over ``point``);
+   point`` wins over ``point``). The same n-grams (up to ``entry_max_words``) are looked up among the
+   chunks' own headings: a query that names an entry (a spell, a creature, a rule) finds its chunks even
+   when the entry is no concept, and a concept named inside a longer entry name is not looked up alone;
 2. adds the strongest ``RELATED_TO`` neighbours of the matched concepts, weighted lower;
 3. reads up to ``chunks_per_concept`` mentions of each (concepts that more than ``max_df_ratio`` of all
    chunks mention are skipped: they point nowhere, and reading them is what costs), and scores each
    active chunk of an allowed item that mentions any of them:
-   ``sum(weight(concept) * idf(concept) * (1 + heading_bonus if the chunk's own section is named for
-   the concept, half of it if a section above it is))``
-   with ``idf = ln(1 + chunks / chunks mentioning the concept)`` (both counts from the cached
+   ``sum(weight(concept) * idf(concept) * (1 + entry_bonus if the chunk's own heading is the concept's
+   name, heading_bonus if it contains it, half of it if a section above it does))``, plus
+   ``idf(heading) * (1 + entry_bonus)`` for the chunks of an entry named by its heading (ties in book
+   order), with ``idf = ln(1 + chunks / chunks mentioning the concept)`` (both counts from the cached
    vocabulary), so a rare concept counts more than a common one and the section *about* a
    concept beats a passing mention.
 
@@ -116,6 +119,29 @@ def query_names(query: str, *, max_ngram: int = MAX_NGRAM) -> list[NamedSpan]:
     return spans
 
 
+def heading_keys(heading: str) -> set[str]:
+    """The names under which a query names this heading: its words as :func:`query_names` cuts them, and
+    with the last word singular (``Demiplanes`` is named by ``demiplane`` too)."""
+    words = _WORD_RE.findall(normalize_name(heading))
+    if not words:
+        return set()
+    return {" ".join(words), " ".join([*words[:-1], singular(words[-1])])}
+
+
+def _sequence(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class EntryChunk:
+    """A chunk under its own heading (the last of its heading path), as the vocabulary keeps it."""
+
+    uid: str
+    item_uid: str
+    heading: str
+    sequence: float
+
+
 class ConceptVocabulary:
     """Every concept's name, aliases and mention count, read from the graph and reused for ``ttl_s``.
 
@@ -133,6 +159,7 @@ class ConceptVocabulary:
         self._loaded_at: float | None = None
         self._by_key: dict[str, list[tuple[str, str]]] = {}
         self._df: dict[str, int] = {}
+        self._entries: dict[str, list[EntryChunk]] = {}
         self._chunks = 0
         self._lock = threading.Lock()
         self._refreshing = False
@@ -146,9 +173,16 @@ class ConceptVocabulary:
                 if key and entry not in by_key.setdefault(key, []):
                     by_key[key].append(entry)
         df = {str(r["uid"]): int(r["df"]) for r in self.graph.run(_MENTION_COUNTS)}
+        entries: dict[str, list[EntryChunk]] = {}
+        for row in self.graph.run(_OWN_HEADINGS, {"active": ChunkStatus.ACTIVE.value}):
+            if not row.get("heading"):
+                continue
+            chunk = EntryChunk(str(row["uid"]), str(row["item"]), str(row["heading"]), _sequence(row.get("sequence")))
+            for key in heading_keys(chunk.heading):
+                entries.setdefault(key, []).append(chunk)
         rows = self.graph.run(_CHUNK_COUNT)
         with self._lock:
-            self._by_key, self._df = by_key, df
+            self._by_key, self._df, self._entries = by_key, df, entries
             self._chunks = int(rows[0]["n"]) if rows else 0
             self._loaded_at = time.monotonic()
             self._refreshing = False
@@ -176,6 +210,11 @@ class ConceptVocabulary:
         """``(uid, name)`` of the concepts whose name or an alias has this stem key."""
         self.fresh()
         return self._by_key.get(key, [])
+
+    def entries(self, name: str) -> list[EntryChunk]:
+        """The active chunks whose own heading is ``name`` (a name as :func:`query_names` gives it)."""
+        self.fresh()
+        return self._entries.get(name, [])
 
     def mentions(self, uid: str) -> int | None:
         """How many chunks mention the concept (None for a concept newer than the vocabulary)."""
@@ -208,7 +247,21 @@ class GraphLegConfig(BaseModel):
     heading_bonus: float = Field(
         default=1.0, ge=0, description="Extra weight when the concept is named in the chunk's heading path."
     )
+    entry_bonus: float = Field(
+        default=2.0,
+        ge=0,
+        description="Extra weight when the chunk's own heading *is* the concept's name (an entry named by the "
+        "query: 'Does Major Image need a material component?' finds the Major Image entry before the "
+        "'Material (M)' rule that only contains a named word); replaces the heading bonus for that chunk.",
+    )
     max_ngram: int = Field(default=MAX_NGRAM, ge=1, le=8, description="Longest concept name looked for, in words.")
+    entry_max_words: int = Field(
+        default=8,
+        ge=0,
+        le=16,
+        description="Longest heading looked for as an entry named by the query, in words (0: no lookup). Entry "
+        "names run longer than concept names ('Censer of Controlling Air Elementals').",
+    )
     max_df_ratio: float = Field(
         default=0.05,
         gt=0,
@@ -252,6 +305,10 @@ class GraphLegResult:
     neighbours: list[MatchedConcept]
 
 
+# How a chunk's heading path names a concept: 3 its own heading is the concept's name (the concept's
+# entry), 2 its own heading contains the name, 1 a heading above it does, 0 a passing mention.
+_ENTRY = 3
+
 _CONCEPTS_BY_NAME = (
     "MATCH (k:Concept) WHERE k.normalized_name IN $names "
     "RETURN k.uid AS uid, k.name AS name, k.normalized_name AS normalized_name"
@@ -267,6 +324,10 @@ _VOCABULARY = (
 )
 _MENTION_COUNTS = "MATCH (k:Concept)<-[:MENTIONS]-(:Chunk) RETURN k.uid AS uid, count(*) AS df"
 _CHUNK_COUNT = "MATCH (c:Chunk) RETURN count(c) AS n"
+_OWN_HEADINGS = (
+    "MATCH (c:Chunk) WHERE c.status = $active "
+    "RETURN c.uid AS uid, c.item_uid AS item, last(c.heading_path) AS heading, c.sequence AS sequence"
+)
 _CHUNKS = (
     "UNWIND $concepts AS kid "
     "CALL { WITH kid "
@@ -277,7 +338,8 @@ _CHUNKS = (
     "WITH k, c LIMIT $per "
     # 2: the chunk's own section is about the concept; 1: a section above it is; 0: a passing mention
     "RETURN collect([c.uid, c.item_uid, CASE WHEN toLower(last(c.heading_path)) CONTAINS k.normalized_name "
-    "THEN 2 WHEN any(h IN c.heading_path WHERE toLower(h) CONTAINS k.normalized_name) THEN 1 ELSE 0 END]) "
+    "THEN 2 WHEN any(h IN c.heading_path WHERE toLower(h) CONTAINS k.normalized_name) THEN 1 ELSE 0 END, "
+    "last(c.heading_path), c.sequence]) "
     "AS found } "
     "RETURN kid AS concept, found"
 )
@@ -291,15 +353,45 @@ class GraphLeg:
         self.config = config or GraphLegConfig()
         self.vocabulary = ConceptVocabulary(graph, self.config.vocabulary_ttl_s)
 
+    def _bonus(self, tier: int) -> float:
+        if tier == _ENTRY:
+            return self.config.entry_bonus
+        return self.config.heading_bonus * tier / 2
+
     def is_common(self, uid: str) -> bool:
         """Whether too many chunks mention the concept for it to point anywhere."""
         df = self.vocabulary.mentions(uid)
         limit = max(self.config.max_df_ratio * self.vocabulary.chunks, self.config.common_min_chunks)
         return df is not None and df > limit
 
-    def match_concepts(self, query: str) -> list[MatchedConcept]:
-        """The concepts named in ``query``, longest match first; none inside a longer match."""
-        spans = query_names(query, max_ngram=self.config.max_ngram)
+    def match_entries(self, query: str) -> list[tuple[NamedSpan, list[EntryChunk]]]:
+        """The headings ``query`` names exactly (an entry: a spell, a creature, a rule), longest first,
+        none inside a longer one, with the active chunks under each; a heading more chunks carry than a
+        too-common concept has mentions points nowhere and is skipped."""
+        if self.config.entry_max_words == 0:
+            return []
+        limit = max(self.config.max_df_ratio * self.vocabulary.chunks, self.config.common_min_chunks)
+        found: list[tuple[NamedSpan, list[EntryChunk]]] = []
+        for span in query_names(query, max_ngram=self.config.entry_max_words):
+            chunks = self.vocabulary.entries(span.name)
+            if chunks and len(chunks) <= limit:
+                found.append((span, chunks))
+        found.sort(key=lambda sc: (-(sc[0].end - sc[0].start), sc[0].start))
+        kept: list[tuple[NamedSpan, list[EntryChunk]]] = []
+        for span, chunks in found:
+            if not any(k.start <= span.start and span.end <= k.end for k, _ in kept):
+                kept.append((span, chunks))
+        return kept
+
+    def match_concepts(self, query: str, *, covered: Sequence[NamedSpan] = ()) -> list[MatchedConcept]:
+        """The concepts named in ``query``, longest match first; none inside a longer match, nor strictly
+        inside a ``covered`` span (an entry's name: *Air Elemental* inside *Censer of Controlling Air
+        Elementals*)."""
+        spans = [
+            s
+            for s in query_names(query, max_ngram=self.config.max_ngram)
+            if not any(c.start <= s.start and s.end <= c.end and c.end - c.start > s.end - s.start for c in covered)
+        ]
         if not spans:
             return []
         rows = self.graph.run(_CONCEPTS_BY_NAME, {"names": sorted({s.name for s in spans})})
@@ -352,23 +444,47 @@ class GraphLeg:
             restricted: False when ``items`` holds every item of the graph (no filter, nothing hidden):
                 the query then skips the per-row item check.
         """
-        named = [c for c in self.match_concepts(query) if not self.is_common(c.uid)]
-        if not named or not items:
+        entries = self.match_entries(query)
+        named = [
+            c for c in self.match_concepts(query, covered=[s for s, _ in entries]) if not self.is_common(c.uid)
+        ]
+        if not (named or entries) or not items:
             return GraphLegResult([], named, [])
         related = self.neighbours(named)
         concepts = {c.uid: c for c in [*named, *related]}
-        rows = self.graph.run(
-            _CHUNKS,
-            {
-                "concepts": list(concepts),
-                "active": ChunkStatus.ACTIVE.value,
-                "items": sorted(items) if restricted else None,
-                "per": self.config.chunks_per_concept,
-            },
+        rows = (
+            self.graph.run(
+                _CHUNKS,
+                {
+                    "concepts": list(concepts),
+                    "active": ChunkStatus.ACTIVE.value,
+                    "items": sorted(items) if restricted else None,
+                    "per": self.config.chunks_per_concept,
+                },
+            )
+            if concepts
+            else []
         )
         total = self.vocabulary.chunks
         hits: dict[str, GraphHit] = {}
         order: dict[str, int] = {}
+        # Entries the query names by their heading: scored like a concept's own entry, with the idf of the
+        # heading, so an entry that is no concept (a one-word name the extractor left out, a name longer
+        # than a concept's) is still found by its name.
+        allowed = items if isinstance(items, set | frozenset | dict) else set(items)
+        for _, chunks in entries:
+            idf = math.log(1.0 + max(total, len(chunks)) / len(chunks))
+            ranked_chunks = sorted(chunks, key=lambda c: (c.sequence, c.uid))
+            for position, chunk in enumerate(ranked_chunks):
+                if restricted and chunk.item_uid not in allowed:
+                    continue
+                hit = hits.get(chunk.uid)
+                if hit is None:
+                    hit = hits[chunk.uid] = GraphHit(chunk.uid, chunk.item_uid, 0.0)
+                    order[chunk.uid] = position
+                hit.score += idf * (1.0 + self.config.entry_bonus)
+                hit.concepts.append(chunk.heading)
+                order[chunk.uid] = min(order[chunk.uid], position)
         # Named concepts first, so each hit lists what the query named before the neighbours it reached.
         rows.sort(key=lambda r: (-concepts[str(r["concept"])].weight, str(r["concept"])))
         for row in rows:
@@ -376,10 +492,17 @@ class GraphLeg:
             found = row["found"] or []
             df = max(self.vocabulary.mentions(concept.uid) or len(found), 1)
             idf = math.log(1.0 + max(total, df) / df)
-            # Sections about the concept first, then passing mentions, each in the order read.
-            ranked_found = sorted(enumerate(found), key=lambda pf: (-(pf[1][2] or 0), pf[0]))
-            for position, (_, (chunk_id, item_uid, in_heading)) in enumerate(ranked_found):
-                gain = concept.weight * idf * (1.0 + self.config.heading_bonus * float(in_heading or 0) / 2)
+            key = stem_key(concept.name)
+            tiers = [
+                _ENTRY if heading and stem_key(str(heading)) == key else int(in_heading or 0)
+                for _, _, in_heading, heading, _ in found
+            ]
+            # The concept's own entry first, then sections about it, then passing mentions; within a tier in
+            # the book's order, so an entry's opening chunk (its statistics, its definition) leads.
+            ranked_found = sorted(range(len(found)), key=lambda i: (-tiers[i], _sequence(found[i][4]), i))
+            for position, i in enumerate(ranked_found):
+                chunk_id, item_uid = found[i][0], found[i][1]
+                gain = concept.weight * idf * (1.0 + self._bonus(tiers[i]))
                 hit = hits.get(chunk_id)
                 if hit is None:
                     hit = hits[chunk_id] = GraphHit(str(chunk_id), str(item_uid), 0.0)

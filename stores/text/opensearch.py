@@ -32,6 +32,7 @@ from schemas.search import FILTER_FIELDS, SearchFilters
 from schemas.settings import TextLocation
 from stores.lazy import LazyClient
 from stores.text.analysis import (
+    FIELD_TIE_BREAKER,
     HIGHLIGHT_FIELDS,
     HIGHLIGHT_FRAGMENT_CHARS,
     HIGHLIGHT_POST,
@@ -96,7 +97,7 @@ def filter_query(filters: SearchFilters | None) -> dict[str, Any]:
 
 
 def boosted_fields() -> list[str]:
-    """``multi_match`` field names with their boosts: ``["title^2", "heading^1.5", "text"]``."""
+    """``multi_match`` field names with their boosts: ``["title^2", "heading^0.5", "text"]``."""
     return [f"{name}^{boost:g}" if boost != 1.0 else name for name, boost in SEARCH_FIELDS.items()]
 
 
@@ -113,6 +114,7 @@ def search_body(
             "query": query,
             "fields": boosted_fields(),
             "type": "best_fields",
+            "tie_breaker": FIELD_TIE_BREAKER,
         }
     }
     body: dict[str, Any] = {
@@ -435,7 +437,7 @@ class OpenSearchTextIndex(LazyClient):
     def search(
         self, query: str, *, filters: SearchFilters | None = None, limit: int = 10, highlight: bool = True
     ) -> list[TextHit]:
-        """BM25 over title^2, heading^1.5 and text, best field per document, keyword filters ANDed.
+        """BM25 over title^2, heading^0.5 and text, fields summed, keyword filters ANDed.
 
         Args:
             query: the user's words, as plain text (no query syntax is interpreted).

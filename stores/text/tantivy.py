@@ -28,6 +28,7 @@ from schemas.search import FILTER_FIELDS, SearchFilters
 from schemas.settings import TextLocation
 from stores.lazy import LazyClient
 from stores.text.analysis import (
+    FIELD_TIE_BREAKER,
     HIGHLIGHT_FIELDS,
     HIGHLIGHT_FRAGMENT_CHARS,
     MAX_LIMIT,
@@ -351,7 +352,7 @@ class TantivyTextIndex(LazyClient):
     def search(
         self, query: str, *, filters: SearchFilters | None = None, limit: int = 10, highlight: bool = True
     ) -> list[TextHit]:
-        """BM25 over title^2, heading^1.5 and text, best field per document, keyword filters ANDed.
+        """BM25 over title^2, heading^0.5 and text, fields summed, keyword filters ANDed.
 
         The query is plain text: its words are analysed and matched, and no query syntax is
         interpreted, so quotes, brackets, colons or operators typed by a player never fail a search.
@@ -402,7 +403,8 @@ class TantivyTextIndex(LazyClient):
         return hits
 
     def _text_query(self, handle: _Handle, query: str) -> tantivy.Query | None:
-        """A dis_max over the boosted fields of an OR of the query's analysed terms (None if no terms)."""
+        """A dis_max (tie-breaker :data:`FIELD_TIE_BREAKER`) over the boosted fields of an OR of the query's
+        analysed terms (None if no terms)."""
         terms = handle.analyzer.analyze(query)
         if not terms:
             return None
@@ -413,7 +415,7 @@ class TantivyTextIndex(LazyClient):
                 [(should, tantivy.Query.term_query(handle.schema, name, term)) for term in terms]
             )
             per_field.append(tantivy.Query.boost_query(field_query, boost) if boost != 1.0 else field_query)
-        return tantivy.Query.disjunction_max_query(per_field)
+        return tantivy.Query.disjunction_max_query(per_field, tie_breaker=FIELD_TIE_BREAKER)
 
     def _filter_query(self, filters: SearchFilters | None) -> tantivy.Query | None:
         """Any-of term sets per field, all fields required; None when nothing is filtered."""

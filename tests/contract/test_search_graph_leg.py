@@ -31,10 +31,23 @@ SHELF = {
 }
 
 
-def write_shelf(graph: GraphStore) -> dict[str, Item]:
+# A book of entries: a heading that is no concept, a rule whose heading only contains a named word, an
+# entry's name that holds another entry's name.
+ENTRIES = {
+    "Compendium": (LibraryType.RULEBOOK, Classification.CANON, [
+        (["Components", "Material (M)"], ["Material"]),
+        (["Spells", "Major Image"], ["Illusion"]),
+        (["Spells", "Major Image"], ["Illusion"]),
+        (["Monsters", "Air Elemental"], ["Air Elemental"]),
+        (["Wondrous Items", "Censer of Controlling Air Elementals"], ["Air Elemental"]),
+    ]),
+}
+
+
+def write_shelf(graph: GraphStore, shelf: dict = SHELF) -> dict[str, Item]:
     catalog = Catalog(graph)
     items = {}
-    for title, (kind, classification, chunks) in SHELF.items():
+    for title, (kind, classification, chunks) in shelf.items():
         library = catalog.save_library(Library(name=f"{title} shelf", type=kind))
         item = Item(
             uid=content_id("item", title),
@@ -95,3 +108,24 @@ def test_graph_leg_and_scope_on_every_backend(graph: GraphStore) -> None:
     # a disabled item leaves the scope
     Catalog(graph).set_item_status(items["Gazetteer"].uid, ItemStatus.READY, enabled=False)
     assert set(ItemScope(graph).allowed(None).items) == {fate}
+
+
+def test_graph_leg_finds_the_entry_a_query_names(graph: GraphStore) -> None:
+    book = write_shelf(graph, ENTRIES)["Compendium"].uid
+    scope = ItemScope(graph).allowed(None)
+    leg = GraphLeg(graph)
+
+    # "Major Image" is no concept, but it is a heading: its entry comes first, opening chunk first, before
+    # the rule whose heading only contains a named word
+    result = leg.search("Does Major Image have a material component?", items=scope.items.keys(), restricted=False)
+    ids = [h.chunk_id for h in result.hits]
+    assert ids[:2] == [f"{book}-1", f"{book}-2"] and f"{book}-0" in ids
+    assert result.hits[0].concepts[0] == "Major Image"
+
+    # a name inside a longer entry's name is not looked up on its own
+    result = leg.search("Censer of Controlling Air Elementals rarity?", items=scope.items.keys(), restricted=False)
+    assert [h.chunk_id for h in result.hits] == [f"{book}-4"]
+    assert result.named == []
+
+    # the entries honour the item scope
+    assert leg.search("major image", items=["another-item"], restricted=True).hits == []

@@ -165,8 +165,9 @@ def test_search_body_with_filters_boosts_and_highlights() -> None:
                     {
                         "multi_match": {
                             "query": "armor class",
-                            "fields": ["title^2", "heading^1.5", "text"],
+                            "fields": ["title^2", "heading^0.5", "text"],
                             "type": "best_fields",
+                            "tie_breaker": 1.0,
                         }
                     }
                 ],
