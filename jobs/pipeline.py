@@ -168,8 +168,10 @@ def start_ray() -> bool:
 
     if ray.is_initialized():
         return False
-    address = os.environ.get("RAY_ADDRESS") or None
-    if address is None:
+    # Without RAY_ADDRESS, a Ray of our own: ray.init() would otherwise join any cluster that a
+    # `ray start` left on this machine (a Ray Job's driver always has RAY_ADDRESS set).
+    address = os.environ.get("RAY_ADDRESS") or "local"
+    if address == "local":
         # Local runs need no cluster token; a cluster keeps its own auth settings.
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ray.init(

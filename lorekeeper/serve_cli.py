@@ -95,6 +95,7 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         # Logical CPUs are scheduling shares: four deployments must fit a two-core laptop.
         ray.init(
+            address="local",  # a Ray of our own, never a cluster some `ray start` left on this machine
             num_cpus=max(4, os.cpu_count() or 1),
             runtime_env={"env_vars": env},
             include_dashboard=False,
