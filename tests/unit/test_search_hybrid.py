@@ -244,7 +244,7 @@ def test_weights_turn_legs_off_and_requests_carry_them(searcher: HybridSearcher)
     request = SearchRequest(query="stress boxes", limit=2, weights=LegWeights(vector=0, graph=0))
     hits = searcher.search_request(request)
     assert len(hits) <= 2 and all(set(h.ranks) == {"text"} for h in hits)
-    assert HYBRID_RRF.weights() == {"vector": 1.0, "text": 3.0, "graph": 1.0}
+    assert HYBRID_RRF.weights() == {"vector": 1.0, "text": 1.0, "graph": 0.5}
     assert EQUAL_WEIGHTS.weights(LegWeights(graph=0)) == {"vector": 1.0, "text": 1.0, "graph": 0.0}
 
 
@@ -256,7 +256,7 @@ def test_settings_change_the_preset(world: World) -> None:
         data_dir=world.settings.data_dir, search_graph_weight=0.5, search_rrf_k=60, rerank_candidates=20
     )
     config = config_from_settings(changed)
-    assert (config.graph_weight, config.rrf_k, config.rerank_candidates, config.text_weight) == (0.5, 60, 20, 3.0)
+    assert (config.graph_weight, config.rrf_k, config.rerank_candidates, config.text_weight) == (0.5, 60, 20, 1.0)
 
 
 def _fields(world: World, chunk_id: str) -> dict[str, object]:
