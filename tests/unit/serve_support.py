@@ -88,7 +88,9 @@ def on_local_ray(config: Any, env: dict[str, str]) -> Iterator[str]:
     from serve.deployments import build_application
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster needs no token
-    ray.init(address="local", num_cpus=4, runtime_env={"env_vars": env}, include_dashboard=False, configure_logging=False)
+    ray.init(
+        address="local", num_cpus=4, runtime_env={"env_vars": env}, include_dashboard=False, configure_logging=False
+    )
     try:
         port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
