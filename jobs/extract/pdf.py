@@ -89,6 +89,9 @@ _TERM_STRIP = " \t:.,;–—-(["
 _MATH = frozenset("=×÷·∑∏∫√∞∂∇∈∉∋⊂⊃⊆⊇∪∩∅∀∃¬∧∨⇒⇔→←↔↦≠≈≡∼⊕⊗|{}⟨⟩˙̸")
 _GLYPH_START = re.compile(r"^\s*[•◦▪▫●○■□➢►▶✓✔·∙‣⁃]")
 _HEADING_NUMBER = re.compile(r"^(?:(?:chapter|part|section|appendix)\s+)?[\dIVXLC]+(?:\.\d+)*[.:)]?\s+", re.I)
+# Every path in a content stream starts with a "m" (moveto) or "re" (rectangle) operator, and
+# form XObjects ("Do") can hold paths of their own: a page whose streams have neither draws no rules.
+_PATH_START = re.compile(rb"(?<![^\s()<>\[\]{}/%])(?:m|re|Do)(?![^\s()<>\[\]{}/%])")
 
 
 class TableMode(StrEnum):
@@ -431,6 +434,18 @@ def _region_rect(region: list[_Item]) -> tuple[float, float, float, float]:
     )
 
 
+def _may_draw(page: Any) -> bool:
+    """Whether the page's content streams can draw a path (a cheap scan before the drawings pass).
+
+    Reading the streams costs a few hundredths of the time ``get_cdrawings`` takes to interpret
+    the page; a false "yes" (a "m" in a string, say) only costs that pass.
+    """
+    try:
+        return _PATH_START.search(page.read_contents()) is not None
+    except Exception:  # a stream MuPDF cannot decode: let the drawings pass decide
+        return True
+
+
 def _table_item(bbox: Any, markdown: str, index: int, page: int) -> _Item:
     return _Item(
         bbox[0], bbox[1], bbox[2], bbox[3], markdown, markdown.count("\n") + 1, index, page, kind=BlockKind.TABLE
@@ -453,7 +468,7 @@ def _replace_tables(
             # Rules and words are read in page space, where the text runs as written (a page
             # turned by /Rotate is read as drawn, like its text); boxes go back to display space.
             if drawings is None:
-                drawings = page.get_cdrawings()
+                drawings = page.get_cdrawings() if _may_draw(page) else []
             if drawings:
                 if words is None:
                     words = textpage.extractWORDS()

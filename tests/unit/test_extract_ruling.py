@@ -124,3 +124,20 @@ def test_a_banded_statistics_table_reads_one_state_per_row(name: str) -> None:
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
     assert cells[cells.index("18,870") :][:3] == ["18,870", "23,022", "22,650"]
     assert not any("209" in c for c in cells)  # Alaska's permits are on the next row
+
+
+def test_drawings_pass_skipped_only_where_the_streams_draw_no_path() -> None:
+    import pymupdf
+
+    from jobs.extract.pdf import _may_draw
+
+    doc = pymupdf.open()
+    text_only = doc.new_page()
+    text_only.insert_text((72, 72), "Armor table")
+    ruled = doc.new_page()
+    ruled.draw_line((72, 100), (300, 100))
+    boxed = doc.new_page()
+    boxed.draw_rect((72, 100, 300, 200))
+    text_only, ruled, boxed = doc[0], doc[1], doc[2]  # pages added later leave earlier handles stale
+    assert _may_draw(ruled) and _may_draw(boxed)
+    assert not _may_draw(text_only) and not text_only.get_cdrawings()
