@@ -325,10 +325,8 @@ class FalkorServer:
             raise Unavailable(STORE_NAME, f"refusing socket folder {folder}: not private to this user", url=self.url)
         return folder / "falkordb.sock"
 
-    def _start(self, stale_pid: int = 0) -> None:
-        redis_server, module = _binaries()
-        self._stop_watchdog()  # the previous server's watchdog, if that server died
-        held = self._hold_folder(stale_pid)
+    def _write_config(self, module: str) -> tuple[Path, str, Path]:
+        """A fresh socket, password and config file for the next server; returns them."""
         socket_path = self._socket_for()
         socket_path.unlink(missing_ok=True)
         password = secrets.token_urlsafe(32)
@@ -362,17 +360,26 @@ class FalkorServer:
         fd = os.open(conf_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(conf)
-        log = open(self.path / _LOG_FILE, "ab")  # noqa: SIM115 - handed to the child, closed below
+        return socket_path, password, conf_path
+
+    def _start(self, stale_pid: int = 0) -> None:
+        redis_server, module = _binaries()
+        self._stop_watchdog()  # the previous server's watchdog, if that server died
+        held = self._hold_folder(stale_pid)
         try:
-            proc = subprocess.Popen(
-                [redis_server, str(conf_path)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True,  # a Ctrl-C meant for the app must not cut the server mid-write
-                close_fds=True,
-                pass_fds=(held,),  # the server (and its fork children) now hold the folder's lock
-            )
+            socket_path, password, conf_path = self._write_config(module)
+            log = open(self.path / _LOG_FILE, "ab")  # noqa: SIM115 - handed to the child, closed below
+            try:
+                proc = subprocess.Popen(
+                    [redis_server, str(conf_path)],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    start_new_session=True,  # a Ctrl-C meant for the app must not cut the server mid-write
+                    close_fds=True,
+                    pass_fds=(held,),  # the server (and its fork children) now hold the folder's lock
+                )
+            finally:
+                log.close()
         finally:
-            log.close()
             os.close(held)  # our copy: from here on the lock lives exactly as long as the server
         self._proc, self.pid, self.socket_path, self.password = proc, proc.pid, socket_path, password
         self.owned, self._owner_pid = True, os.getpid()

@@ -352,6 +352,26 @@ def test_no_second_server_starts_while_one_holds_the_folder(own_graph: EmbeddedF
     assert _servers_on(own_graph.path) == [own_graph.server.pid]
 
 
+@pytest.mark.contract
+def test_a_start_that_fails_before_the_launch_leaves_the_folder_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = FalkorServer(tmp_path / "graph", start_timeout_s=5.0)
+
+    def broken(self: FalkorServer, module: str) -> None:
+        raise Unavailable("falkordb embedded graph", "refusing socket folder: not private to this user")
+
+    monkeypatch.setattr(FalkorServer, "_write_config", broken)
+    with pytest.raises(Unavailable, match="not private"):
+        server.ensure_running()
+    monkeypatch.undo()
+    store = EmbeddedFalkorGraphStore(tmp_path / "graph")  # the folder's lock was handed back
+    try:
+        assert store.run("RETURN 1 AS one") == [{"one": 1}]
+    finally:
+        store.close()
+
+
 # -- server backends that are down ------------------------------------------------------------------
 
 
