@@ -489,12 +489,13 @@ table {border-collapse: collapse;}
 """
 
 
-def _entries_pdf(html: str) -> bytes:
+def _entries_pdf(html: str, css: str = "") -> bytes:
+    """``html`` laid out by PyMuPDF's Story on letter pages, styled by ENTRY_CSS and ``css``."""
     import io
 
     buffer = io.BytesIO()
     writer = pymupdf.DocumentWriter(buffer)
-    story = pymupdf.Story(html=html, user_css=ENTRY_CSS)
+    story = pymupdf.Story(html=html, user_css=ENTRY_CSS + css)
     more = True
     while more:
         device = writer.begin_page(pymupdf.paper_rect("letter"))
@@ -600,19 +601,7 @@ def test_without_an_outline_styles_of_one_size_nest_by_where_they_appear() -> No
             for entry in ("Half", "Full"):
                 parts.append(f"<h3>{chapter} {section} {entry}</h3><p>{LOREM}</p>")
                 parts.append(f"<h5>{chapter} {entry} {section} Variant</h5><p>{LOREM}</p>")
-    import io
-
-    buffer = io.BytesIO()
-    writer = pymupdf.DocumentWriter(buffer)
-    story = pymupdf.Story(html="".join(parts), user_css=ENTRY_CSS + css)
-    more = True
-    while more:
-        device = writer.begin_page(pymupdf.paper_rect("letter"))
-        more, _ = story.place(pymupdf.Rect(72, 72, 540, 720))
-        story.draw(device)
-        writer.end_page()
-    writer.close()
-    doc = extract_document(buffer.getvalue(), "nested.pdf")
+    doc = extract_document(_entries_pdf("".join(parts), css), "nested.pdf")
     levels = {b.text: b.level for b in doc.blocks if b.kind is BlockKind.HEADING}
     assert levels["Combat"] == 1 and levels["Combat Cover"] == 2
     assert levels["Combat Cover Half"] == 3 and levels["Magic Range Full"] == 3
