@@ -265,6 +265,11 @@ def _keep(items: list[Any], scale: float) -> list[Any]:
 _ORDINAL = {1: "1st", 2: "2nd", 3: "3rd"}
 
 
+def _paragraph(text: str) -> Element:
+    """A plain body paragraph."""
+    return Element("p", [Run(text)])
+
+
 def _ordinal(n: int) -> str:
     return _ORDINAL.get(n, f"{n}th")
 
@@ -404,14 +409,9 @@ def srd_tree(
         title,
         "book",
         [
-            Element(
-                "p",
-                [
-                    Run(
-                        "Typeset for the Lorekeeper structure benchmark from the "
-                        "System Reference Document 5.1 (CC-BY-4.0, Wizards of the Coast)."
-                    )
-                ],
+            _paragraph(
+                "Typeset for the Lorekeeper structure benchmark from the "
+                "System Reference Document 5.1 (CC-BY-4.0, Wizards of the Coast)."
             )
         ],
     )
@@ -429,15 +429,10 @@ def srd_tree(
             for s in spells:
                 by_level.setdefault(s["level"], []).append(_spell(s))
             chapter.body.append(
-                Element(
-                    "p",
-                    [
-                        Run(
-                            "Spells are listed by level, then alphabetically. Each entry "
-                            "gives the spell's school, casting time, range, components and "
-                            "duration before its effect."
-                        )
-                    ],
+                _paragraph(
+                    "Spells are listed by level, then alphabetically. Each entry "
+                    "gives the spell's school, casting time, range, components and "
+                    "duration before its effect."
                 )
             )
             chapter.children = sections(
@@ -452,14 +447,9 @@ def srd_tree(
             for c in creatures:
                 by_type.setdefault(c["type"], []).append(_creature(c))
             chapter.body.append(
-                Element(
-                    "p",
-                    [
-                        Run(
-                            "Creatures are grouped by type. A stat block gives a creature's "
-                            "armor class, hit points, speed and ability scores."
-                        )
-                    ],
+                _paragraph(
+                    "Creatures are grouped by type. A stat block gives a creature's "
+                    "armor class, hit points, speed and ability scores."
                 )
             )
             plural = {"monstrosity": "Monstrosities", "undead": "Undead", "fey": "Fey"}
@@ -474,28 +464,18 @@ def srd_tree(
                 seen.add(m["desc"])
                 by_cat.setdefault(_ITEM_SECTIONS.get(m["category"], "Wondrous Items"), []).append(_magic_item(m))
             chapter.body.append(
-                Element(
-                    "p",
-                    [
-                        Run(
-                            "Magic items are grouped by kind. Each entry names its kind, "
-                            "its rarity and whether it requires attunement."
-                        )
-                    ],
+                _paragraph(
+                    "Magic items are grouped by kind. Each entry names its kind, "
+                    "its rarity and whether it requires attunement."
                 )
             )
             chapter.children = sections(sorted(by_cat.items()))
         elif name == "Conditions":
             chapter.body.append(
-                Element(
-                    "p",
-                    [
-                        Run(
-                            "Conditions alter a creature's capabilities in a variety of "
-                            "ways and can arise as a result of a spell, a class feature, "
-                            "a monster's attack, or other effect."
-                        )
-                    ],
+                _paragraph(
+                    "Conditions alter a creature's capabilities in a variety of "
+                    "ways and can arise as a result of a spell, a class feature, "
+                    "a monster's attack, or other effect."
                 )
             )
             conditions = sorted(_load("ConditionDescription.json"), key=lambda c: c["describes"])
@@ -514,7 +494,7 @@ def srd_tree(
                 _attach(node, markdown_elements(r["desc"], r["name"]), "sub", 2)
                 by_set.setdefault(r["ruleset"], []).append(node)
             pairs = [(rulesets[pk]["name"], nodes) for pk, nodes in by_set.items() if pk in rulesets]
-            chapter.body.append(Element("p", [Run("The rules of play, grouped by topic.")]))
+            chapter.body.append(_paragraph("The rules of play, grouped by topic."))
             chapter.children = sections(pairs)
         else:
             raise ValueError(f"unknown SRD chapter {name!r}")

@@ -64,9 +64,7 @@ def _client_to_server(client: socket.socket, server: socket.socket) -> None:
         return
     finally:
         # close the server side without a GOODBYE: FalkorDB treats it like a dropped client
-        for sock in (server, client):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        _shut(server, client)
 
 
 def _server_to_client(server: socket.socket, client: socket.socket) -> None:
@@ -79,9 +77,14 @@ def _server_to_client(server: socket.socket, client: socket.socket) -> None:
     except OSError:
         pass
     finally:
-        for sock in (client, server):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        _shut(client, server)
+
+
+def _shut(*sockets: socket.socket) -> None:
+    """Shut both directions of each socket, whichever is already gone."""
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _serve_one(client: socket.socket, target_port: int) -> None:
