@@ -23,7 +23,7 @@ import json
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Annotated, Any
@@ -104,13 +104,18 @@ async def _lorekeeper_error(request: Request, exc: Exception) -> Response:
     return response
 
 
+def _problems(status: int, code: str, errors: Sequence[Any], default_where: str) -> JSONResponse:
+    """A validation failure as the error body: the first problem as the message, up to 20 listed."""
+    problems = [
+        {"where": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")} for e in errors[:20]
+    ]
+    first = problems[0] if problems else {"where": default_where, "problem": "invalid"}
+    return _error(status, code, f"{first['where']}: {first['problem']}", problems=problems)
+
+
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    problems = [
-        {"where": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")} for e in exc.errors()[:20]
-    ]
-    first = problems[0] if problems else {"where": "body", "problem": "invalid"}
-    return _error(422, "validation_failed", f"{first['where']}: {first['problem']}", problems=problems)
+    return _problems(422, "validation_failed", exc.errors(), "body")
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -130,11 +135,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _data_error(request: Request, exc: Exception) -> Response:
     """A model built from the caller's data refused it (a rule beyond the request body's schema)."""
     assert isinstance(exc, ValidationError)
-    problems = [
-        {"where": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")} for e in exc.errors()[:20]
-    ]
-    first = problems[0] if problems else {"where": exc.title, "problem": "invalid"}
-    return _error(400, "invalid_request", f"{first['where']}: {first['problem']}", problems=problems)
+    return _problems(400, "invalid_request", exc.errors(), exc.title)
 
 
 class ErrorBody(BaseModel):
