@@ -26,7 +26,7 @@ import structlog
 from jobs import metrics
 from jobs.plan import IngestOptions, StagePlan, plan_stages
 from jobs.sources import SourceFile, discover
-from jobs.stages import EmbedStage, ExtractStage, WriteStage, retrying, store_retry
+from jobs.stages import EmbedStage, ExtractStage, WriteStage, retrying
 from models.embedding import SentenceTransformerEmbedder
 from schemas.common import JobStatus, utc_now
 from schemas.errors import LorekeeperError
@@ -506,9 +506,7 @@ def _optimize_vectors(settings: Settings, collection: str) -> None:
 
     vectors = open_vector_index(settings)
     try:
-        for attempt in store_retry("vector_optimize"):
-            with attempt:
-                vectors.optimize(collection)
+        retrying("vector_optimize", partial(vectors.optimize, collection))
     except LorekeeperError as exc:
         log.warning("vector_optimize_skipped", collection=collection, error=str(exc))
     finally:

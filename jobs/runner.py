@@ -47,7 +47,7 @@ class IngestRunner:
     ) -> None:
         self.settings = settings
         self.catalog = catalog
-        self.allowed_roots = list(allowed_roots)
+        self.allowed_roots = [Path(root).resolve() for root in allowed_roots]
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._run_jobs = run_jobs or self._run_pipeline

@@ -39,11 +39,12 @@ def resolve_within(raw: str, roots: Sequence[Path]) -> Path | None:
 
     The one check of which local files ingestion may read: the API applies it to each request and the
     runner again to each job it runs, because a job can reach the graph by other ways than the API
-    (an older version, a restored backup) and runs unattended after a restart.
+    (an older version, a restored backup) and runs unattended after a restart. ``roots`` are already
+    resolved (both callers resolve them once).
     """
     try:
         path = Path(raw).expanduser().resolve()
-        return path if any(path.is_relative_to(Path(root).resolve()) for root in roots) else None
+        return path if any(path.is_relative_to(root) for root in roots) else None
     except (OSError, ValueError, RuntimeError):  # a NUL byte, an unknown ~user, a symlink loop
         return None
 

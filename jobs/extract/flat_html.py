@@ -25,6 +25,8 @@ LIBXML2_MAX_DEPTH = 256
 
 def exceeds_parser_depth(text: str) -> bool:
     """Whether lxml's HTML parser, as ``unstructured`` configures it, gives up on this page's depth."""
+    if text.count("<") < LIBXML2_MAX_DEPTH - 8:  # too few tags to nest that deep (the parser adds a few)
+        return False
     try:
         from lxml import etree
     except ImportError:

@@ -68,6 +68,11 @@ def page_lines(page_html: str) -> list[HtmlLine]:
 _HEADS: dict[str, tuple[Style, bool] | None] = {}
 
 
+def _style(family: str, size: str, bold: bool, italic: bool) -> Style:
+    """A span's style: its family without the generic fallback, its size to the half point, weight, slant."""
+    return (_GENERIC_FAMILY.sub("", family), round(float(size) * 2) / 2, bold, italic)
+
+
 def line_style(inner: str) -> tuple[Style, bool] | None:
     """The style of a line of one span and whether it is monospaced; None for several spans."""
     if inner.count("<span") != 1:
@@ -80,7 +85,7 @@ def line_style(inner: str) -> tuple[Style, bool] | None:
             found = None
         else:
             tags, family = m.group(1), m.group(2)
-            style = (_GENERIC_FAMILY.sub("", family), round(float(m.group(3)) * 2) / 2, "<b>" in tags, "<i>" in tags)
+            style = _style(family, m.group(3), "<b>" in tags, "<i>" in tags)
             found = (style, family.endswith(",monospace"))
         if len(_HEADS) < 4096:
             _HEADS[head] = found
@@ -110,7 +115,7 @@ def read_line(raw: HtmlLine, text: str) -> Line | None:
             continue
         if not span or span.isspace():
             continue
-        style = (_GENERIC_FAMILY.sub("", family), round(float(size) * 2) / 2, bold, italic)
+        style = _style(family, size, bold, italic)
         if line.first is None:
             line.first = style
             line.mono = family.endswith(",monospace")
