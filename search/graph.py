@@ -30,7 +30,8 @@ import math
 import re
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -112,7 +113,7 @@ def query_names(query: str, *, max_ngram: int = MAX_NGRAM) -> list[NamedSpan]:
             if words[end - 1] in STOP_WORDS:
                 continue
             phrase = words[start:end]
-            for name in {" ".join(phrase), " ".join([*phrase[:-1], singular(phrase[-1])])}:
+            for name in _name_forms(phrase):
                 if (name, start, end) not in seen:
                     seen.add((name, start, end))
                     spans.append(NamedSpan(name, start, end))
@@ -123,9 +124,21 @@ def heading_keys(heading: str) -> set[str]:
     """The names under which a query names this heading: its words as :func:`query_names` cuts them, and
     with the last word singular (``Demiplanes`` is named by ``demiplane`` too)."""
     words = _WORD_RE.findall(normalize_name(heading))
-    if not words:
-        return set()
+    return _name_forms(words) if words else set()
+
+
+def _name_forms(words: list[str]) -> set[str]:
+    """The names a run of words stands for: as written, and with its last word singular."""
     return {" ".join(words), " ".join([*words[:-1], singular(words[-1])])}
+
+
+def _outermost(spans: list[NamedSpan]) -> list[NamedSpan]:
+    """Longest spans first; a span inside an already kept one is dropped."""
+    kept: list[NamedSpan] = []
+    for span in sorted(spans, key=lambda s: (-(s.end - s.start), s.start)):
+        if not any(k.start <= span.start and span.end <= k.end for k in kept):
+            kept.append(span)
+    return kept
 
 
 def _sequence(value: object) -> float:
@@ -153,9 +166,10 @@ class ConceptVocabulary:
     queries keep using the previous copy.
     """
 
-    def __init__(self, graph: GraphStore, ttl_s: float) -> None:
+    def __init__(self, graph: GraphStore, ttl_s: float, *, entries: bool = True) -> None:
         self.graph = graph
         self.ttl_s = ttl_s
+        self._want_entries = entries  # read every active chunk's own heading (the entry lookup)
         self._loaded_at: float | None = None
         self._by_key: dict[str, list[tuple[str, str]]] = {}
         self._df: dict[str, int] = {}
@@ -174,7 +188,8 @@ class ConceptVocabulary:
                     by_key[key].append(entry)
         df = {str(r["uid"]): int(r["df"]) for r in self.graph.run(_MENTION_COUNTS)}
         entries: dict[str, list[EntryChunk]] = {}
-        for row in self.graph.run(_OWN_HEADINGS, {"active": ChunkStatus.ACTIVE.value}):
+        own_headings = self.graph.run(_OWN_HEADINGS, {"active": ChunkStatus.ACTIVE.value}) if self._want_entries else []
+        for row in own_headings:
             if not row.get("heading"):
                 continue
             chunk = EntryChunk(str(row["uid"]), str(row["item"]), str(row["heading"]), _sequence(row.get("sequence")))
@@ -351,7 +366,9 @@ class GraphLeg:
     def __init__(self, graph: GraphStore, config: GraphLegConfig | None = None) -> None:
         self.graph = graph
         self.config = config or GraphLegConfig()
-        self.vocabulary = ConceptVocabulary(graph, self.config.vocabulary_ttl_s)
+        self.vocabulary = ConceptVocabulary(
+            graph, self.config.vocabulary_ttl_s, entries=self.config.entry_max_words > 0
+        )
 
     def _bonus(self, tier: int) -> float:
         if tier == _ENTRY:
@@ -361,8 +378,11 @@ class GraphLeg:
     def is_common(self, uid: str) -> bool:
         """Whether too many chunks mention the concept for it to point anywhere."""
         df = self.vocabulary.mentions(uid)
-        limit = max(self.config.max_df_ratio * self.vocabulary.chunks, self.config.common_min_chunks)
-        return df is not None and df > limit
+        return df is not None and df > self._common_limit()
+
+    def _common_limit(self) -> float:
+        """How many chunks a concept or heading may reach before it points nowhere in particular."""
+        return max(self.config.max_df_ratio * self.vocabulary.chunks, self.config.common_min_chunks)
 
     def match_entries(self, query: str) -> list[tuple[NamedSpan, list[EntryChunk]]]:
         """The headings ``query`` names exactly (an entry: a spell, a creature, a rule), longest first,
@@ -370,18 +390,13 @@ class GraphLeg:
         too-common concept has mentions points nowhere and is skipped."""
         if self.config.entry_max_words == 0:
             return []
-        limit = max(self.config.max_df_ratio * self.vocabulary.chunks, self.config.common_min_chunks)
-        found: list[tuple[NamedSpan, list[EntryChunk]]] = []
+        limit = self._common_limit()
+        found: dict[NamedSpan, list[EntryChunk]] = {}
         for span in query_names(query, max_ngram=self.config.entry_max_words):
             chunks = self.vocabulary.entries(span.name)
             if chunks and len(chunks) <= limit:
-                found.append((span, chunks))
-        found.sort(key=lambda sc: (-(sc[0].end - sc[0].start), sc[0].start))
-        kept: list[tuple[NamedSpan, list[EntryChunk]]] = []
-        for span, chunks in found:
-            if not any(k.start <= span.start and span.end <= k.end for k, _ in kept):
-                kept.append((span, chunks))
-        return kept
+                found[span] = chunks
+        return [(span, found[span]) for span in _outermost(list(found))]
 
     def match_concepts(self, query: str, *, covered: Sequence[NamedSpan] = ()) -> list[MatchedConcept]:
         """The concepts named in ``query``, longest match first; none inside a longer match, nor strictly
@@ -402,13 +417,7 @@ class GraphLeg:
             for entry in self.vocabulary.lookup(stem_key(span.name)):
                 if entry not in by_name.setdefault(span.name, []):
                     by_name[span.name].append(entry)
-        found = [s for s in spans if by_name.get(s.name)]
-        # Longest spans first; a span inside an already kept one is dropped.
-        found.sort(key=lambda s: (-(s.end - s.start), s.start))
-        kept: list[NamedSpan] = []
-        for span in found:
-            if not any(k.start <= span.start and span.end <= k.end for k in kept):
-                kept.append(span)
+        kept = _outermost([s for s in spans if by_name.get(s.name)])
         matched: dict[str, MatchedConcept] = {}
         for span in kept:
             for uid, name in by_name[span.name]:
@@ -468,23 +477,25 @@ class GraphLeg:
         total = self.vocabulary.chunks
         hits: dict[str, GraphHit] = {}
         order: dict[str, int] = {}
+
+        def add(chunk_id: str, item_uid: str, gain: float, name: str, position: int) -> None:
+            hit = hits.get(chunk_id)
+            if hit is None:
+                hit = hits[chunk_id] = GraphHit(chunk_id, item_uid, 0.0)
+            hit.score += gain
+            hit.concepts.append(name)
+            order[chunk_id] = min(order.get(chunk_id, position), position)
         # Entries the query names by their heading: scored like a concept's own entry, with the idf of the
         # heading, so an entry that is no concept (a one-word name the extractor left out, a name longer
         # than a concept's) is still found by its name.
-        allowed = items if isinstance(items, set | frozenset | dict) else set(items)
+        allowed = items if isinstance(items, AbstractSet | Mapping) else set(items)
         for _, chunks in entries:
             idf = math.log(1.0 + max(total, len(chunks)) / len(chunks))
             ranked_chunks = sorted(chunks, key=lambda c: (c.sequence, c.uid))
             for position, chunk in enumerate(ranked_chunks):
                 if restricted and chunk.item_uid not in allowed:
                     continue
-                hit = hits.get(chunk.uid)
-                if hit is None:
-                    hit = hits[chunk.uid] = GraphHit(chunk.uid, chunk.item_uid, 0.0)
-                    order[chunk.uid] = position
-                hit.score += idf * (1.0 + self.config.entry_bonus)
-                hit.concepts.append(chunk.heading)
-                order[chunk.uid] = min(order[chunk.uid], position)
+                add(chunk.uid, chunk.item_uid, idf * (1.0 + self.config.entry_bonus), chunk.heading, position)
         # Named concepts first, so each hit lists what the query named before the neighbours it reached.
         rows.sort(key=lambda r: (-concepts[str(r["concept"])].weight, str(r["concept"])))
         for row in rows:
@@ -502,14 +513,8 @@ class GraphLeg:
             ranked_found = sorted(range(len(found)), key=lambda i: (-tiers[i], _sequence(found[i][4]), i))
             for position, i in enumerate(ranked_found):
                 chunk_id, item_uid = found[i][0], found[i][1]
-                gain = concept.weight * idf * (1.0 + self._bonus(tiers[i]))
-                hit = hits.get(chunk_id)
-                if hit is None:
-                    hit = hits[chunk_id] = GraphHit(str(chunk_id), str(item_uid), 0.0)
-                    order[chunk_id] = position
-                hit.score += gain
-                hit.concepts.append(concept.name)
-                order[chunk_id] = min(order[chunk_id], position)
+                add(str(chunk_id), str(item_uid), concept.weight * idf * (1.0 + self._bonus(tiers[i])), concept.name,
+                    position)
         # Ties (chunks that mention the same concepts the same way) go to the earlier section.
         ranked = sorted(hits.values(), key=lambda h: (-h.score, order[h.chunk_id], h.chunk_id))[:limit]
         return GraphLegResult(ranked, named, related)

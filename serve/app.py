@@ -31,7 +31,6 @@ from typing import Annotated, Any
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -187,10 +186,12 @@ def _declare_errors(app: FastAPI) -> None:
     """Make the OpenAPI list each route's error statuses with :class:`ErrorBody`, so a generated client
     knows them (FastAPI itself declares only 422)."""
 
+    build = app.openapi  # FastAPI's own: it caches the schema in app.openapi_schema
+
     def openapi() -> dict[str, Any]:
         if app.openapi_schema:
             return app.openapi_schema
-        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schema = build()
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         components["ErrorBody"] = ErrorBody.model_json_schema()
         body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
