@@ -152,7 +152,22 @@ class RayCluster:
             name, [f"--address={self.address}", f"--temp-dir={self.temp_dir}"], {f"lorekeeper_{name}": 1}
         )
         self._wait_for_nodes()
+        self._reach_from_head(name)
         return node
+
+    def _reach_from_head(self, name: str) -> None:
+        """Wait until the head's raylet schedules onto worker ``name``.
+
+        The GCS lists a node as alive before the head's raylet has the node's resources in its view;
+        until then the head schedules everything locally (the spread of an ingest job started at that
+        moment is all on the head). A task placed from the head on the worker's own resource proves
+        the view is there.
+        """
+        out = subprocess.run(
+            [str(VENV_BIN / "python"), "-c", _REACH_FROM_HEAD, self.address, HEAD_RESOURCE, f"lorekeeper_{name}"],
+            env=self.env, capture_output=True, text=True, timeout=180, check=True,
+        )
+        assert out.stdout.strip().splitlines()[-1] == self.nodes[name].node_id, out.stdout
 
     def _alive_nodes(self) -> list[dict[str, Any]]:
         out = subprocess.run(
@@ -238,6 +253,23 @@ ray.shutdown()
 print(json.dumps(nodes))
 """
 
+_REACH_FROM_HEAD = r"""
+import sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+head, worker = sys.argv[2], sys.argv[3]
+
+@ray.remote(num_cpus=0)
+def where():
+    return ray.get_runtime_context().get_node_id()
+
+@ray.remote(num_cpus=0)
+def from_head():  # runs on the head, so its task's lease is asked of the head's raylet
+    return ray.get(where.options(resources={worker: 0.001}).remote(), timeout=120)
+
+node = ray.get(from_head.options(resources={head: 0.001}).remote(), timeout=150)
+ray.shutdown()
+print(node)
+"""
 
 # -- what the stores hold --------------------------------------------------------------------------
 
