@@ -77,13 +77,6 @@ class ConfigError(LorekeeperError):
         self.problem = problem
 
 
-class ValidationFailed(LorekeeperError):
-    """Input was well-formed JSON but breaks a rule of the domain."""
-
-    status_code = 422
-    code = "validation_failed"
-
-
 class StoreError(LorekeeperError):
     """An operation on one of the four stores failed."""
 

@@ -2,7 +2,7 @@
 
 Story history is a tree: turns link to their parent; branches name lines through it; a turn has
 alternate takes with one selected; checkpoints are named pointers to turns. Turns only *propose*
-changes (:class:`ProposedChange`, :class:`StateProposal`); the canonization gate turns accepted
+changes (:class:`ProposedChange`); the canonization gate turns accepted
 ones into typed state events (:mod:`schemas.events`) and canon (:class:`Fact`, :class:`Entity`,
 :class:`Relationship`, :class:`StoryThread`). Nothing canonical is deleted: a retcon supersedes.
 """
@@ -31,7 +31,7 @@ from schemas.common import (
     new_id,
     utc_now,
 )
-from schemas.events import BaseStateEvent, StateEventList
+from schemas.events import StateEventList
 
 __all__ = [
     "Axiom",
@@ -49,7 +49,6 @@ __all__ = [
     "Fact",
     "GateReport",
     "GenerationMetadata",
-    "GraphStateSnapshot",
     "ImageBlock",
     "InputMode",
     "IssueSeverity",
@@ -80,13 +79,10 @@ __all__ = [
     "RetrievalLeg",
     "RetrievalRecord",
     "Scene",
-    "SceneSnapshot",
     "SceneStatus",
     "SnapshotKind",
     "Speaker",
     "SpeakerKind",
-    "StateProposal",
-    "StateProposalStatus",
     "StoryProfile",
     "StoryThread",
     "SubjectiveKind",
@@ -369,29 +365,6 @@ class SnapshotKind(StrEnum):
     INTERVAL = "interval"  # every K events along a line of the story, to bound replay
 
 
-class GraphStateSnapshot(LorekeeperModel):
-    """The materialized world state as of a turn; state = nearest snapshot + later events."""
-
-    id: Id = _default_id("snap")
-    campaign_id: Id
-    branch_id: Id
-    turn_id: Id = Field(description="Turn the state is as of.")
-    kind: SnapshotKind
-    blob_key: BlobKey = Field(description="Object-store key of the serialized state.")
-    content_hash: Sha256Hex
-    event_count: NonNegativeInt = Field(description="Events folded into the state.")
-    last_event_id: Id | None = Field(
-        default=None, description="Last event folded in; replay starts after it."
-    )
-    created_at: UtcDatetime = Field(default_factory=utc_now)
-
-    @model_validator(mode="after")
-    def _check_events(self) -> Self:
-        if (self.event_count == 0) != (self.last_event_id is None):
-            raise ValueError("last_event_id is set exactly when event_count > 0")
-        return self
-
-
 class Checkpoint(LorekeeperModel):
     """A named pointer to a turn, restorable."""
 
@@ -402,7 +375,7 @@ class Checkpoint(LorekeeperModel):
     name: Name
     kind: WorldStateCheckpointKind = WorldStateCheckpointKind.MANUAL
     snapshot_id: Id | None = Field(
-        default=None, description="GraphStateSnapshot taken with the checkpoint, if any."
+        default=None, description="The (:Snapshot) node of the state taken with the checkpoint, if any."
     )
     description: str | None = None
     created_at: UtcDatetime = Field(default_factory=utc_now)
@@ -823,14 +796,6 @@ class ProposedChange(LorekeeperModel):
         return self
 
 
-class StateProposalStatus(StrEnum):
-    PENDING = "pending"  # not validated yet
-    ACCEPTED = "accepted"
-    PARTIALLY_ACCEPTED = "partially_accepted"
-    REJECTED = "rejected"
-    REPAIR_REQUIRED = "repair_required"  # fixable: send back to the extractor with the issues
-
-
 class IssueSeverity(StrEnum):
     ERROR = "error"  # the event cannot be applied
     WARNING = "warning"  # applied, but worth a look
@@ -840,71 +805,12 @@ class EventIssue(LorekeeperModel):
     """A problem the validator found with one event (or the whole proposal)."""
 
     event_index: NonNegativeInt | None = Field(
-        default=None, description="Index into StateProposal.events; null for the whole proposal."
+        default=None, description="Index into the checked list of events; null for the whole batch."
     )
     event_id: Id | None = None
     severity: IssueSeverity = IssueSeverity.ERROR
     code: Name = Field(description="Stable machine code, e.g. 'unknown_entity', 'contradicts_canon'.")
     message: Text = Field(description="What is wrong and how to fix it.")
-
-
-class StateProposal(LorekeeperModel):
-    """A batch of proposed state events and the validator's verdict on each."""
-
-    id: Id = _default_id("sprop")
-    scene_id: Id
-    turn_id: Id | None = None
-    authority: Authority = Authority.SYSTEM
-    events: StateEventList = Field(min_length=1)
-    status: StateProposalStatus = StateProposalStatus.PENDING
-    issues: list[EventIssue] = Field(default_factory=list)
-    created_at: UtcDatetime = Field(default_factory=utc_now)
-    validated_at: UtcDatetime | None = None
-
-    def _failed_indexes(self) -> set[int | None]:
-        return {i.event_index for i in self.issues if i.severity is IssueSeverity.ERROR}
-
-    def accepted_events(self) -> list[BaseStateEvent]:
-        """Events that may be applied: none unless (partially) accepted, then those without errors."""
-        if self.status not in (
-            StateProposalStatus.ACCEPTED,
-            StateProposalStatus.PARTIALLY_ACCEPTED,
-        ):
-            return []
-        failed = self._failed_indexes()
-        return [e for i, e in enumerate(self.events) if i not in failed]
-
-    @model_validator(mode="after")
-    def _check_verdict(self) -> Self:
-        for issue in self.issues:
-            if issue.event_index is not None and issue.event_index >= len(self.events):
-                raise ValueError(
-                    f"issue {issue.code!r} points at event {issue.event_index}, but there are "
-                    f"only {len(self.events)} events"
-                )
-        failed = self._failed_indexes()
-        match self.status:
-            case StateProposalStatus.PENDING:
-                if self.issues:
-                    raise ValueError("a pending (unvalidated) proposal has no issues yet")
-            case StateProposalStatus.ACCEPTED:
-                if failed:
-                    raise ValueError("an accepted proposal has no error issues; use 'partially_accepted'")
-            case StateProposalStatus.PARTIALLY_ACCEPTED:
-                if None in failed:
-                    raise ValueError(
-                        "a proposal-wide error rejects every event; use 'rejected' or 'repair_required'"
-                    )
-                if not failed or len(failed) >= len(self.events):
-                    raise ValueError(
-                        "'partially_accepted' needs some events with error issues and some without"
-                    )
-            case StateProposalStatus.REJECTED | StateProposalStatus.REPAIR_REQUIRED:
-                if not failed:
-                    raise ValueError(
-                        f"status {self.status.value!r} needs at least one error issue saying why"
-                    )
-        return self
 
 
 # ============================================================================================
@@ -960,21 +866,6 @@ class Summary(LorekeeperModel):
         if self.scope is SummaryScope.SCENE and self.scene_id is None:
             raise ValueError("a scene summary needs scene_id")
         return self
-
-
-class SceneSnapshot(LorekeeperModel):
-    """The canonical scene state given to the narrator at a turn."""
-
-    id: Id = _default_id("ssnap")
-    scene_id: Id
-    turn_id: Id
-    location_entity_id: Id | None = None
-    present_entity_ids: list[Id] = Field(default_factory=list)
-    active_thread_ids: list[Id] = Field(default_factory=list)
-    fact_ids: list[Id] = Field(default_factory=list, description="Facts rendered into the state.")
-    rendered: str = Field(default="", description="The text given to the narrator.")
-    token_count: NonNegativeInt = 0
-    created_at: UtcDatetime = Field(default_factory=utc_now)
 
 
 class PromptSectionKind(StrEnum):

@@ -15,7 +15,6 @@ from schemas.errors import (
     NotSupported,
     StoreError,
     Unavailable,
-    ValidationFailed,
     redact_url,
 )
 
@@ -31,7 +30,6 @@ pytestmark = pytest.mark.unit
         (Unavailable("vector", "connection refused", url="http://q:6333/?api_key=k"), 503),
         (NotSupported("blob", "no presigned URLs on a local folder"), 501),
         (ConfigError("LOREKEEPER_GRAPH_URL", "unsupported scheme"), 500),
-        (ValidationFailed("an item has one holder"), 422),
     ],
 )
 def test_errors_pickle_with_their_fields(error: LorekeeperError, status: int) -> None:

@@ -38,7 +38,6 @@ from schemas.story import (
     PromptSnapshot,
     ProposedChange,
     Speaker,
-    StateProposal,
     Turn,
     TurnPresentation,
 )
@@ -410,20 +409,6 @@ def test_source_proposal_needs_chunk_evidence() -> None:
         ProposedChange.model_validate(_state_change(authority="source"))
 
 
-def test_state_proposal_verdict_matches_issues() -> None:
-    events = [
-        {"kind": "set_entity_status", "entity_id": "e1", "status": "dead"},
-        {"kind": "set_entity_status", "entity_id": "e2", "status": "missing"},
-    ]
-    issue = {"event_index": 1, "code": "unknown_entity", "message": "e2 does not exist"}
-    partial = StateProposal(scene_id="s1", events=events, status="partially_accepted", issues=[issue])
-    assert [e.entity_id for e in partial.accepted_events()] == ["e1"]
-    with pytest.raises(ValidationError, match="no error issues"):
-        StateProposal(scene_id="s1", events=events, status="accepted", issues=[issue])
-    with pytest.raises(ValidationError, match="only 2 events"):
-        StateProposal(scene_id="s1", events=events, status="rejected", issues=[{**issue, "event_index": 5}])
-
-
 # -------------------------------------------------------------------------------------------
 # knowledge
 
@@ -602,14 +587,14 @@ def test_export_is_deterministic(tmp_path: Path) -> None:
 
 
 def test_registry_holds_the_main_models() -> None:
-    for name in ("Turn", "ProposedChange", "StateProposal", "IngestJob", "Chunk", "Axiom", "MediaAsset"):
+    for name in ("Turn", "ProposedChange", "ProposedStateChange", "IngestJob", "Chunk", "Axiom", "MediaAsset"):
         assert name in SCHEMA_MODELS
     assert "BaseStateEvent" not in SCHEMA_MODELS
     assert all(issubclass(model, BaseModel) for model in SCHEMA_MODELS.values())
 
 
 def test_event_schema_uses_kind_discriminator() -> None:
-    schema = SCHEMA_MODELS["StateProposal"].model_json_schema()
+    schema = SCHEMA_MODELS["ProposedStateChange"].model_json_schema()
     items = schema["properties"]["events"]["items"]
     assert items["discriminator"]["propertyName"] == "kind"
     assert set(items["discriminator"]["mapping"]) == set(STATE_EVENT_KINDS)
