@@ -26,6 +26,7 @@ the same version, one commits and the other gets ``Conflict`` and nothing of its
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,80 @@ Statement = tuple[str, dict[str, Any]]
 
 def commit_uid(campaign_id: str, version: int) -> str:
     return f"{campaign_id}#{version}"
+
+
+#: A campaign, its branches and its head turn (``h`` is null before the first turn).
+CAMPAIGN_CONTEXT = """
+MATCH (c:Campaign {uid: $c})
+OPTIONAL MATCH (b:Branch {campaign_id: $c})
+WITH c, collect(b) AS branches
+OPTIONAL MATCH (h:Turn {uid: c.head_turn_id})
+RETURN c, branches, h
+"""
+
+#: :data:`CAMPAIGN_CONTEXT`, plus a turn's parent ``p`` and the axioms of the campaign's world.
+TURN_CONTEXT = """
+MATCH (c:Campaign {uid: $c})
+OPTIONAL MATCH (b:Branch {campaign_id: $c})
+WITH c, collect(b) AS branches
+OPTIONAL MATCH (h:Turn {uid: c.head_turn_id})
+OPTIONAL MATCH (p:Turn {uid: $p})
+OPTIONAL MATCH (a:Axiom {world_uid: c.world_id})
+RETURN c, branches, h, p, collect(a) AS axioms
+"""
+
+#: The records a turn reads from the lineages, each part labelled: snapshots, memories and summaries
+#: on the head's branches ``$b`` (filtered by depth afterwards), and the turns on ``$segments`` at or
+#: below depth ``$m``.
+TURN_PAST = """
+MATCH (n:Snapshot) WHERE n.campaign_id = $c AND n.branch_id IN $b RETURN 'Snapshot' AS label, n
+UNION ALL
+MATCH (n:Memory) WHERE n.campaign_id = $c AND n.branch_id IN $b RETURN 'Memory' AS label, n
+UNION ALL
+MATCH (n:Summary) WHERE n.campaign_id = $c AND n.branch_id IN $b RETURN 'Summary' AS label, n
+UNION ALL
+UNWIND $segments AS s MATCH (n:Turn {branch_id: s.b}) WHERE n.depth <= s.d AND n.depth >= $m
+RETURN 'Turn' AS label, n
+"""
+
+#: The turns of each segment ``{b: branch, d: max depth}`` at or below depth ``$m``.
+TURNS_ON = """
+UNWIND $segments AS s MATCH (t:Turn {branch_id: s.b}) WHERE t.depth <= s.d AND t.depth >= $m RETURN t AS n
+"""
+
+#: The events of each segment ``{b: branch, d: max depth}`` after sequence number ``$s``.
+EVENTS_ON = """
+UNWIND $segments AS s MATCH (e:StateEvent {branch_id: s.b}) WHERE e.seq > $s AND e.depth <= s.d
+RETURN e.branch_id AS branch, e.seq AS seq, e.depth AS depth, e.payload_json AS payload
+"""
+
+
+def _segments(lineage: Lineage) -> list[dict[str, Any]]:
+    return [{"b": seg.branch_id, "d": seg.max_depth} for seg in lineage.segments]
+
+
+def turns_in_order(rows: Iterable[Mapping[str, Any]]) -> list[Turn]:
+    """Turn rows (``n``) of a lineage as turns, root first (a branch holds only the depths after its
+    fork, so the segments never overlap)."""
+    return sorted((from_props(Turn, r["n"], key="id") for r in rows), key=lambda t: t.depth)
+
+
+def snapshots_visible(rows: Iterable[dict[str, Any]], lineage: Lineage) -> list[dict[str, Any]]:
+    """The snapshots whose position is on the lineage and whose events are all visible from it."""
+    return [s for s in rows if lineage.contains(s["branch_id"], int(s["depth"]), int(s["max_seq"]))]
+
+
+def anchored_on(rows: Iterable[dict[str, Any]], lineage: Lineage) -> list[dict[str, Any]]:
+    """Records anchored on the lineage (memories, summaries), by depth then creation."""
+    ordered = sorted(rows, key=lambda r: (int(r["depth"]), r["created_at"]))
+    return [r for r in ordered if lineage.contains(r["branch_id"], int(r["depth"]))]
+
+
+@dataclass(slots=True)
+class PastRecords:
+    """What :meth:`StoryGraph.past` read, by label: Snapshot, Memory, Summary and Turn rows."""
+
+    by_label: defaultdict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
 
 
 @dataclass(slots=True)
@@ -74,6 +149,40 @@ class CampaignContext:
     def line_end(self, branch_id: str) -> int:
         """The deepest position on a branch's line (redo goes up to here)."""
         return self.tip_depth[branch_id]
+
+
+def context_of(row: Mapping[str, Any]) -> CampaignContext:
+    """A campaign's context from a row of :data:`CAMPAIGN_CONTEXT` (``c``, ``branches``, ``h``)."""
+    props = row["c"]
+    campaign = from_props(Campaign, props, key="id")
+    branch_rows = row["branches"]
+    branches = {r["uid"]: from_props(Branch, r, key="id") for r in branch_rows}
+    lines = {
+        r["uid"]: BranchLine(
+            id=r["uid"],
+            parent_branch_id=r.get("parent_branch_id"),
+            fork_turn_id=r.get("fork_turn_id"),
+            fork_depth=int(r.get("fork_depth", -1)),
+            fork_seq=int(r.get("fork_seq", 0)),
+        )
+        for r in branch_rows
+    }
+    tip_depth = {r["uid"]: int(r.get("tip_depth", r.get("fork_depth", -1))) for r in branch_rows}
+    head = None
+    if campaign.head_turn_id:
+        if row["h"] is None:
+            raise NotFound("graph", f"no turn {campaign.head_turn_id!r}")
+        head = from_props(Turn, row["h"], key="id")
+    return CampaignContext(
+        campaign=campaign,
+        version=int(props.get("version", 0)),
+        event_seq=int(props.get("event_seq", 0)),
+        branches=branches,
+        lines=lines,
+        tip_depth=tip_depth,
+        head=head,
+        archived=bool(props.get("archived", False)),
+    )
 
 
 @dataclass(slots=True)
@@ -114,33 +223,39 @@ class StoryGraph:
         return [r["n"] for r in self.graph.run(query, params)]
 
     def context(self, campaign_id: str) -> CampaignContext:
-        """Everything one mutation of the campaign needs to decide, in three reads."""
-        props = self.node("Campaign", campaign_id)
-        campaign = from_props(Campaign, props, key="id")
-        branch_rows = self.nodes("Branch", "n.campaign_id = $c", c=campaign_id)
-        branches = {r["uid"]: from_props(Branch, r, key="id") for r in branch_rows}
-        lines = {
-            r["uid"]: BranchLine(
-                id=r["uid"],
-                parent_branch_id=r.get("parent_branch_id"),
-                fork_turn_id=r.get("fork_turn_id"),
-                fork_depth=int(r.get("fork_depth", -1)),
-                fork_seq=int(r.get("fork_seq", 0)),
-            )
-            for r in branch_rows
-        }
-        tip_depth = {r["uid"]: int(r.get("tip_depth", r.get("fork_depth", -1))) for r in branch_rows}
-        head = self.turn(campaign.head_turn_id) if campaign.head_turn_id else None
-        return CampaignContext(
-            campaign=campaign,
-            version=int(props.get("version", 0)),
-            event_seq=int(props.get("event_seq", 0)),
-            branches=branches,
-            lines=lines,
-            tip_depth=tip_depth,
-            head=head,
-            archived=bool(props.get("archived", False)),
+        """Everything one mutation of the campaign needs to decide, in one read."""
+        rows = self.graph.run(CAMPAIGN_CONTEXT, {"c": campaign_id})
+        if not rows:
+            raise NotFound("graph", f"no campaign {campaign_id!r}")
+        return context_of(rows[0])
+
+    def turn_reads(self, campaign_id: str, parent_id: str | None) -> tuple[CampaignContext, Turn | None, list[str]]:
+        """The campaign's context, a turn's parent and the world's axiom texts, in one read."""
+        rows = self.graph.run(TURN_CONTEXT, {"c": campaign_id, "p": parent_id})
+        if not rows:
+            raise NotFound("graph", f"no campaign {campaign_id!r}")
+        row = rows[0]
+        if parent_id is not None and row["p"] is None:
+            raise NotFound("graph", f"no turn {parent_id!r}")
+        parent = from_props(Turn, row["p"], key="id") if row["p"] is not None else None
+        axioms = [a["text"] for a in sorted(row["axioms"], key=lambda a: a["created_at"])]
+        return context_of(row), parent, axioms
+
+    def past(self, campaign_id: str, head: Lineage, back: Lineage | None, *, min_depth: int) -> PastRecords:
+        """What lies on the head's line (snapshots, memories, summaries) and the turns on ``back``, in one read."""
+        rows = self.graph.run(
+            TURN_PAST,
+            {
+                "c": campaign_id,
+                "b": head.branch_ids,
+                "segments": _segments(back) if back is not None else [],
+                "m": min_depth,
+            },
         )
+        past = PastRecords()
+        for row in rows:
+            past.by_label[row["label"]].append(row["n"])
+        return past
 
     def turn(self, turn_id: str) -> Turn:
         return from_props(Turn, self.node("Turn", turn_id), key="id")
@@ -151,28 +266,17 @@ class StoryGraph:
 
     def turns_on(self, lineage: Lineage, *, min_depth: int = 0) -> list[Turn]:
         """The turns on a lineage from ``min_depth`` down to its position, root first."""
-        out: list[Turn] = []
-        for seg in lineage.segments:
-            rows = self.graph.run(
-                "MATCH (t:Turn {branch_id: $b}) WHERE t.depth <= $d AND t.depth >= $m RETURN t",
-                {"b": seg.branch_id, "d": seg.max_depth, "m": min_depth},
-            )
-            out.extend(from_props(Turn, r["t"], key="id") for r in rows)
-        # a branch holds only the depths after its fork, so the segments never overlap
-        return sorted(out, key=lambda t: t.depth)
+        rows = self.graph.run(TURNS_ON, {"segments": _segments(lineage), "m": min_depth})
+        return turns_in_order(rows)
 
     def events_on(self, campaign_id: str, lineage: Lineage, *, after_seq: int) -> list[tuple[int, dict[str, Any]]]:
         """Committed events visible from a position with a sequence number above ``after_seq``, in order."""
-        out: list[tuple[int, dict[str, Any]]] = []
-        for seg in lineage.segments:
-            rows = self.graph.run(
-                "MATCH (e:StateEvent {branch_id: $b}) WHERE e.seq > $s AND e.depth <= $d "
-                "RETURN e.seq AS seq, e.depth AS depth, e.payload_json AS payload",
-                {"b": seg.branch_id, "s": after_seq, "d": seg.max_depth},
-            )
-            out.extend(
-                (int(r["seq"]), json.loads(r["payload"])) for r in rows if seg.covers(int(r["depth"]), int(r["seq"]))
-            )
+        rows = self.graph.run(EVENTS_ON, {"segments": _segments(lineage), "s": after_seq})
+        out = [
+            (int(r["seq"]), json.loads(r["payload"]))
+            for r in rows
+            if lineage.contains(r["branch"], int(r["depth"]), int(r["seq"]))
+        ]
         out.sort(key=lambda pair: pair[0])
         return out
 
@@ -182,9 +286,7 @@ class StoryGraph:
             "MATCH (s:Snapshot) WHERE s.campaign_id = $c AND s.branch_id IN $b RETURN s",
             {"c": campaign_id, "b": lineage.branch_ids},
         )
-        return [
-            r["s"] for r in rows if lineage.contains(r["s"]["branch_id"], int(r["s"]["depth"]), int(r["s"]["max_seq"]))
-        ]
+        return snapshots_visible([r["s"] for r in rows], lineage)
 
     # -- writes -----------------------------------------------------------------------------------
 

@@ -69,13 +69,24 @@ from stores.catalog import from_props
 from stores.graph.base import GraphStore
 from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
 from story.bundle import BundleSummary, export_campaign, import_campaign
+from story.context import TurnContext
 from story.gate import CanonBatch, decision_writes, judge, scene_of, scene_outcomes, write_canon
-from story.graph import CampaignContext, StoryGraph, Writes, node_props, unwind_create, unwind_link
+from story.graph import (
+    CampaignContext,
+    StoryGraph,
+    Writes,
+    anchored_on,
+    node_props,
+    snapshots_visible,
+    turns_in_order,
+    unwind_create,
+    unwind_link,
+)
 from story.lineage import BranchLine, Lineage, lineage_of
 from story.live import LiveView, queue_sync, read_live
 from story.policy import AUTHORITY_RANK, GatePolicy
 from story.rules import check_events
-from story.snapshots import DEFAULT_SNAPSHOT_INTERVAL, Snapshots
+from story.snapshots import DEFAULT_SNAPSHOT_INTERVAL, Snapshots, StateAt
 from story.state import WorldState
 
 T = TypeVar("T")
@@ -576,7 +587,12 @@ class StoryService:
         """Lineage of the head, of a turn on its own branch, or of a turn seen from a branch."""
         if turn_id is None:
             return ctx.lineage(branch_id)
-        turn = self.story.turn(turn_id)
+        return self._lineage_at(ctx, self.story.turn(turn_id), branch_id)
+
+    @staticmethod
+    def _lineage_at(ctx: CampaignContext, turn: Turn, branch_id: str | None = None) -> Lineage:
+        """Lineage of a turn (read already) on its own branch, or seen from a branch."""
+        turn_id = turn.id
         if turn.campaign_id != ctx.id:
             raise NotFound("story", f"no turn {turn_id!r} in campaign {ctx.id!r}")
         if branch_id is None:
@@ -683,11 +699,14 @@ class StoryService:
         ctx = self.story.context(campaign_id)
         lineage = self._lineage_for(ctx, turn_id, branch_id)
         built = self.snapshots.state_at(campaign_id, lineage)
-        at = turn_id or (ctx.head.id if ctx.head else None)
+        return self._view(ctx, lineage, built, turn_id or (ctx.head.id if ctx.head else None))
+
+    def _view(self, ctx: CampaignContext, lineage: Lineage, built: StateAt, at: str | None) -> WorldStateView:
+        """The typed view of a fold, as of turn ``at``."""
         # The same snapshot, the same last event and the same number of events after it on the same
         # branch are the same fold: its typed view (the costly part on a large world) is reused, as
         # of this turn. Turns without canon changes, the common case in play, all hit.
-        key = (campaign_id, lineage.branch_id, built.snapshot_id, built.state.last_seq, built.replayed)
+        key = (ctx.id, lineage.branch_id, built.snapshot_id, built.state.last_seq, built.replayed)
         with self._views_lock:
             view = self._views.get(key)
             if view is not None:
@@ -701,6 +720,29 @@ class StoryService:
                 while len(self._views) > _VIEW_CACHE_SIZE:
                     self._views.popitem(last=False)
         return view if view.turn_id == at else view.model_copy(update={"turn_id": at})
+
+    def turn_context(self, campaign_id: str, *, turn: Turn, recent: int) -> TurnContext:
+        """Everything a turn reads before the model runs (see :class:`~story.context.TurnContext`).
+
+        The same values as ``get_campaign``, ``axioms``, ``state``, ``history`` (the ``recent`` turns
+        before ``turn``), ``memories`` and ``summaries``, read in three round trips instead of about two
+        dozen: the campaign with its parent turn and axioms, the records on its lineages, the events.
+        """
+        ctx, parent, axioms = self.story.turn_reads(campaign_id, turn.parent_turn_id)
+        head = ctx.lineage()
+        back = self._lineage_at(ctx, parent) if parent is not None else None
+        min_depth = max(0, back.depth - recent + 1) if back is not None and recent else 0
+        past = self.story.past(campaign_id, head, back, min_depth=min_depth).by_label
+        candidates = snapshots_visible(past["Snapshot"], head)
+        built = self.snapshots.state_at(campaign_id, head, candidates=candidates)
+        return TurnContext(
+            campaign=ctx.campaign,
+            axioms=axioms,
+            state=self._view(ctx, head, built, ctx.head.id if ctx.head else None),
+            recent=turns_in_order({"n": t} for t in past["Turn"]) if back is not None else [],
+            memories=[from_props(Memory, r, key="id") for r in anchored_on(past["Memory"], head)],
+            summaries=[from_props(Summary, r, key="id") for r in anchored_on(past["Summary"], head)],
+        )
 
     def world_state(self, campaign_id: str, *, turn_id: str | None = None) -> WorldState:
         """The raw fold (for the gate, the narrator's context and tests)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from schemas.common import new_id, utc_now
 from schemas.errors import NotFound
@@ -70,10 +71,16 @@ class Snapshots:
         self.interval = interval
         self.cache = SnapshotCache(cache_size)
 
-    def state_at(self, campaign_id: str, lineage: Lineage) -> StateAt:
-        """The world state at a position (a copy the caller may change)."""
+    def state_at(
+        self, campaign_id: str, lineage: Lineage, *, candidates: list[dict[str, Any]] | None = None
+    ) -> StateAt:
+        """The world state at a position (a copy the caller may change).
+
+        ``candidates`` are the snapshots on the lineage when the caller read them already.
+        """
         base, snapshot_id = WorldState(), None
-        candidates = self.graph.snapshots_on(campaign_id, lineage)
+        if candidates is None:
+            candidates = self.graph.snapshots_on(campaign_id, lineage)
         for snap in sorted(candidates, key=lambda s: int(s["max_seq"]), reverse=True):
             try:
                 base = self._load(snap["blob_key"], snap["content_hash"])

@@ -98,6 +98,14 @@ def test_a_campaign_from_first_turn_to_retcon(story_on: StoryService) -> None:
     assert after[facts["knows_location_of"].id].canon_level.value == "retconned"
     assert after[new_fact].replaces == facts["knows_location_of"].id  # type: ignore[index]
 
+    # what a turn reads before the model runs, in one call: what the separate reads return
+    context = story.turn_context(campaign.id, turn=story.get_turn(t2), recent=4)
+    assert context.campaign == story.get_campaign(campaign.id)
+    assert context.axioms == [a.text for a in story.axioms(world.id)]
+    assert context.state == story.state(campaign.id)
+    assert context.recent == story.history(campaign.id, turn_id=t1, last=4)
+    assert context.memories == story.memories(campaign.id) and context.summaries == story.summaries(campaign.id)
+
     # the bundle round-trips the tree and the canon
     buffer = io.BytesIO()
     summary = story.export_campaign(campaign.id, buffer)
