@@ -5,7 +5,7 @@ knowledge search with its query embedding), persistence (turn, take, prompt snap
 record, staged proposals) and routing. Measured in one run, on the embedded stores, at 1, 8 and 32
 concurrent tables, each table playing ``--turns`` turns one after another:
 
-* **direct** — :class:`~serve.narration.TurnFlow` called in this process (the services, no HTTP);
+* **direct** — :class:`~narrator.turn.TurnFlow` called in this process (the services, no HTTP);
 * **http** — the same FastAPI app over HTTP with uvicorn in this process (``lorekeeper serve --direct``);
 * **ray_serve** — the Ray Serve application on local Ray (Ingress → Narrator/Search/Gate deployments).
 
@@ -15,6 +15,11 @@ answer is empty, on every path alike, so a turn stages no proposal.
 
 Goal (issue 5): p95 <= 20 ms at 32 tables. On a shared 2-core machine 32 concurrent tables queue
 for the cores, so the latency at 32 is mostly waiting: the CPU time per turn is reported beside it.
+
+Before the timed runs it counts, on one table with some history, the graph round trips a turn makes
+before the model runs (every query the embedded graph executes between the turn's start and the
+engine's first call) and after it, and the CPU time of a turn on the direct path (one table, so no
+queueing).
 
 Writes ``benchmarks/results/serving_overhead.json`` and ``serving_overhead.png``.
 
@@ -119,12 +124,67 @@ def _campaigns_http(base_url: str, count: int) -> list[str]:
         ]
 
 
-def run_direct_and_http(levels: list[int], turns: int, data: Path) -> dict[str, Any]:
+class _Counted:
+    """Counts the graph's round trips (one per query the engine executes) and marks where the model starts."""
+
+    def __init__(self, graph: Any) -> None:
+        self.calls = 0
+        self.at_model: list[int] = []
+        execute = graph._execute
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return execute(*args, **kwargs)
+
+        graph._execute = counted
+
+
+def round_trips(services: Any, campaign_id: str, turns: int = 20) -> dict[str, Any]:
+    """Graph round trips per turn before the model runs and in all, and CPU ms per turn, on one table."""
+    from schemas.serving import TurnRequest
+
+    counter = _Counted(services.story.graph)
+    engine = services.narrator.default
+    stream = engine.stream
+
+    def marked(*args: Any, **kwargs: Any) -> Any:
+        counter.at_model.append(counter.calls)
+        return stream(*args, **kwargs)
+
+    engine.stream = marked
+
+    async def one(i: int) -> None:
+        async for _ in services.flow.play(campaign_id, TurnRequest(text=f"I open the door, step {i}.")):
+            pass
+
+    before: list[int] = []
+    total: list[int] = []
+    try:
+        for i in range(5):  # some history first: recent turns, a state to fold
+            asyncio.run(one(i))
+        cpu = _cpu()
+        for i in range(turns):
+            start = counter.calls
+            asyncio.run(one(i))
+            before.append(counter.at_model[-1] - start)
+            total.append(counter.calls - start)
+        cpu_ms = (_cpu() - cpu) / turns * 1000
+    finally:
+        engine.stream = stream
+    return {
+        "graph_round_trips_before_model": statistics.median(before),
+        "graph_round_trips_per_turn": statistics.median(total),
+        "cpu_ms_per_turn_one_table": round(cpu_ms, 2),
+        "turns": turns,
+    }
+
+
+def run_direct_and_http(levels: list[int], turns: int, data: Path, *, cost_only: bool = False) -> dict[str, Any]:
+    from narrator.engines import EchoEngine
     from schemas.serving import ServeSettings
     from schemas.settings import load_settings
     from schemas.story import StoryProfile
     from serve.app import create_app
-    from serve.engines import EchoEngine
     from serve.services import SingleEngine, open_services
     from tests.unit.serve_support import running
 
@@ -135,6 +195,11 @@ def run_direct_and_http(levels: list[int], turns: int, data: Path) -> dict[str, 
     with open_services(settings, serve, narrator=SingleEngine(engine)) as services:
         services.open = True
         world = services.story.create_world("Bench", axioms=["The dead stay dead."])
+        lone = services.story.create_campaign(world.id, "Round trips", StoryProfile(genre="fantasy")).id
+        out["turn_cost"] = round_trips(services, lone)
+        console.print(f"turn cost: {out['turn_cost']}")
+        if cost_only:
+            return out
         for level in levels:
             campaigns = [
                 services.story.create_campaign(world.id, f"Direct {level}-{i}", StoryProfile(genre="fantasy")).id
@@ -218,13 +283,19 @@ def main() -> None:
     parser.add_argument("--levels", default="1,8,32", help="Concurrent tables, comma separated.")
     parser.add_argument("--quick", action="store_true", help="3 turns per table at 1 and 8 tables.")
     parser.add_argument("--no-ray", action="store_true", help="Skip the Ray Serve path.")
+    parser.add_argument("--cost-only", action="store_true", help="Only the round trips and CPU of a turn; prints them.")
     args = parser.parse_args()
+    if args.cost_only:
+        with tempfile.TemporaryDirectory(prefix="lk-serving-") as tmp:
+            print(json.dumps(run_direct_and_http([], 0, Path(tmp), cost_only=True)["turn_cost"]))
+        return
     levels = [1, 8] if args.quick else [int(x) for x in args.levels.split(",")]
     turns = 3 if args.quick else args.turns
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="lk-serving-") as tmp:
         data = Path(tmp)
         paths = run_direct_and_http(levels, turns, data)
+        turn_cost = paths.pop("turn_cost")
         if not args.no_ray:
             paths["ray_serve"] = run_ray_serve(levels, turns, data)
     ratios = {
@@ -241,6 +312,7 @@ def main() -> None:
         "turns_per_table": turns,
         "paths": paths,
         "p95_ratio_to_direct": ratios,
+        "turn_cost": turn_cost,
         "goal": {"p95_ms_at_32": 20},
         "machine": {
             "cpus": os.cpu_count(),

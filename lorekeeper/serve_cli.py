@@ -73,7 +73,7 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
     from ray import serve
 
     from serve.auth import ApiKeys
-    from serve.deployments import AppConfig, build_application
+    from serve.deployments import AppConfig, build_app
     from serve.services import check_binding
     from stores.factory import open_graph_store
 
@@ -105,7 +105,7 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
         ray.init(address=cluster)
     serve.start(http_options={"host": serve_settings.api_host, "port": serve_settings.api_port})
     try:
-        app = build_application(AppConfig(serve=serve_settings).model_dump())
+        app = build_app(AppConfig(serve=serve_settings).model_dump())
         serve.run(app, name="lorekeeper", route_prefix="/", blocking=False)
     except Exception as exc:  # a replica failed to start: say why, without a Ray traceback
         err_console.print(f"[red]error:[/red] the application did not start: {exc}")

@@ -6,15 +6,15 @@
        (FastAPI, MCP)  ├─▶ Search    (hybrid search; the only deployment that opens the vector index)
                        └─▶ Gate      (scene-end canonization on the graph)
 
-Each deployment is built by a ``build_*`` function from a pydantic config; ``build_application``
-(imported as ``serve.app:build_app`` by ``serve run`` and ``cluster/serve-config.yaml``) binds the
-four. Replica counts, autoscaling and resources come from those configs, and a Serve config file
+Each deployment is built by a ``build_*`` function from a pydantic config; ``build_app`` (the Ray
+Serve import path ``serve.deployments:build_app`` of ``serve run`` and ``cluster/serve-config.yaml``)
+binds the four. Replica counts, autoscaling and resources come from those configs, and a Serve config file
 overrides them per deployment name without touching code.
 
 **Affinity.** A campaign's narration requests carry the campaign id (as Serve's multiplexed id), and
 the Narrator's request router (:mod:`serve.routing`) ranks the replicas for it by rendezvous hashing:
 a table keeps hitting the replica whose prefix cache holds its prompt (rules, axioms and scene state
-come first in every prompt, :mod:`serve.context`) while it has room, and falls through in the same
+come first in every prompt, :mod:`narrator.context`) while it has room, and falls through in the same
 order when it has not. Other campaigns spread over the replicas.
 
 **Embedded stores.** The embedded vector engine is owned by one process, so with embedded stores
@@ -36,12 +36,12 @@ from ray.serve import Application
 from ray.serve.config import RequestRouterConfig
 from ray.serve.handle import DeploymentHandle
 
+from narrator.engines import Message, NarratorEngine, build_engine
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, get_serve_settings
 from schemas.settings import Settings, VectorBackend, get_settings
 from schemas.story import GateReport
 from search.metrics import SEARCH_DURATION
-from serve.engines import Message, NarratorEngine, build_engine
 
 log = structlog.get_logger(__name__)
 
@@ -204,7 +204,7 @@ class GateReplica:
 
 
 class RemoteSearch:
-    """:class:`~serve.narration.SearchBackend` over the Search deployment (called from worker threads)."""
+    """:class:`~narrator.turn.SearchBackend` over the Search deployment (called from worker threads)."""
 
     def __init__(self, handle: DeploymentHandle) -> None:
         self.handle = handle
@@ -234,7 +234,7 @@ class RemoteGate:
 
 
 class RemoteEngine:
-    """A :class:`~serve.engines.NarratorEngine` whose requests go to the Narrator deployment."""
+    """A :class:`~narrator.engines.NarratorEngine` whose requests go to the Narrator deployment."""
 
     def __init__(self, handle: DeploymentHandle, model: str, campaign_id: str = "") -> None:
         self.model = model
@@ -340,9 +340,10 @@ def build_ingress(config: AppConfig, narrator: Application, search: Application,
     return deployment.bind(narrator, search, gate, config.plugins, config.mcp, config.serve)
 
 
-def build_application(args: dict[str, Any]) -> Application:
-    """The whole application from ``args`` (an :class:`AppConfig` as a dict)."""
-    config = AppConfig.model_validate(args)
+def build_app(args: dict[str, Any] | None = None) -> Application:
+    """The whole application from ``args`` (an :class:`AppConfig` as a dict): the Ray Serve import path
+    (``serve run serve.deployments:build_app``, ``cluster/serve-config.yaml``)."""
+    config = AppConfig.model_validate(args or {})
     return build_ingress(
         config,
         build_narrator(config.narrator, config.serve),

@@ -10,14 +10,6 @@ HTTP_REQUESTS = Counter("lorekeeper_http_requests_total", "HTTP requests by rout
 HTTP_DURATION = Histogram(
     "lorekeeper_http_request_duration_seconds", "HTTP request time by route.", ["route"], buckets=_LATENCY_BUCKETS
 )
-NARRATOR_TTFT = Histogram(
-    "lorekeeper_narrator_time_to_first_token_seconds",
-    "Time to the narration's first piece.",
-    ["model"],
-    buckets=_LATENCY_BUCKETS,
-)
-NARRATOR_OUTPUT_TOKENS = Counter("lorekeeper_narrator_output_tokens_total", "Narration pieces streamed.", ["model"])
-NARRATOR_REQUESTS = Counter("lorekeeper_narrator_requests_total", "Narrations by outcome.", ["model", "status"])
 GATE_DECISIONS = Counter(
     "lorekeeper_gate_decisions_total",
     "Proposals the gate decided, by decision and authority.",

@@ -7,7 +7,7 @@ The three backends are where Ray Serve and a single process differ, and nothing 
 * **narrator** — a :class:`NarratorRouter`: one engine for every campaign in this process, or the
   Narrator deployment with the campaign id as the routing key (affinity for the prefix cache).
 
-The routes (:mod:`serve.app`), the turn flow (:mod:`serve.narration`) and the MCP tools
+The routes (:mod:`serve.app`), the turn flow (:mod:`narrator.turn`) and the MCP tools
 (:mod:`serve.mcp`) see only these, so a test on the in-process backends exercises the same code the
 cluster runs, and the serving benchmark compares the two paths on the same routes.
 """
@@ -22,14 +22,14 @@ from typing import Any, Protocol
 
 import structlog
 
+from narrator.engines import NarratorEngine, build_engine
+from narrator.turn import SearchBackend, TurnFlow
 from schemas.errors import ConfigError, InvalidRequest, LorekeeperError, NotFound
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, get_serve_settings
 from schemas.settings import Settings, get_settings
 from schemas.story import GateReport, Scene, Turn
 from serve.auth import OPEN, ApiKeys, Principal
-from serve.engines import NarratorEngine, build_engine
-from serve.narration import SearchBackend, TurnFlow
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
 from story.service import StoryService

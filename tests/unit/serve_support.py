@@ -27,8 +27,8 @@ def api_services(
     serve: ServeSettings | None = None, *, answers: list[str] | None = None, delay_s: float = 0.0
 ) -> Iterator[Any]:
     """Services on this test's embedded stores with the echo engine in the narrator's place."""
+    from narrator.engines import EchoEngine
     from schemas.settings import get_settings
-    from serve.engines import EchoEngine
     from serve.services import SingleEngine, check_binding, open_services
 
     serve = serve or ServeSettings(api_host="127.0.0.1")
@@ -85,7 +85,7 @@ def on_local_ray(config: Any, env: dict[str, str]) -> Iterator[str]:
     import ray
     from ray import serve
 
-    from serve.deployments import build_application
+    from serve.deployments import build_app
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster needs no token
     ray.init(
@@ -94,7 +94,7 @@ def on_local_ray(config: Any, env: dict[str, str]) -> Iterator[str]:
     try:
         port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        serve.run(build_application(config.model_dump()), name="lorekeeper", route_prefix="/", blocking=False)
+        serve.run(build_app(config.model_dump()), name="lorekeeper", route_prefix="/", blocking=False)
         yield f"http://127.0.0.1:{port}"
     finally:
         serve.shutdown()

@@ -63,7 +63,7 @@ def test_the_serve_config_is_one_ray_accepts() -> None:
     config = yaml.safe_load(SERVE_CONFIG.read_text())
     assert deploy.serve_config_problems(config) == []
     (app,) = config["applications"]
-    assert app["import_path"] == "serve.app:build_app" and app["route_prefix"] == "/"
+    assert app["import_path"] == "serve.deployments:build_app" and app["route_prefix"] == "/"
     assert [d["name"] for d in app["deployments"]] == ["Ingress", "Narrator", "Search", "Gate"]
     narrator = app["deployments"][1]["autoscaling_config"]
     assert 1 <= narrator["min_replicas"] <= narrator["max_replicas"] and narrator["target_ongoing_requests"] > 0
@@ -73,17 +73,17 @@ def test_the_serve_config_is_one_ray_accepts() -> None:
 
 
 def test_the_serve_config_names_the_deployments_the_app_builds() -> None:
-    """serve.app:build_app, built offline as `serve deploy` would, has exactly the config's deployments."""
+    """serve.deployments:build_app, built offline as `serve deploy` would, has exactly the config's deployments."""
     import importlib.util
     import warnings
 
-    if importlib.util.find_spec("serve.app") is None:
+    if importlib.util.find_spec("serve.deployments") is None:
         pytest.skip("serve/app.py is not in this tree yet")
     with warnings.catch_warnings():  # Ray's own pydantic deprecations, not ours
         warnings.simplefilter("ignore", DeprecationWarning)
         from ray.serve._private.build_app import build_app
 
-        from serve.app import build_app as build_lorekeeper
+        from serve.deployments import build_app as build_lorekeeper
 
     (app,) = yaml.safe_load(SERVE_CONFIG.read_text())["applications"]
     built = build_app(build_lorekeeper(app["args"]), name=app["name"])

@@ -96,6 +96,6 @@ def test_serve_config_file_builds_the_same_application() -> None:
 
     config = yaml.safe_load(Path("cluster/serve-config.yaml").read_text())
     app = config["applications"][0]
-    assert app["import_path"] == "serve.app:build_app"
+    assert app["import_path"] == "serve.deployments:build_app"
     AppConfig.model_validate(app.get("args") or {})
     assert {d["name"] for d in app["deployments"]} == {"Ingress", "Narrator", "Search", "Gate"}

@@ -34,9 +34,9 @@ def _events(body: str) -> list[tuple[str, dict[str, object]]]:
 def test_turns_over_http_with_vllm(tiny_llama: Path) -> None:
     from fastapi.testclient import TestClient
 
+    from narrator.engines import VLLMEngine, build_engine
     from schemas.settings import get_settings
     from serve.app import create_app
-    from serve.engines import VLLMEngine, build_engine
     from serve.services import SingleEngine, check_binding, open_services
 
     serve_settings = ServeSettings(

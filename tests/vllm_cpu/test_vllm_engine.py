@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from narrator.engines import VLLMEngine, build_engine
 from schemas.serving import EngineKind, ExtractionBatch, ServeSettings
-from serve.engines import VLLMEngine, build_engine
 from tests.vllm_cpu.lane import MAX_MODEL_LEN, SMALL_WINDOW, TIMINGS
 
 pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow]

@@ -297,7 +297,7 @@ http_options:
 applications:
   - name: lorekeeper
     route_prefix: /
-    import_path: serve.app:build_app
+    import_path: serve.deployments:build_app
     args: {}
     deployments:
       - name: Ingress

@@ -2,42 +2,37 @@
 
 1. The turn is recorded at the campaign's head (pending), so a crash mid-generation leaves a
    visible, retryable turn rather than nothing.
-2. The prompt is assembled in its fixed order (:mod:`serve.context`), with retrieved knowledge
+2. The prompt is assembled in its fixed order (:mod:`narrator.context`), with retrieved knowledge
    scoped to the campaign and memories filtered to the head's lineage.
 3. The narration streams from the engine; time to first token and tokens are measured.
 4. The narration becomes the turn's take, with its prompt snapshot and retrieval record.
-5. The extractor writes proposals as structured output against the typed schema; each one is
-   validated, repaired where that is safe (a JSON object cut out of surrounding prose), or dropped
-   with the reason recorded on the turn. They are *staged* on the scene: only the gate makes canon.
+5. The extractor writes proposals as structured output against the typed schema
+   (:mod:`narrator.extraction`); each one is validated, repaired where that is safe, or dropped with
+   the reason recorded on the turn. They are *staged* on the scene: only the gate makes canon.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
-import re
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 import structlog
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
+from narrator.context import Assembled, PromptAssembler, estimate_tokens
+from narrator.engines import NarratorEngine
+from narrator.extraction import extraction_messages, extraction_schema, parse_extraction
+from narrator.metrics import NARRATOR_OUTPUT_TOKENS, NARRATOR_REQUESTS, NARRATOR_TTFT
 from schemas.errors import LorekeeperError, NotFound
 from schemas.search import SearchFilters, SearchHit
-from schemas.serving import ExtractionBatch, ServeSettings, TurnRequest
+from schemas.serving import ServeSettings, TurnRequest
 from schemas.story import GenerationMetadata, SceneStatus, Turn, WorldStateView
-from serve.context import Assembled, PromptAssembler, estimate_tokens
-from serve.engines import NarratorEngine
-from serve.metrics import NARRATOR_OUTPUT_TOKENS, NARRATOR_REQUESTS, NARRATOR_TTFT
 from story.service import StoryService
 
 log = structlog.get_logger(__name__)
-
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
-
 
 class SearchBackend(Protocol):
     """Hybrid search over the ingested knowledge (blocking: call it from a worker thread)."""
@@ -59,13 +54,6 @@ class TurnOutcome(BaseModel):
     retrieval_error: str | None = Field(
         default=None, description="Set when the knowledge search failed: the turn was narrated without it."
     )
-
-
-EXTRACTION_INSTRUCTIONS = (
-    "You extract what a narration makes true in the game world, as typed proposals. Use only entity ids "
-    "from the list below; to introduce a new entity, propose it with type 'entity'. Write absolute values, "
-    "never increments. Propose nothing the narration does not state. Answer with JSON only."
-)
 
 
 class TurnFlow:
@@ -249,11 +237,7 @@ class TurnFlow:
         state: WorldStateView,
         extractor: NarratorEngine,
     ) -> tuple[list[str], list[str]]:
-        cast = "\n".join(f"- {e.id}: {e.name} ({e.kind.value})" for e in state.entities) or "(no entities yet)"
-        messages = [
-            {"role": "system", "content": f"{EXTRACTION_INSTRUCTIONS}\n\nEntities:\n{cast}"},
-            {"role": "user", "content": f"Player: {text}\nNarration: {narration}"},
-        ]
+        messages = extraction_messages(state, text, narration)
         try:
             raw = await extractor.structured(
                 messages, schema=extraction_schema(), max_tokens=self.settings.extractor_max_tokens
@@ -289,42 +273,3 @@ class TurnFlow:
             if scene.status is SceneStatus.ACTIVE:
                 return scene.id
         return self.story.start_scene(campaign_id).id
-
-
-@functools.cache
-def extraction_schema() -> dict[str, Any]:
-    """The JSON schema the extractor writes against (built once: building it costs ~50 ms)."""
-    return ExtractionBatch.model_json_schema()
-
-
-def parse_extraction(raw: str) -> tuple[list[Any], list[str]]:
-    """The proposals in an extractor answer, with the reasons for what had to be dropped.
-
-    Whole-answer repair is limited to cutting a JSON object out of surrounding text (a model that
-    wrapped its JSON in prose or a code fence); each proposal is then validated on its own, so one
-    bad proposal never costs the others.
-    """
-    dropped: list[str] = []
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        match = _JSON_OBJECT.search(raw or "")
-        try:
-            doc = json.loads(match.group(0)) if match else None
-        except ValueError:
-            doc = None
-        if doc is None:
-            return [], [f"the extractor's answer is not JSON: {raw[:120]!r}"]
-        dropped.append("repaired: the JSON object was cut out of surrounding text")
-    items = doc.get("proposals") if isinstance(doc, dict) else None
-    if not isinstance(items, list):
-        return [], [*dropped, "the extractor's answer has no 'proposals' list"]
-    good = []
-    for index, item in enumerate(items[:50]):
-        try:
-            good.append(ExtractionBatch.model_validate({"proposals": [item]}).proposals[0])
-        except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            where = ".".join(str(p) for p in first["loc"][2:]) or "proposal"
-            dropped.append(f"proposal {index}: {where}: {first['msg']}")
-    return good, dropped

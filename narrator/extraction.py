@@ -1,0 +1,75 @@
+"""What a narration makes true, as typed proposals: the extractor's request and the parse of its answer.
+
+The extractor (the narrator's engine, or one of its own) answers with structured output against
+:class:`~schemas.serving.ExtractionBatch`. Whole-answer repair is limited to cutting a JSON object
+out of surrounding prose; each proposal is then validated on its own, so one bad proposal never
+costs the others, and every drop is reported with its reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from typing import Any
+
+from pydantic import ValidationError
+
+from schemas.serving import ExtractionBatch
+from schemas.story import WorldStateView
+
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+EXTRACTION_INSTRUCTIONS = (
+    "You extract what a narration makes true in the game world, as typed proposals. Use only entity ids "
+    "from the list below; to introduce a new entity, propose it with type 'entity'. Write absolute values, "
+    "never increments. Propose nothing the narration does not state. Answer with JSON only."
+)
+
+
+def extraction_messages(state: WorldStateView, text: str, narration: str) -> list[dict[str, str]]:
+    """The extractor's chat: the instructions with the scene's entities, then the turn."""
+    cast = "\n".join(f"- {e.id}: {e.name} ({e.kind.value})" for e in state.entities) or "(no entities yet)"
+    return [
+        {"role": "system", "content": f"{EXTRACTION_INSTRUCTIONS}\n\nEntities:\n{cast}"},
+        {"role": "user", "content": f"Player: {text}\nNarration: {narration}"},
+    ]
+
+
+@functools.cache
+def extraction_schema() -> dict[str, Any]:
+    """The JSON schema the extractor writes against (built once: building it costs ~50 ms)."""
+    return ExtractionBatch.model_json_schema()
+
+
+def parse_extraction(raw: str) -> tuple[list[Any], list[str]]:
+    """The proposals in an extractor answer, with the reasons for what had to be dropped.
+
+    Whole-answer repair is limited to cutting a JSON object out of surrounding text (a model that
+    wrapped its JSON in prose or a code fence); each proposal is then validated on its own, so one
+    bad proposal never costs the others.
+    """
+    dropped: list[str] = []
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        match = _JSON_OBJECT.search(raw or "")
+        try:
+            doc = json.loads(match.group(0)) if match else None
+        except ValueError:
+            doc = None
+        if doc is None:
+            return [], [f"the extractor's answer is not JSON: {raw[:120]!r}"]
+        dropped.append("repaired: the JSON object was cut out of surrounding text")
+    items = doc.get("proposals") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        return [], [*dropped, "the extractor's answer has no 'proposals' list"]
+    good = []
+    for index, item in enumerate(items[:50]):
+        try:
+            good.append(ExtractionBatch.model_validate({"proposals": [item]}).proposals[0])
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"][2:]) or "proposal"
+            dropped.append(f"proposal {index}: {where}: {first['msg']}")
+    return good, dropped

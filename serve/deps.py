@@ -1,0 +1,47 @@
+"""What a route depends on: the services of this ingress, and the caller behind the request's key."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from schemas.story import Turn
+from serve.auth import Principal
+from serve.services import Services
+
+API = "/api/v1"
+
+
+def _services(request: Request) -> Services:
+    return request.app.state.services  # type: ignore[no-any-return]
+
+
+ServicesDep = Annotated[Services, Depends(_services)]
+
+
+def bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+async def principal(request: Request, services: ServicesDep) -> Principal:
+    """The caller; open (admin) only on a loopback API with no keys."""
+    return await services.authenticate(bearer(request))
+
+
+PrincipalDep = Annotated[Principal, Depends(principal)]
+
+
+async def admin(caller: PrincipalDep) -> Principal:
+    caller.require_admin()
+    return caller
+
+
+AdminDep = Annotated[Principal, Depends(admin)]
+
+
+async def turn_in(services: Services, caller: Principal, campaign_id: str, turn_id: str) -> Turn:
+    caller.require_campaign(campaign_id)
+    return await services.turn_in(campaign_id, turn_id)  # a turn of the campaign: the campaign exists
