@@ -115,35 +115,39 @@ def test_transaction_cut_by_a_crash_leaves_nothing_half_written(own_graph: Embed
     def commit_big_transaction() -> None:
         try:
             with own_graph.transaction() as tx:
-                for part in range(3):
-                    tx.run("UNWIND range(1, 500000) AS i CREATE (:Crash {part: $p, i: i})", {"p": part})
+                for part in range(3):  # a label per statement, so the server shows which one is running
+                    tx.run(f"UNWIND range(1, 500000) AS i CREATE (:Crash:CrashPart{part} {{i: i}})")
             outcome.append(None)
         except BaseException as exc:
             outcome.append(exc)
 
     worker = threading.Thread(target=commit_big_transaction)
     worker.start()
-    _wait_until_a_query_runs(server)
-    time.sleep(0.05)
+    # Kill only once the server is running the transaction's last statement and has been creating rows
+    # for a while: a commit sent as several queries would have committed the first parts by then.
+    _wait_until_running(server, "CrashPart2", for_ms=50.0)
     server.kill()  # mid-commit: the 1.5M-row query needs well over a second
     worker.join(timeout=60)
-    assert outcome and isinstance(outcome[0], Unavailable), outcome
+    assert outcome and isinstance(outcome[0], Unavailable), f"the commit was not cut by the kill: {outcome}"
     assert _count(own_graph, "Crash") == 0  # restarted from the AOF: none of the rows, not some
 
 
-def _wait_until_a_query_runs(server: FalkorServer, timeout: float = 20.0) -> None:
+def _wait_until_running(server: FalkorServer, text: str, *, for_ms: float, timeout: float = 20.0) -> None:
+    """Block until the server has been executing a query containing ``text`` for ``for_ms`` milliseconds."""
     import redis
 
     probe = redis.Redis(unix_socket_path=str(server.socket_path), password=server.password, protocol=2)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            # FalkorDB runs a query on its thread pool with the client blocked: flag "b"
-            if any(c.get("cmd", "").lower() == "graph.query" and "b" in c.get("flags", "")
-                   for c in probe.client_list()):
-                return
+            # [b"# Running queries", [[b"Received at", …, b"Query", …, b"Execution duration", ms, …], …]]
+            _, running = probe.execute_command("GRAPH.INFO", "RunningQueries")
+            for query in running:
+                fields = dict(zip(query[::2], query[1::2], strict=True))
+                if text in fields[b"Query"].decode() and float(fields[b"Execution duration"]) >= for_ms:
+                    return
             time.sleep(0.005)
-        raise AssertionError("the commit query never started")
+        raise AssertionError(f"no query with {text!r} ran for {for_ms} ms within {timeout}s")
     finally:
         probe.close()
 
