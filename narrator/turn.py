@@ -165,39 +165,28 @@ class TurnFlow:
     def _assemble(self, campaign_id: str, turn: Turn, text: str, model: str) -> tuple[Assembled, WorldStateView]:
         """The prompt, and the state it shows (the extractor reuses it).
 
-        The reads are independent, so they run side by side: the knowledge search (mostly the query
-        embedding, which releases the GIL) overlaps the graph's round trips.
+        Everything the story holds for the turn comes in one call (:meth:`StoryService.turn_context`,
+        a few graph round trips); the knowledge search (mostly the query embedding, which releases the
+        GIL) runs beside it.
         """
-        story = self.story
-        parent = turn.parent_turn_id
-        pool = self._pool
-        campaign_f = pool.submit(story.get_campaign, campaign_id)
-        search_f = pool.submit(self._knowledge, campaign_id, text)
-        state_f = pool.submit(story.state, campaign_id)
-        recent_f = (
-            pool.submit(story.history, campaign_id, turn_id=parent, last=self.settings.recent_turns) if parent else None
-        )
-        memories_f = pool.submit(story.memories, campaign_id)
-        summaries_f = pool.submit(story.summaries, campaign_id)
-        campaign = campaign_f.result()
-        axioms = [a.text for a in story.axioms(campaign.world_id)]
-        state = state_f.result()
-        hits, retrieval_error = search_f.result()
+        search = self._pool.submit(self._knowledge, campaign_id, text)
+        context = self.story.turn_context(campaign_id, turn=turn, recent=self.settings.recent_turns)
+        hits, retrieval_error = search.result()
         assembled = self.assembler.assemble(
             turn=turn,
             model=model,
-            campaign=campaign,
-            axioms=axioms,
-            state=state,
+            campaign=context.campaign,
+            axioms=context.axioms,
+            state=context.state,
             hits=hits,
             query=text,
-            memories=memories_f.result(),
-            summaries=summaries_f.result(),
-            recent=recent_f.result() if recent_f is not None else [],
+            memories=context.memories,
+            summaries=context.summaries,
+            recent=context.recent,
             player_input=text,
             retrieval_error=retrieval_error,
         )
-        return assembled, state
+        return assembled, context.state
 
     def _knowledge(self, campaign_id: str, text: str) -> tuple[list[SearchHit], str | None]:
         """The knowledge hits for a turn, or none and why the search failed.
