@@ -11,7 +11,6 @@ supersedes its previous version) once the count matches.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import time
@@ -19,12 +18,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from jobs import metrics
 from jobs.plan import IngestOptions, StagePlan, plan_stages
+from jobs.rows import RowStatus, SourceRow, WrittenRow
 from jobs.sources import SourceFile, discover
 from jobs.stages import EmbedStage, ExtractStage, WriteStage, retrying
 from models.embedding import SentenceTransformerEmbedder
@@ -43,6 +43,9 @@ from schemas.knowledge import (
 from schemas.settings import BlobBackend, GraphBackend, Settings, TextBackend, VectorBackend, get_settings
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
+
+if TYPE_CHECKING:
+    import ray.data
 
 log = structlog.get_logger(__name__)
 
@@ -277,7 +280,7 @@ def run_ingest(
             pending.append((job, _source_of(job)))
     notify("files_found", {"files": len(pending)})
 
-    runnable: list[dict[str, Any]] = []
+    runnable: list[SourceRow] = []
     for job, file in pending:
         reason = _precheck(file, options)
         if reason is not None:
@@ -290,16 +293,7 @@ def run_ingest(
             report.files.append(FileOutcome(job.id, job.source_ref, "skipped", unchanged))
             notify("file_done", {"status": "skipped", "item_uid": unchanged})
             continue
-        runnable.append(
-            {
-                "job_id": job.id,
-                "ref": file.ref,
-                "name": file.name,
-                "source": file.source.value,
-                "bucket": file.bucket or "",
-                "key": file.key or "",
-            }
-        )
+        runnable.append(SourceRow(job.id, file.ref, file.name, file.source, file.bucket, file.key))
     if runnable:
         _run_pipeline(runnable, options, settings, library, embedder, catalog, report, notify)
     report.seconds = time.perf_counter() - started
@@ -354,7 +348,7 @@ def _fail_job_by_id(catalog: Catalog, job_id: str, reason: str) -> None:
 
 
 def _run_pipeline(
-    runnable: list[dict[str, Any]],
+    runnable: list[SourceRow],
     options: IngestOptions,
     settings: Settings,
     library: Library,
@@ -368,120 +362,140 @@ def _run_pipeline(
     started_ray = start_ray()
     _configure_ray_data()
     try:
-        plan = _stage_plan(settings)
-        max_tokens = embedder.max_tokens
-        ds: ray.data.Dataset = ray.data.from_items(runnable, override_num_blocks=len(runnable))
-        ds = ds.map_batches(
-            ExtractStage,
-            fn_constructor_kwargs={
-                "settings": settings,
-                "options": options,
-                "library": library,
-                "max_model_tokens": max_tokens,
-            },
-            batch_format="numpy",
-            **ExtractStage.map_options(plan),
-        )
-        ds = ds.map_batches(
-            EmbedStage, fn_constructor_kwargs={"options": options}, batch_format="numpy", **EmbedStage.map_options(plan)
-        )
-        write_options = WriteStage.map_options(plan)
-        if settings.vector_location().backend is not VectorBackend.QDRANT_SERVER and ray.cluster_resources().get(
-            VECTOR_WRITER_RESOURCE
-        ):
-            write_options["resources"] = {VECTOR_WRITER_RESOURCE: 0.001}
-        ds = ds.map_batches(
-            WriteStage,
-            fn_constructor_kwargs={
-                "settings": settings,
-                "options": options,
-                "library": library,
-                "model": embedder.name,
-                "dim": embedder.dim,
-            },
-            batch_format="numpy",
-            **write_options,
-        )
-        written: Counter[str] = Counter()
-        expected: dict[str, int] = {}
-        pages: dict[str, int] = {}
-        job_of: dict[str, str] = {}
-        errors: dict[str, str] = defaultdict(str)
-        done: set[str] = set()
-        structures: dict[str, dict[str, Any] | None] = {}
+        ds = _dataset(runnable, options, settings, library, embedder)
+        tally = _Tally(catalog, report, notify)
         pipeline_error: str | None = None
         try:
             for batch in ds.iter_batches(batch_format="numpy", batch_size=None):
-                for i in range(len(batch["job_id"])):
-                    job_id, item_uid, status = (
-                        str(batch["job_id"][i]),
-                        str(batch["item_uid"][i]),
-                        str(batch["status"][i]),
-                    )
-                    report.embed_seconds += float(batch["embed_seconds"][i])
-                    for stage in ("extract", "embed", "write"):
-                        report.stage_nodes[stage][str(batch[f"{stage}_node"][i])] += 1
-                    if status in ("skipped", "failed") and not batch["chunk_uid"][i]:
-                        report.files.append(
-                            FileOutcome(
-                                job_id,
-                                _ref(catalog, job_id),
-                                status,
-                                item_uid or None,
-                                error=str(batch["error"][i]) or None,
-                            )
-                        )
-                        done.add(job_id)
-                        notify("file_done", {"status": status, "item_uid": item_uid, "error": str(batch["error"][i])})
-                        continue
-                    job_of[item_uid] = job_id
-                    expected[item_uid] = int(batch["item_chunks"][i])
-                    pages[item_uid] = int(batch["item_pages"][i])
-                    if item_uid not in structures:
-                        structures[item_uid] = json.loads(str(batch["item_structure_json"][i]) or "{}") or None
-                    written[item_uid] += 1
-                    if status == "failed":
-                        errors[item_uid] = str(batch["error"][i])
-                    notify("chunks_written", {"chunks": 1})
-                    if written[item_uid] == expected[item_uid] and job_id not in done:
-                        outcome = retrying("finalize", partial(
-                            _finalize, catalog, job_id, item_uid, written[item_uid], pages[item_uid],
-                            errors.get(item_uid),
-                        ))
-                        done.add(job_id)  # only once it is recorded: else the fallback below closes it
-                        outcome.structure = structures.get(item_uid)
-                        report.files.append(outcome)
-                        notify("file_done", {"status": outcome.status, "item_uid": item_uid, "pages": outcome.pages})
+                for row in WrittenRow.decode(batch):
+                    tally.take(row)
         except Exception as exc:  # noqa: BLE001 - a stage that cannot start (a store down) fails its jobs
             pipeline_error = str(exc) if isinstance(exc, LorekeeperError) else f"{type(exc).__name__}: {exc}"
             cause = _root_cause(exc)
             if cause is not None:
                 pipeline_error = str(cause)
             log.error("ingest_pipeline_failed", error=pipeline_error)
-        for item_uid, job_id in job_of.items():
-            if job_id not in done:
-                done.add(job_id)
-                reason = (
-                    errors.get(item_uid)
-                    or pipeline_error
-                    or f"only {written[item_uid]} of {expected[item_uid]} chunks were written"
-                )
-                report.files.append(_close_unfinished(
-                    job_id, item_uid, reason,
-                    partial(_finalize, catalog, job_id, item_uid, written[item_uid], pages[item_uid], reason),
-                ))
-        for row in runnable:
-            if row["job_id"] not in done:
-                reason = pipeline_error or "the pipeline ended before this file was processed"
-                report.files.append(_close_unfinished(
-                    row["job_id"], None, reason,
-                    partial(_fail_job_by_id, catalog, row["job_id"], reason),
-                    ref=row["ref"],
-                ))
+        tally.close_unfinished(runnable, pipeline_error)
     finally:
         if started_ray:
             ray.shutdown()
     _optimize_vectors(settings, options.vector_collection)
+
+
+def _dataset(
+    runnable: list[SourceRow],
+    options: IngestOptions,
+    settings: Settings,
+    library: Library,
+    embedder: SentenceTransformerEmbedder,
+) -> ray.data.Dataset:
+    """The pipeline's dataset: one block per file, then the extract, embed and write stages."""
+    import ray.data
+
+    plan = _stage_plan(settings)
+    ds: ray.data.Dataset = ray.data.from_items(SourceRow.items(runnable), override_num_blocks=len(runnable))
+    ds = ds.map_batches(
+        ExtractStage,
+        fn_constructor_kwargs={
+            "settings": settings,
+            "options": options,
+            "library": library,
+            "max_model_tokens": embedder.max_tokens,
+        },
+        batch_format="numpy",
+        **ExtractStage.map_options(plan),
+    )
+    ds = ds.map_batches(
+        EmbedStage, fn_constructor_kwargs={"options": options}, batch_format="numpy", **EmbedStage.map_options(plan)
+    )
+    write_options = WriteStage.map_options(plan)
+    if settings.vector_location().backend is not VectorBackend.QDRANT_SERVER and ray.cluster_resources().get(
+        VECTOR_WRITER_RESOURCE
+    ):
+        write_options["resources"] = {VECTOR_WRITER_RESOURCE: 0.001}
+    return ds.map_batches(
+        WriteStage,
+        fn_constructor_kwargs={
+            "settings": settings,
+            "options": options,
+            "library": library,
+            "model": embedder.name,
+            "dim": embedder.dim,
+        },
+        batch_format="numpy",
+        **write_options,
+    )
+
+
+@dataclass
+class _Tally:
+    """The written rows the driver has heard back, per item: an item is finalized once all its chunks are in."""
+
+    catalog: Catalog
+    report: IngestReport
+    notify: ProgressCallback
+    written: Counter[str] = field(default_factory=Counter)
+    expected: dict[str, int] = field(default_factory=dict)
+    pages: dict[str, int] = field(default_factory=dict)
+    job_of: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)  # job ids whose outcome is in the report
+    structures: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+
+    def take(self, row: WrittenRow) -> None:
+        report, job_id, item_uid = self.report, row.job_id, row.item_uid
+        report.embed_seconds += row.embed_seconds
+        for stage, node in (("extract", row.extract_node), ("embed", row.embed_node), ("write", row.write_node)):
+            report.stage_nodes[stage][node] += 1
+        if row.status in (RowStatus.SKIPPED, RowStatus.FAILED) and not row.chunk_uid:
+            status = row.status.value
+            ref = _ref(self.catalog, job_id)
+            report.files.append(FileOutcome(job_id, ref, status, item_uid or None, error=row.error))
+            self.done.add(job_id)
+            self.notify("file_done", {"status": status, "item_uid": item_uid, "error": row.error or ""})
+            return
+        self.job_of[item_uid] = job_id
+        self.expected[item_uid] = row.item_chunks
+        self.pages[item_uid] = row.item_pages
+        if item_uid not in self.structures:
+            self.structures[item_uid] = row.structure or None
+        self.written[item_uid] += 1
+        if row.status is RowStatus.FAILED:
+            self.errors[item_uid] = row.error or ""
+        self.notify("chunks_written", {"chunks": 1})
+        if self.written[item_uid] == self.expected[item_uid] and job_id not in self.done:
+            outcome = retrying("finalize", self._finalizer(job_id, item_uid, self.errors.get(item_uid)))
+            self.done.add(job_id)  # only once it is recorded: else close_unfinished closes it
+            outcome.structure = self.structures.get(item_uid)
+            report.files.append(outcome)
+            self.notify("file_done", {"status": outcome.status, "item_uid": item_uid, "pages": outcome.pages})
+
+    def _finalizer(self, job_id: str, item_uid: str, error: str | None) -> Callable[[], FileOutcome]:
+        return partial(
+            _finalize, self.catalog, job_id, item_uid, self.written[item_uid], self.pages[item_uid], error
+        )
+
+    def close_unfinished(self, runnable: list[SourceRow], pipeline_error: str | None) -> None:
+        """Fail the items and files the pipeline did not finish."""
+        for item_uid, job_id in self.job_of.items():
+            if job_id not in self.done:
+                self.done.add(job_id)
+                reason = (
+                    self.errors.get(item_uid)
+                    or pipeline_error
+                    or f"only {self.written[item_uid]} of {self.expected[item_uid]} chunks were written"
+                )
+                self.report.files.append(
+                    _close_unfinished(job_id, item_uid, reason, self._finalizer(job_id, item_uid, reason))
+                )
+        for source in runnable:
+            if source.job_id not in self.done:
+                reason = pipeline_error or "the pipeline ended before this file was processed"
+                self.report.files.append(_close_unfinished(
+                    source.job_id, None, reason,
+                    partial(_fail_job_by_id, self.catalog, source.job_id, reason),
+                    ref=source.ref,
+                ))
 
 
 def _close_unfinished(

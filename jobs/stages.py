@@ -4,19 +4,20 @@ Heavy state (models, store clients) opens in ``__init__``, which runs once per a
 ``__call__`` does the work for one batch. Each stage declares its ``map_batches`` options beside it
 (:meth:`map_options`), sized by a :class:`jobs.plan.StagePlan`.
 
-Rows flowing between stages are one per chunk. A file that yields no chunks (skipped as unchanged,
-or failed) yields one *status row* instead (``chunk_uid == ""``) so the driver hears about every
-file as soon as it is done; later stages pass status rows through untouched.
+Rows flowing between stages are one per chunk, typed by :mod:`jobs.rows` (each stage decodes its
+batch into row models and encodes its output rows; no stage reads or builds a column by hand). A
+file that yields no chunks (skipped as unchanged, or failed) yields one *status row* instead
+(``chunk_uid == ""``) so the driver hears about every file as soon as it is done; later stages pass
+status rows through untouched.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 import traceback
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ from jobs.concepts import assign_bold_terms, build_concept_extractor, collect_co
 from jobs.document import StructureFigures
 from jobs.extract import extract_document
 from jobs.plan import IngestOptions, StagePlan, fit_chunking
+from jobs.rows import ChunkRow, ConceptRef, ConceptRefs, EmbeddedRow, RowStatus, SourceRow, WrittenRow
 from jobs.tokens import TokenCounter
 from models.embedding import SentenceTransformerEmbedder
 from schemas.common import JobStatus, content_id, sha256_hex, utc_now
@@ -36,7 +38,6 @@ from schemas.errors import LorekeeperError, Unavailable
 from schemas.knowledge import (
     Chunk,
     Concept,
-    ConceptKind,
     FileType,
     ImageAsset,
     IngestJob,
@@ -57,26 +58,6 @@ from stores.vector.base import VectorPoint, VectorSpace
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
-
-# Columns of a chunk row. Pages are 0 when the format has none (Arrow columns are not nullable ints).
-ROW_COLUMNS = (
-    "job_id",
-    "item_uid",
-    "chunk_uid",
-    "sequence",
-    "text",
-    "heading_path",
-    "page_start",
-    "page_end",
-    "token_count",
-    "concepts_json",
-    "item_chunks",
-    "item_pages",
-    "item_structure_json",
-    "status",
-    "error",
-)
-
 
 def store_retry(operation: str) -> Retrying:
     """Bounded exponential backoff for transient store errors; permanent errors are not retried."""
@@ -116,43 +97,6 @@ def _actors(size: int) -> Any:
     return ray.data.ActorPoolStrategy(size=size)
 
 
-def iter_rows(batch: dict[str, np.ndarray]) -> Iterator[dict[str, Any]]:
-    """The rows of a column-oriented batch."""
-    columns = list(batch)
-    if not columns:
-        return
-    for i in range(len(batch[columns[0]])):
-        yield {name: batch[name][i] for name in columns}
-
-
-def _status_row(job_id: str, item_uid: str, status: str, error: str = "") -> dict[str, Any]:
-    return {
-        "job_id": job_id,
-        "item_uid": item_uid,
-        "chunk_uid": "",
-        "sequence": -1,
-        "text": "",
-        "heading_path": [],
-        "page_start": 0,
-        "page_end": 0,
-        "token_count": 0,
-        "concepts_json": "[]",
-        "item_chunks": 0,
-        "item_pages": 0,
-        "item_structure_json": "{}",
-        "status": status,
-        "error": error,
-    }
-
-
-def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {name: [] for name in ROW_COLUMNS}
-    for row in rows:
-        for name in ROW_COLUMNS:
-            out[name].append(row[name])
-    return out
-
-
 class ExtractStage:
     """Fetch a file, extract it, chunk it, find its concepts, and record the item in the graph."""
 
@@ -177,29 +121,30 @@ class ExtractStage:
                 with contextlib.suppress(Exception):
                     target.close()
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
-        rows: list[dict[str, Any]] = []
-        for source in iter_rows(batch):
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        rows: list[ChunkRow] = []
+        for source in SourceRow.decode(batch):
             rows.extend(self.process(source))
-        out = _columns(rows)
-        out["extract_node"] = [node_id()] * len(rows)
-        return out
+        here = node_id()
+        for row in rows:
+            row.extract_node = here
+        return ChunkRow.encode(rows)
 
     def _update_job(self, job: IngestJob, **changes: Any) -> IngestJob:
         job = job.validated_copy(**changes)
         retrying("save_job", partial(self.catalog.save_job, job))
         return job
 
-    def _fetch(self, source: dict[str, Any]) -> bytes:
-        if str(source["source"]) == IngestSource.PATH.value:
-            with open(str(source["ref"]), "rb") as handle:
+    def _fetch(self, source: SourceRow) -> bytes:
+        if source.source is IngestSource.PATH:
+            with open(source.ref, "rb") as handle:
                 return handle.read()
-        return retrying("fetch", lambda: self.blob.get(str(source["key"]), bucket=str(source["bucket"]) or None))
+        return retrying("fetch", lambda: self.blob.get(source.key or "", bucket=source.bucket))
 
-    def process(self, source: dict[str, Any]) -> list[dict[str, Any]]:
+    def process(self, source: SourceRow) -> list[ChunkRow]:
         """Rows for one file; never raises (a bad file becomes a failed job and a status row)."""
-        job = retrying("get_job", partial(self.catalog.get_job, str(source["job_id"])))
-        name = str(source["name"])
+        job = retrying("get_job", partial(self.catalog.get_job, source.job_id))
+        name = source.name
         started = time.perf_counter()
         log.info("embed_task_started", job_id=job.id, source_ref=job.source_ref)
         job = self._update_job(
@@ -214,7 +159,7 @@ class ExtractStage:
         item_uid = ""
         try:
             data = self._fetch(source)
-            log.info("embed_s3_fetch_complete", job_id=job.id, bytes=len(data), source=str(source["source"]))
+            log.info("embed_s3_fetch_complete", job_id=job.id, bytes=len(data), source=source.source.value)
             digest = sha256_hex(data)
             item_uid = content_id("item", f"{self.library.uid}:{digest}")
             versions = retrying("item_versions", partial(self.catalog.items_for_source, self.library.uid,
@@ -229,7 +174,7 @@ class ExtractStage:
                     progress=IngestProgress(fraction=1.0, stage=IngestStage.WRITING, message="unchanged; skipped"),
                 )
                 log.info("ingest_item_unchanged", job_id=job.id, item_uid=current.uid)
-                return [_status_row(job.id, current.uid, "skipped")]
+                return [ChunkRow.status_row(job.id, current.uid, RowStatus.SKIPPED)]
             return self._ingest(job, name, data, digest, item_uid, versions, started)
         except Exception as exc:  # noqa: BLE001 - one bad file must never stop the others
             reason = str(exc) if isinstance(exc, LorekeeperError) else f"{type(exc).__name__}: {exc}"
@@ -249,11 +194,11 @@ class ExtractStage:
                 with contextlib.suppress(LorekeeperError):
                     retrying("item_failed", partial(self.catalog.set_item_status, item_uid, ItemStatus.FAILED,
                                                     error=reason))
-            return [_status_row(job.id, item_uid, "failed", reason)]
+            return [ChunkRow.status_row(job.id, item_uid, RowStatus.FAILED, reason)]
 
     def _ingest(
         self, job: IngestJob, name: str, data: bytes, digest: str, item_uid: str, versions: list[Item], started: float
-    ) -> list[dict[str, Any]]:
+    ) -> list[ChunkRow]:
         file_type = FileType.from_filename(name)
         raw_key = original_key(item_uid, name)
         retrying("put_original", partial(self.blob.put, raw_key, data))
@@ -331,38 +276,29 @@ class ExtractStage:
             ),
         )
         by_sequence = {m.sequence: m for m in mentions}
-        structure = json.dumps(StructureFigures.of(doc).to_dict())
+        structure = StructureFigures.of(doc).to_dict()
         rows = []
         for chunk in chunks:
             found = by_sequence.get(chunk.sequence)
-            concept_rows = [
-                {
-                    "uid": content_id("concept", f"{m.kind.value}:{m.normalized_name}"),
-                    "name": m.name,
-                    "normalized_name": m.normalized_name,
-                    "kind": m.kind.value,
-                    "aliases": list(m.aliases),
-                }
-                for m in (found.concepts if found else [])
-            ]
             rows.append(
-                {
-                    "job_id": job.id,
-                    "item_uid": item_uid,
-                    "chunk_uid": content_id("chunk", f"{item_uid}:{chunk.sequence}"),
-                    "sequence": chunk.sequence,
-                    "text": chunk.text,
-                    "heading_path": list(chunk.heading_path),
-                    "page_start": chunk.page_start or 0,
-                    "page_end": chunk.page_end or 0,
-                    "token_count": chunk.token_count,
-                    "concepts_json": json.dumps(concept_rows),
-                    "item_chunks": len(chunks),
-                    "item_pages": doc.page_count,
-                    "item_structure_json": structure,
-                    "status": "chunk",
-                    "error": "",
-                }
+                ChunkRow(
+                    job_id=job.id,
+                    item_uid=item_uid,
+                    chunk_uid=content_id("chunk", f"{item_uid}:{chunk.sequence}"),
+                    sequence=chunk.sequence,
+                    text=chunk.text,
+                    heading_path=list(chunk.heading_path),
+                    page_start=chunk.page_start,
+                    page_end=chunk.page_end,
+                    token_count=chunk.token_count,
+                    concepts=ConceptRefs(ConceptRef.of(m) for m in (found.concepts if found else [])),
+                    item_chunks=len(chunks),
+                    item_pages=doc.page_count,
+                    structure=structure,
+                    status=RowStatus.CHUNK,
+                    error=None,
+                    extract_node="",
+                )
             )
         log.debug("extract_stage_done", job_id=job.id, seconds=round(time.perf_counter() - started, 3))
         return rows
@@ -397,18 +333,16 @@ class EmbedStage:
         self.embedder.embed_documents(["warm-up"])
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        chunk_rows = [i for i, uid in enumerate(batch["chunk_uid"]) if uid]
-        vectors = np.zeros((len(batch["chunk_uid"]), self.dim), dtype=np.float32)
+        rows = ChunkRow.decode(batch)
+        chunk_rows = [i for i, row in enumerate(rows) if row.chunk_uid]
+        vectors = np.zeros((len(rows), self.dim), dtype=np.float32)
         started = time.perf_counter()
         if chunk_rows:
-            texts = [embedding_text(list(batch["heading_path"][i]), str(batch["text"][i])) for i in chunk_rows]
+            texts = [embedding_text(rows[i].heading_path, rows[i].text) for i in chunk_rows]
             vectors[chunk_rows] = self.embedder.embed_documents(texts)
-        elapsed = time.perf_counter() - started
-        out = dict(batch)
-        out["vector"] = vectors
-        out["embed_seconds"] = np.full(len(vectors), elapsed / max(len(chunk_rows), 1), dtype=np.float64)
-        out["embed_node"] = np.full(len(vectors), node_id(), dtype=object)
-        return out
+        seconds = (time.perf_counter() - started) / max(len(chunk_rows), 1)
+        here = node_id()
+        return EmbeddedRow.encode([EmbeddedRow.of(row, vectors[i], seconds, here) for i, row in enumerate(rows)])
 
 
 def index_records(
@@ -484,90 +418,75 @@ class WriteStage:
             self._items[uid] = retrying("get_item", partial(self.catalog.get_item, uid))
         return self._items[uid]
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
-        rows = list(iter_rows(batch))
-        chunk_rows = [r for r in rows if r["chunk_uid"]]
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        rows = EmbeddedRow.decode(batch)
         errors: dict[str, str] = {}
-        by_item: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in chunk_rows:
-            by_item[str(row["item_uid"])].append(row)
+        by_item: dict[str, list[EmbeddedRow]] = defaultdict(list)
+        for row in rows:
+            if row.chunk_uid:
+                by_item[row.item_uid].append(row)
         for item_uid, item_rows in by_item.items():
             try:
                 self._write_item_rows(self._item(item_uid), item_rows)
             except Exception as exc:  # noqa: BLE001 - recorded per item; the driver fails its job
                 errors[item_uid] = str(exc) if isinstance(exc, LorekeeperError) else f"{type(exc).__name__}: {exc}"
                 log.error("ingest_write_failed", item_uid=item_uid, error=errors[item_uid])
-        out: dict[str, list[Any]] = {
-            "job_id": [],
-            "item_uid": [],
-            "chunk_uid": [],
-            "item_chunks": [],
-            "item_pages": [],
-            "item_structure_json": [],
-            "status": [],
-            "error": [],
-            "embed_seconds": [],
-            "extract_node": [],
-            "embed_node": [],
-            "write_node": [],
-        }
         here = node_id()
+        out = []
         for row in rows:
-            item_uid = str(row["item_uid"])
-            failed = item_uid in errors and bool(row["chunk_uid"])
-            out["job_id"].append(str(row["job_id"]))
-            out["item_uid"].append(item_uid)
-            out["chunk_uid"].append(str(row["chunk_uid"]))
-            out["item_chunks"].append(int(row["item_chunks"]))
-            out["item_pages"].append(int(row["item_pages"]))
-            out["item_structure_json"].append(str(row.get("item_structure_json") or "{}"))
-            out["status"].append("failed" if failed else str(row["status"]))
-            out["error"].append(errors[item_uid] if failed else str(row["error"]))
-            out["embed_seconds"].append(float(row["embed_seconds"]))
-            out["extract_node"].append(str(row.get("extract_node", "")))
-            out["embed_node"].append(str(row.get("embed_node", "")))
-            out["write_node"].append(here)
-        return out
+            failed = row.item_uid in errors and bool(row.chunk_uid)
+            out.append(
+                WrittenRow(
+                    job_id=row.job_id,
+                    item_uid=row.item_uid,
+                    chunk_uid=row.chunk_uid,
+                    item_chunks=row.item_chunks,
+                    item_pages=row.item_pages,
+                    structure=row.structure,
+                    status=RowStatus.FAILED if failed else row.status,
+                    error=errors[row.item_uid] if failed else row.error,
+                    embed_seconds=row.embed_seconds,
+                    extract_node=row.extract_node,
+                    embed_node=row.embed_node,
+                    write_node=here,
+                )
+            )
+        return WrittenRow.encode(out)
 
-    def _write_item_rows(self, item: Item, rows: list[dict[str, Any]]) -> None:
+    def _write_item_rows(self, item: Item, rows: list[EmbeddedRow]) -> None:
         chunks: list[Chunk] = []
         texts: list[TextDocument] = []
         points: list[VectorPoint] = []
         concepts: dict[str, Concept] = {}
         mentions: list[tuple[str, str]] = []
         for row in rows:
-            sequence = int(row["sequence"])
-            text = str(row["text"])
-            key = chunk_key(item.uid, sequence)
-            payload = text.encode("utf-8")
-            retrying("put_chunk", partial(self.blob.put, key, payload))
-            heading_path = [str(h) for h in row["heading_path"]]
-            page_start, page_end = int(row["page_start"]) or None, int(row["page_end"]) or None
+            key = chunk_key(item.uid, row.sequence)
+            retrying("put_chunk", partial(self.blob.put, key, row.text.encode("utf-8")))
             chunk = Chunk(
-                uid=str(row["chunk_uid"]),
+                uid=row.chunk_uid,
                 item_uid=item.uid,
-                sequence=sequence,
+                sequence=row.sequence,
                 text_key=key,
-                heading_path=[h[:200] for h in heading_path if h.strip()],
-                page_start=page_start,
-                page_end=page_end,
-                token_count=max(1, int(row["token_count"])),
-                content_hash=sha256_hex(text),
+                heading_path=[h[:200] for h in row.heading_path if h.strip()],
+                page_start=row.page_start,
+                page_end=row.page_end,
+                token_count=max(1, row.token_count),
+                content_hash=sha256_hex(row.text),
             )
             chunks.append(chunk)
-            document, point = index_records(self.library, item, chunk, text, row["vector"], self.model)
+            document, point = index_records(self.library, item, chunk, row.text, row.vector, self.model)
             texts.append(document)
             points.append(point)
-            for concept in json.loads(str(row["concepts_json"])):
-                if concept["uid"] not in concepts:
-                    concepts[concept["uid"]] = Concept(
-                        uid=concept["uid"],
-                        name=concept["name"][:200],
-                        normalized_name=concept["normalized_name"],
-                        kind=ConceptKind(concept["kind"]),
-                        aliases=[a[:200] for a in concept["aliases"]],
+            for concept in row.concepts:
+                if concept.uid not in concepts:
+                    concepts[concept.uid] = Concept(
+                        uid=concept.uid,
+                        name=concept.name[:200],
+                        normalized_name=concept.normalized_name,
+                        kind=concept.kind,
+                        aliases=[a[:200] for a in concept.aliases],
                     )
-                mentions.append((chunk.uid, concept["uid"]))
+                mentions.append((chunk.uid, concept.uid))
         retrying("graph_chunks", lambda: self.catalog.save_chunks(chunks))
         retrying("graph_concepts", lambda: self.catalog.save_mentions(list(concepts.values()), mentions))
         log.info("embed_graph_write_complete", item_uid=item.uid, chunks=len(chunks), concepts=len(concepts))
