@@ -1,5 +1,10 @@
 """Test configuration shared by every suite.
 
+Markers: ``unit`` tests start nothing, neither Ray nor a server process; a test that starts a local Ray
+is marked ``ray`` and one that starts a store server as a process is marked ``servers``, instead of
+``unit``. The embedded graph counts as a server (it runs redis-server with FalkorDB as a child process);
+the local blob folder, tantivy and qdrant's local and edge modes run in this process and do not.
+
 Store fixtures live in ``tests/fixtures/<family>.py``, one plugin per store family, each starting the
 protocol-compatible servers it needs (once per session) and skipping server backends whose URL
 variables are unset under the ``integration`` marker.

@@ -16,7 +16,7 @@ from tests.corpus import corpus_file
 from tests.fixtures.text import start_osmem
 from tests.servers import free_port
 
-pytestmark = [pytest.mark.unit, pytest.mark.slow]
+pytestmark = [pytest.mark.servers, pytest.mark.ray, pytest.mark.slow]
 
 
 @pytest.fixture

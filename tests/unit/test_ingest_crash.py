@@ -25,7 +25,7 @@ from schemas.settings import load_settings
 from stores.factory import open_graph_store, open_text_index, open_vector_index
 from tests.corpus import corpus_file
 
-pytestmark = [pytest.mark.unit, pytest.mark.slow]
+pytestmark = [pytest.mark.servers, pytest.mark.ray, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,7 +23,7 @@ from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store, open_text_index, open_vector_index
 from tests.corpus import corpus_file
 
-pytestmark = [pytest.mark.unit, pytest.mark.slow]
+pytestmark = [pytest.mark.servers, pytest.mark.ray, pytest.mark.slow]
 
 NEW_SECTION = "\n\n# Skyship Duels\n\nWhen two skyships duel, the captain with the brass astrolabe rolls first.\n"
 

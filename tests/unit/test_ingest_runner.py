@@ -13,7 +13,7 @@ from schemas.knowledge import IngestJob, IngestSource, Library
 from schemas.settings import load_settings
 from stores.catalog import Catalog
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.servers
 
 
 def test_a_persisted_pending_job_outside_the_roots_is_failed_not_run(tmp_path: Path, embedded_graph: object) -> None:

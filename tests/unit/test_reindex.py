@@ -13,7 +13,7 @@ from schemas.settings import load_settings
 from search.service import open_searcher
 from stores.factory import open_text_index, open_vector_index
 
-pytestmark = [pytest.mark.unit, pytest.mark.slow]
+pytestmark = [pytest.mark.servers, pytest.mark.ray, pytest.mark.slow]
 
 
 def test_reindex_after_losing_both_indexes(tmp_path: Path) -> None:

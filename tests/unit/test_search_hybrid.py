@@ -34,7 +34,7 @@ from stores.factory import open_graph_store, open_text_index, open_vector_index
 from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
 from stores.vector.base import VectorSpace
 
-pytestmark = [pytest.mark.unit, pytest.mark.slow]
+pytestmark = [pytest.mark.servers, pytest.mark.slow]
 
 
 @dataclass(frozen=True)

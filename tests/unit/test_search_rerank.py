@@ -19,7 +19,7 @@ from search.hybrid import HybridSearcher
 from search.service import open_searcher, reranker_from_settings
 from tests.unit.test_search_hybrid import World, embedder, world  # noqa: F401 - fixtures
 
-pytestmark = [pytest.mark.unit, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def build_tiny_cross_encoder(folder: Path, *, seed: int = 7) -> Path:
@@ -55,6 +55,7 @@ def reranking(world: World, embedder: SentenceTransformerEmbedder, tiny_model: P
         yield searcher
 
 
+@pytest.mark.unit
 def test_reranker_loads_offline_and_scores_pairs(tiny_model: Path) -> None:
     reranker = CrossEncoderReranker(RerankConfig(model=str(tiny_model)))
     assert reranker.name == tiny_model.name
@@ -66,6 +67,7 @@ def test_reranker_loads_offline_and_scores_pairs(tiny_model: Path) -> None:
     assert alone[0] == pytest.approx(scores[1], abs=1e-5)
 
 
+@pytest.mark.unit
 def test_a_missing_model_folder_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="LOREKEEPER_RERANKER_MODEL"):
         resolve_reranker_path(str(tmp_path / "nope"))
@@ -74,6 +76,7 @@ def test_a_missing_model_folder_is_a_config_error(tmp_path: Path) -> None:
     assert reranker_from_settings(load_settings(data_dir=tmp_path)) is None
 
 
+@pytest.mark.servers
 def test_rerank_reorders_by_the_cross_encoder(reranking: HybridSearcher, tiny_model: Path) -> None:
     assert reranking.reranker is not None
     reference = CrossEncoderReranker(RerankConfig(model=str(tiny_model)))
@@ -93,12 +96,14 @@ def test_rerank_reorders_by_the_cross_encoder(reranking: HybridSearcher, tiny_mo
     assert reordered >= 1
 
 
+@pytest.mark.servers
 def test_rerank_reads_more_candidates_than_it_returns(reranking: HybridSearcher) -> None:
     top2 = reranking.search("aspect", limit=2)
     top8 = reranking.search("aspect", limit=8)
     assert [h.chunk_id for h in top2] == [h.chunk_id for h in top8[:2]]
 
 
+@pytest.mark.servers
 def test_rerank_true_without_a_model_is_refused(world: World) -> None:  # noqa: F811
     with (
         open_searcher(world.settings, reranker=None) as searcher,
@@ -107,6 +112,7 @@ def test_rerank_true_without_a_model_is_refused(world: World) -> None:  # noqa: 
         searcher.search_request(SearchRequest(query="aspect", rerank=True))
 
 
+@pytest.mark.servers
 def test_search_and_rerank_metrics_are_exposed(reranking: HybridSearcher, tiny_model: Path) -> None:
     def count(name: str, labels: dict[str, str]) -> float:
         return REGISTRY.get_sample_value(name, labels) or 0.0

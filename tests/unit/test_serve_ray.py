@@ -15,7 +15,7 @@ import pytest
 
 from tests.unit.serve_support import on_local_ray, sse_events
 
-pytestmark = [pytest.mark.unit, pytest.mark.slow]
+pytestmark = [pytest.mark.servers, pytest.mark.ray, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from story.service import StoryService
 from tests.fixtures.story import FANTASY
 from tests.unit.test_story_campaign import _tavern, new_campaign, play
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.servers
 
 
 @contextmanager

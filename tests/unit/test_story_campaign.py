@@ -27,7 +27,7 @@ from schemas.story import (
 from story.service import StoryService
 from tests.fixtures.story import FANTASY, SCIFI
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.servers
 
 
 def new_campaign(story: StoryService, profile=FANTASY, name: str = "The Sunken Crown") -> Campaign:

@@ -15,7 +15,7 @@ from story.context import TurnContext
 from story.service import StoryService
 from tests.unit.test_story_campaign import _tavern, new_campaign, play
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.servers
 
 
 class CountingGraph:

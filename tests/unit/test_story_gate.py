@@ -15,7 +15,7 @@ from story.policy import ContradictionPolicy, GatePolicy
 from story.service import StoryService
 from tests.unit.test_story_campaign import gm_entity, new_campaign, play
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.servers
 
 ROLL = Resolution(method="dice", outcome="success", roll=DiceRoll(expression="1d20+2", rolls=[15], total=17, target=12))
 
