@@ -222,14 +222,13 @@ def run_direct_and_http(levels: list[int], turns: int, data: Path, *, cost_only:
 
 
 def run_ray_serve(levels: list[int], turns: int, data: Path) -> dict[str, Any]:
+    from schemas.serving import ServeSettings
+    from schemas.settings import load_settings
     from serve.deployments import AppConfig, DeploymentConfig
     from tests.unit.serve_support import on_local_ray
 
-    env = {
-        "LOREKEEPER_DATA_DIR": str(data / "ray"),
-        "LOREKEEPER_NARRATOR_MODEL": "instant",
-        "LOREKEEPER_MAX_CONCURRENT_TURNS": "1024",
-    }
+    settings = load_settings(data_dir=data / "ray")
+    serve_settings = ServeSettings(narrator_model="instant", max_concurrent_turns=1024)
     config = AppConfig(
         plugins=[],
         mcp=False,
@@ -239,7 +238,7 @@ def run_ray_serve(levels: list[int], turns: int, data: Path) -> dict[str, Any]:
         ingress=DeploymentConfig(num_cpus=0.25, max_ongoing_requests=512),
     )
     out: dict[str, Any] = {}
-    with on_local_ray(config, env) as url:
+    with on_local_ray(config, settings, serve_settings) as url:
         for level in levels:
             campaigns = _campaigns_http(url, level)
             asyncio.run(_tables_http(url, campaigns[:1], 1))

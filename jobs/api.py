@@ -228,19 +228,17 @@ async def ingest_context(
             ray.shutdown()
 
 
-def mount(
-    app: FastAPI, admin: Any = None, *, settings: Settings | None = None, start_runner: bool = True
-) -> Callable[[FastAPI], Any]:
-    """Add the ingest routes to another app (the serving ingress), behind its ``admin`` dependency.
+def mount(app: FastAPI, admin: Any, settings: Settings, *, start_runner: bool = True) -> Callable[[FastAPI], Any]:
+    """Add the ingest routes to another app (the serving ingress), behind its ``admin`` dependency, on
+    the stores of ``settings`` (the host's own).
 
     Returns the lifespan that opens and closes the ingest context; the host app enters it.
     """
     app.include_router(router, dependencies=[admin] if admin is not None else [])
-    chosen = settings or get_settings()
-    allowed = chosen.ingest_root_paths()
+    allowed = settings.ingest_root_paths()
 
     def lifespan(host: FastAPI) -> Any:
-        return ingest_context(host, chosen, allowed_roots=allowed, start_runner=start_runner)
+        return ingest_context(host, settings, allowed_roots=allowed, start_runner=start_runner)
 
     return lifespan
 
@@ -252,7 +250,10 @@ def create_app(
     max_upload_bytes: int = 512 * 1024 * 1024,
     start_runner: bool = True,
 ) -> FastAPI:
-    """A FastAPI app serving the ingest API alone (``uvicorn jobs.api:create_app --factory``)."""
+    """A FastAPI app serving the ingest API alone (``uvicorn jobs.api:create_app --factory``).
+
+    An entry point: without ``settings`` it reads them from the environment (``LOREKEEPER_*``).
+    """
     settings = settings or get_settings()
 
     @asynccontextmanager

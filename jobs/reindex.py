@@ -15,7 +15,7 @@ import structlog
 from jobs.stages import embedding_text, index_records
 from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
 from schemas.search import SearchFilters
-from schemas.settings import Settings, get_settings
+from schemas.settings import Settings
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store, open_text_index, open_vector_index
 from stores.vector.base import VectorSpace
@@ -30,7 +30,7 @@ class ReindexReport:
 
 
 def reindex(
-    settings: Settings | None = None,
+    settings: Settings,
     *,
     collection: str = "chunks",
     embedding: EmbeddingConfig | None = None,
@@ -38,7 +38,6 @@ def reindex(
     on_progress: Callable[[int], None] | None = None,
 ) -> ReindexReport:
     """Rebuild the full-text index and the vector collection from the graph and the blob store."""
-    settings = settings or get_settings()
     graph, blob = open_graph_store(settings), open_blob_store(settings)
     text, vectors = open_text_index(settings), open_vector_index(settings)
     embedder = SentenceTransformerEmbedder(embedding)

@@ -73,7 +73,7 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
     from ray import serve
 
     from serve.auth import ApiKeys
-    from serve.deployments import AppConfig, build_app
+    from serve.deployments import AppConfig, build_application
     from serve.services import check_binding
     from stores.factory import open_graph_store
 
@@ -86,18 +86,16 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
         raise _fail(exc) from None
     finally:
         graph.close()
+    # The replicas get these very settings bound (never their own environment), with the data folder
+    # made absolute: a replica's working folder is not ours.
+    settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
     cluster = os.environ.get("RAY_ADDRESS")
     if not cluster:
-        # The replicas read the same settings: hand them this process's LOREKEEPER_* variables, with
-        # the data folder made absolute (a replica's working folder is not ours).
-        env = {k: v for k, v in os.environ.items() if k.startswith("LOREKEEPER_")}
-        env["LOREKEEPER_DATA_DIR"] = str(settings.data_dir.resolve())
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         # Logical CPUs are scheduling shares: four deployments must fit a two-core laptop.
         ray.init(
             address="local",  # a Ray of our own, never a cluster some `ray start` left on this machine
             num_cpus=max(4, os.cpu_count() or 1),
-            runtime_env={"env_vars": env},
             include_dashboard=False,
             configure_logging=False,
         )
@@ -105,7 +103,7 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
         ray.init(address=cluster)
     serve.start(http_options={"host": serve_settings.api_host, "port": serve_settings.api_port})
     try:
-        app = build_app(AppConfig(serve=serve_settings).model_dump())
+        app = build_application(AppConfig(), settings, serve_settings)
         serve.run(app, name="lorekeeper", route_prefix="/", blocking=False)
     except Exception as exc:  # a replica failed to start: say why, without a Ray traceback
         err_console.print(f"[red]error:[/red] the application did not start: {exc}")

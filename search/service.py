@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
 from models.rerank import RerankConfig, Reranker, build_reranker
-from schemas.settings import Settings, get_settings
+from schemas.settings import Settings
 from search.hybrid import HYBRID_RRF, HybridConfig, HybridSearcher
 from stores.factory import open_graph_store, open_text_index, open_vector_index
 
@@ -41,7 +41,7 @@ def reranker_from_settings(settings: Settings) -> Reranker | None:
 
 @contextmanager
 def open_searcher(
-    settings: Settings | None = None,
+    settings: Settings,
     *,
     embedding: EmbeddingConfig | None = None,
     config: HybridConfig | None = None,
@@ -50,12 +50,11 @@ def open_searcher(
     """A :class:`HybridSearcher` on the configured stores; the stores close when the block ends.
 
     Args:
-        settings: where the stores are and which reranker to use; :func:`get_settings` when None.
+        settings: where the stores are and which reranker to use.
         embedding: the query embedding model (the ingestion default, on ``search_threads`` threads, when None).
         config: weights and depths; from the settings when None.
         reranker: a reranker to use instead of the configured one (None = no re-ranking).
     """
-    settings = settings or get_settings()
     if reranker is _FROM_SETTINGS:
         reranker = reranker_from_settings(settings)
     text, vectors, graph = open_text_index(settings), open_vector_index(settings), open_graph_store(settings)

@@ -34,9 +34,10 @@ from serve.middleware import BodyLimit, Measured
 from serve.routes import routers
 from serve.services import Services
 
-Plugin = Callable[[FastAPI, Any], Any]
-"""An extra set of routes: ``plugin(app, admin_dependency)`` adds them, and may return a lifespan
-(``lifespan(app)`` → an async context manager) that the app enters at start-up (the ingest API does)."""
+Plugin = Callable[[FastAPI, Any, Any], Any]
+"""An extra set of routes: ``plugin(app, admin_dependency, settings)`` adds them on the stores of the
+app's :class:`~schemas.settings.Settings`, and may return a lifespan (``lifespan(app)`` → an async
+context manager) that the app enters at start-up (the ingest API does)."""
 
 
 def load_plugin(spec: str) -> Plugin:
@@ -83,7 +84,7 @@ def create_app(
         app.include_router(router)
     for plugin in plugins:
         mount = load_plugin(plugin) if isinstance(plugin, str) else plugin
-        plugin_lifespan = mount(app, Depends(admin))
+        plugin_lifespan = mount(app, Depends(admin), services.settings)
         if plugin_lifespan is not None:
             extra_lifespans.append(plugin_lifespan)
     if mcp:

@@ -108,8 +108,8 @@ class AppConfig(BaseModel):
     mcp: bool = True
     serve: ServeSettings | None = Field(
         default=None,
-        description="The serving settings every replica uses (host, keys file, engines), as `lorekeeper serve` "
-        "decided them; unset, each replica reads LOREKEEPER_* from its environment.",
+        description="The serving settings every replica uses (host, keys file, engines); unset, build_app reads "
+        "LOREKEEPER_* once, where the application is built, and binds them into every replica.",
     )
 
 
@@ -119,8 +119,8 @@ class AppConfig(BaseModel):
 class NarratorReplica:
     """One narrator engine (vLLM on a GPU, an OpenAI-compatible client, or echo) per replica."""
 
-    def __init__(self, settings: ServeSettings | None = None) -> None:
-        self.settings = settings or get_serve_settings()
+    def __init__(self, settings: ServeSettings) -> None:
+        self.settings = settings
         self.engine: NarratorEngine = build_engine(self.settings)
         self.model = self.engine.model
         log.info("narrator_replica_started", engine=self.settings.narrator_engine.value, model=self.model)
@@ -156,14 +156,14 @@ class NarratorReplica:
 
 
 class SearchReplica:
-    """Hybrid search on the stores of this replica's settings."""
+    """Hybrid search on the stores of the application's settings."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings) -> None:
         from search.service import open_searcher
         from serve.services import LocalSearch
 
         self._stack = ExitStack()
-        self.searcher = LocalSearch(self._stack.enter_context(open_searcher(get_settings())))
+        self.searcher = LocalSearch(self._stack.enter_context(open_searcher(settings)))
         self.searcher.warm()  # the first table's first turn should not wait for the models
 
     def search(
@@ -172,18 +172,19 @@ class SearchReplica:
         return self.searcher.search(query, filters=filters, limit=limit, rerank=rerank)
 
     def __del__(self) -> None:
-        self._stack.close()
+        stack = getattr(self, "_stack", None)  # None when the constructor failed
+        if stack is not None:
+            stack.close()
 
 
 class GateReplica:
     """The scene-end gate on the graph: commits are serialised per campaign inside the story service."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings) -> None:
         from serve.services import LocalGate
         from stores.factory import open_blob_store, open_graph_store
         from story.service import StoryService
 
-        settings = get_settings()
         self.graph, self.blobs = open_graph_store(settings), open_blob_store(settings)
         story = StoryService(self.graph, self.blobs)
         story.prepare()
@@ -196,8 +197,9 @@ class GateReplica:
         return self.gate.end_scene(scene_id, summary=summary)
 
     def __del__(self) -> None:
-        self.graph.close()
-        self.blobs.close()
+        for store in (getattr(self, "graph", None), getattr(self, "blobs", None)):
+            if store is not None:  # None when the constructor failed
+                store.close()
 
 
 # -- handles behind the service protocols (what the ingress composes) --------------------------------
@@ -279,14 +281,16 @@ class IngressReplica:
         narrator: DeploymentHandle,
         search: DeploymentHandle,
         gate: DeploymentHandle,
+        serve_settings: ServeSettings,
+        settings: Settings,
         plugins: Sequence[str] = DEFAULT_PLUGINS,
         mcp: bool = True,
-        settings: ServeSettings | None = None,
     ) -> None:
         self.handles = (narrator, search, gate)
+        self.serve_settings = serve_settings
+        self.settings = settings
         self.plugins = list(plugins)
         self.mcp = mcp
-        self.settings = settings
         self._stack = ExitStack()
 
     async def __serve_build_asgi_app__(self) -> Any:
@@ -295,10 +299,10 @@ class IngressReplica:
 
         narrator, search, gate = self.handles
         model = await narrator.model_name.remote()
-        serve_settings = self.settings or get_serve_settings()
+        serve_settings = self.serve_settings
         services = self._stack.enter_context(
             open_services(
-                get_settings(),
+                self.settings,
                 serve_settings,
                 search=RemoteSearch(search),
                 gate=RemoteGate(gate),
@@ -315,38 +319,63 @@ class IngressReplica:
 # -- builders -------------------------------------------------------------------------------------
 
 
-def build_narrator(config: DeploymentConfig, settings: ServeSettings | None = None) -> Application:
+def build_narrator(config: DeploymentConfig, settings: ServeSettings) -> Application:
     """Narrator replicas, with requests routed by campaign (:mod:`serve.routing`)."""
     router = RequestRouterConfig(request_router_class="serve.routing:CampaignAffinityRouter")  # type: ignore[arg-type]
     deployment = serve.deployment(name="Narrator", request_router_config=router, **config.options())(NarratorReplica)
     return deployment.bind(settings)
 
 
-def build_search(config: DeploymentConfig, settings: Settings | None = None) -> Application:
+def build_search(config: DeploymentConfig, settings: Settings) -> Application:
     options = config.options()
-    if (settings or get_settings()).vector_location().backend is not VectorBackend.QDRANT_SERVER:
+    if settings.vector_location().backend is not VectorBackend.QDRANT_SERVER:
         # the embedded vector engine is owned by one process
         options.pop("autoscaling_config", None)
         options["num_replicas"] = 1
-    return serve.deployment(name="Search", **options)(SearchReplica).bind()
+    return serve.deployment(name="Search", **options)(SearchReplica).bind(settings)
 
 
-def build_gate(config: DeploymentConfig) -> Application:
-    return serve.deployment(name="Gate", **config.options())(GateReplica).bind()
+def build_gate(config: DeploymentConfig, settings: Settings) -> Application:
+    return serve.deployment(name="Gate", **config.options())(GateReplica).bind(settings)
 
 
-def build_ingress(config: AppConfig, narrator: Application, search: Application, gate: Application) -> Application:
+def build_ingress(
+    config: AppConfig,
+    narrator: Application,
+    search: Application,
+    gate: Application,
+    *,
+    serve_settings: ServeSettings,
+    settings: Settings,
+) -> Application:
     deployment = serve.deployment(name="Ingress", **config.ingress.options())(IngressReplica)
-    return deployment.bind(narrator, search, gate, config.plugins, config.mcp, config.serve)
+    return deployment.bind(narrator, search, gate, serve_settings, settings, config.plugins, config.mcp)
+
+
+def build_application(config: AppConfig, settings: Settings, serve_settings: ServeSettings) -> Application:
+    """The four deployments with ``settings`` (the stores) and ``serve_settings`` bound into every replica,
+    so what the caller decided (host, keys, engines, stores) is what each replica sees; no replica reads
+    the environment for them."""
+    return build_ingress(
+        config,
+        build_narrator(config.narrator, serve_settings),
+        build_search(config.search, settings),
+        build_gate(config.gate, settings),
+        serve_settings=serve_settings,
+        settings=settings,
+    )
 
 
 def build_app(args: dict[str, Any] | None = None) -> Application:
-    """The whole application from ``args`` (an :class:`AppConfig` as a dict): the Ray Serve import path
-    (``serve run serve.deployments:build_app``, ``cluster/serve-config.yaml``)."""
+    """The Ray Serve import path (``serve run serve.deployments:build_app``, ``cluster/serve-config.yaml``):
+    ``args`` is an :class:`AppConfig` as a dict.
+
+    An entry point: it reads ``LOREKEEPER_*`` here, once, where the application is built (the store
+    settings, and the serving settings unless ``args`` carries them), and binds them into every
+    replica with :func:`build_application`.
+    """
     config = AppConfig.model_validate(args or {})
-    return build_ingress(
-        config,
-        build_narrator(config.narrator, config.serve),
-        build_search(config.search),
-        build_gate(config.gate),
-    )
+    settings = get_settings()
+    # an embedded data folder is one folder for every replica, wherever each one's working folder is
+    settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
+    return build_application(config, settings, config.serve or get_serve_settings())

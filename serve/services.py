@@ -26,8 +26,8 @@ from narrator.engines import NarratorEngine, build_engine
 from narrator.turn import SearchBackend, TurnFlow
 from schemas.errors import ConfigError, InvalidRequest, LorekeeperError, NotFound
 from schemas.search import SearchFilters, SearchHit
-from schemas.serving import ServeSettings, get_serve_settings
-from schemas.settings import Settings, get_settings
+from schemas.serving import ServeSettings
+from schemas.settings import Settings
 from schemas.story import GateReport, Scene, Turn
 from serve.auth import OPEN, ApiKeys, Principal
 from stores.catalog import Catalog
@@ -241,8 +241,8 @@ def check_binding(serve: ServeSettings, keys: ApiKeys) -> bool:
 
 @contextmanager
 def open_services(
-    settings: Settings | None = None,
-    serve: ServeSettings | None = None,
+    settings: Settings,
+    serve: ServeSettings,
     *,
     search: SearchBackend | None = None,
     gate: GateBackend | None = None,
@@ -256,8 +256,6 @@ def open_services(
     configured stores (unless ``with_search`` is false), the story service's gate, and the
     narrator engine of ``LOREKEEPER_NARRATOR_ENGINE``.
     """
-    settings = settings or get_settings()
-    serve = serve or get_serve_settings()
     with ExitStack() as stack:
         graph = open_graph_store(settings)
         stack.callback(graph.close)

@@ -14,7 +14,6 @@ from schemas.settings import (
     Settings,
     TextBackend,
     VectorBackend,
-    get_settings,
 )
 from stores.blob.base import BlobStore
 from stores.graph.base import GraphStore
@@ -22,8 +21,7 @@ from stores.text.base import TextIndex
 from stores.vector.base import VectorIndex
 
 
-def open_blob_store(settings: Settings | None = None) -> BlobStore:
-    settings = settings or get_settings()
+def open_blob_store(settings: Settings) -> BlobStore:
     location = settings.blob_location()
     if location.backend is BlobBackend.S3:
         from stores.blob.s3 import S3BlobStore
@@ -34,8 +32,7 @@ def open_blob_store(settings: Settings | None = None) -> BlobStore:
     return LocalBlobStore.from_location(location, timeout_s=settings.store_timeout_s)
 
 
-def open_text_index(settings: Settings | None = None) -> TextIndex:
-    settings = settings or get_settings()
+def open_text_index(settings: Settings) -> TextIndex:
     location = settings.text_location()
     if location.backend is TextBackend.OPENSEARCH:
         from stores.text.opensearch import OpenSearchTextIndex
@@ -46,8 +43,7 @@ def open_text_index(settings: Settings | None = None) -> TextIndex:
     return TantivyTextIndex.from_location(location, timeout_s=settings.store_timeout_s)
 
 
-def open_vector_index(settings: Settings | None = None) -> VectorIndex:
-    settings = settings or get_settings()
+def open_vector_index(settings: Settings) -> VectorIndex:
     location = settings.vector_location()
     if location.backend is VectorBackend.QDRANT_EDGE:
         from stores.vector.edge import QdrantEdgeVectorIndex
@@ -58,8 +54,7 @@ def open_vector_index(settings: Settings | None = None) -> VectorIndex:
     return QdrantVectorIndex.from_location(location, timeout_s=settings.store_timeout_s)
 
 
-def open_graph_store(settings: Settings | None = None) -> GraphStore:
-    settings = settings or get_settings()
+def open_graph_store(settings: Settings) -> GraphStore:
     location = settings.graph_location()
     if location.backend is GraphBackend.EMBEDDED:
         from stores.graph.falkordb import EmbeddedFalkorGraphStore
@@ -90,9 +85,8 @@ class Stores:
         self.close()
 
 
-def open_stores(settings: Settings | None = None) -> Stores:
+def open_stores(settings: Settings) -> Stores:
     """Every store family as the settings configure it (nothing connects until first use)."""
-    settings = settings or get_settings()
     return Stores(
         blob=open_blob_store(settings),
         text=open_text_index(settings),

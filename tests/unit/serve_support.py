@@ -75,26 +75,26 @@ def running(app: Any) -> Iterator[str]:
 
 
 @contextmanager
-def on_local_ray(config: Any, env: dict[str, str]) -> Iterator[str]:
+def on_local_ray(config: Any, settings: Any, serve_settings: Any) -> Iterator[str]:
     """The Ray Serve application of ``config`` (an ``AppConfig``) on a local Ray; yields its base URL.
 
-    ``env`` reaches every replica (the settings they read); Ray and Serve stop when the block ends.
+    ``settings`` and ``serve_settings`` are bound into every replica (no replica reads the
+    environment for them); Ray and Serve stop when the block ends.
     """
     import os
 
     import ray
     from ray import serve
 
-    from serve.deployments import build_app
+    from serve.deployments import build_application
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster needs no token
-    ray.init(
-        address="local", num_cpus=4, runtime_env={"env_vars": env}, include_dashboard=False, configure_logging=False
-    )
+    ray.init(address="local", num_cpus=4, include_dashboard=False, configure_logging=False)
     try:
         port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        serve.run(build_app(config.model_dump()), name="lorekeeper", route_prefix="/", blocking=False)
+        app = build_application(config, settings, serve_settings)
+        serve.run(app, name="lorekeeper", route_prefix="/", blocking=False)
         yield f"http://127.0.0.1:{port}"
     finally:
         serve.shutdown()

@@ -20,12 +20,12 @@ pytestmark = [pytest.mark.servers, pytest.mark.ray, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from schemas.serving import ServeSettings
+    from schemas.settings import load_settings
     from serve.deployments import AppConfig, DeploymentConfig
 
-    env = {
-        "LOREKEEPER_DATA_DIR": str(Path(tmp_path_factory.mktemp("served"))),
-        "LOREKEEPER_NARRATOR_MODEL": "echo-on-ray",
-    }
+    settings = load_settings(data_dir=Path(tmp_path_factory.mktemp("served")))
+    serve_settings = ServeSettings(narrator_model="echo-on-ray")
     config = AppConfig(
         plugins=[],
         narrator=DeploymentConfig(num_replicas=2, num_cpus=0.5),
@@ -33,7 +33,7 @@ def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         gate=DeploymentConfig(num_cpus=0.25),
         ingress=DeploymentConfig(num_cpus=0.25),
     )
-    with on_local_ray(config, env) as url:
+    with on_local_ray(config, settings, serve_settings) as url:
         yield url
 
 
