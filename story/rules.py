@@ -91,126 +91,159 @@ def check_events(
     return Checked(issues=issues, state=work, accepted=accepted)
 
 
+class _Problems:
+    """The problems found with one event, and the two checks most rules share."""
+
+    def __init__(self, state: WorldState) -> None:
+        self.state = state
+        self.ents = state.entities
+        self.out: list[tuple[Rule, str]] = []
+
+    def add(self, rule: Rule, message: str) -> None:
+        self.out.append((rule, message))
+
+    def need(self, entity_id: str | None, role: str) -> bool:
+        """Whether the entity exists (or none is named); a problem when it does not."""
+        if entity_id is None:
+            return True
+        if entity_id not in self.ents:
+            self.add(Rule.UNKNOWN_ENTITY, f"{role} {entity_id!r} does not exist on this branch at this point")
+            return False
+        return True
+
+    def alive(self, entity_id: str | None, role: str) -> None:
+        """A problem when the entity is dead or destroyed and so cannot act."""
+        if entity_id is not None and entity_id in self.ents and self.ents[entity_id]["status"] in INERT_STATUSES:
+            status = self.ents[entity_id]["status"]
+            self.add(
+                Rule.INERT_ACTOR,
+                f"{role} {entity_id!r} is {status} and cannot act; "
+                "bring it back first (set_entity_status) if the story allows",
+            )
+
+
 def _problems(
     state: WorldState,
     e: dict[str, Any],
     placed: dict[tuple[str | None, str], str],
     held: dict[tuple[str | None, str], str | None],
 ) -> list[tuple[Rule, str]]:
+    problems = _Problems(state)
     kind = e["kind"]
-    turn = e.get("turn_id")
-    ents = state.entities
-    out: list[tuple[Rule, str]] = []
+    if kind in ("entity_created", "set_entity_status", "set_entity_attribute"):
+        _entity_problems(problems, e)
+    elif kind in ("fact_added", "fact_invalidated"):
+        _fact_problems(problems, e)
+    elif kind in ("current_location_set", "possession_set"):
+        _placement_problems(problems, e, placed, held)
+    else:
+        _story_problems(problems, e)
+    return problems.out
 
-    def need(entity_id: str | None, role: str) -> bool:
-        if entity_id is None:
-            return True
-        if entity_id not in ents:
-            out.append((Rule.UNKNOWN_ENTITY, f"{role} {entity_id!r} does not exist on this branch at this point"))
-            return False
-        return True
 
-    def alive(entity_id: str | None, role: str) -> None:
-        if entity_id is not None and entity_id in ents and ents[entity_id]["status"] in INERT_STATUSES:
-            status = ents[entity_id]["status"]
-            out.append(
-                (
-                    Rule.INERT_ACTOR,
-                    f"{role} {entity_id!r} is {status} and cannot act; "
-                    "bring it back first (set_entity_status) if the story allows",
-                )
-            )
-
+def _entity_problems(p: _Problems, e: dict[str, Any]) -> None:
+    kind, ents = e["kind"], p.ents
     if kind == "entity_created":
         if e["entity_id"] in ents:
-            out.append((Rule.DUPLICATE_ID, f"entity {e['entity_id']!r} already exists"))
-    elif kind in ("set_entity_status", "set_entity_attribute"):
-        if need(e["entity_id"], "entity") and kind == "set_entity_attribute" and e.get("op") == "increment":
-            current = ents[e["entity_id"]]["attributes"].get(e["attribute"])
-            if current is not None and (isinstance(current, bool) or not isinstance(current, int | float)):
-                out.append(
-                    (Rule.NOT_NUMERIC, f"attribute {e['attribute']!r} holds {current!r}, which cannot be incremented")
-                )
-    elif kind == "fact_added":
-        if e["fact_id"] in state.facts:
-            out.append((Rule.DUPLICATE_ID, f"fact {e['fact_id']!r} already exists"))
-        need(e["subject_entity_id"], "subject")
-        need(e.get("object_entity_id"), "object")
+            p.add(Rule.DUPLICATE_ID, f"entity {e['entity_id']!r} already exists")
+    elif p.need(e["entity_id"], "entity") and kind == "set_entity_attribute" and e.get("op") == "increment":
+        current = ents[e["entity_id"]]["attributes"].get(e["attribute"])
+        if current is not None and (isinstance(current, bool) or not isinstance(current, int | float)):
+            p.add(Rule.NOT_NUMERIC, f"attribute {e['attribute']!r} holds {current!r}, which cannot be incremented")
+
+
+def _fact_problems(p: _Problems, e: dict[str, Any]) -> None:
+    facts = p.state.facts
+    if e["kind"] == "fact_added":
+        if e["fact_id"] in facts:
+            p.add(Rule.DUPLICATE_ID, f"fact {e['fact_id']!r} already exists")
+        p.need(e["subject_entity_id"], "subject")
+        p.need(e.get("object_entity_id"), "object")
         if (old := e.get("replaces")) is not None:
-            if old not in state.facts:
-                out.append((Rule.UNKNOWN_FACT, f"it replaces fact {old!r}, which does not exist here"))
-            elif state.facts[old]["status"] == FactStatus.SUPERSEDED.value:
-                out.append((Rule.FACT_NOT_CURRENT, f"it replaces fact {old!r}, which is already superseded"))
+            if old not in facts:
+                p.add(Rule.UNKNOWN_FACT, f"it replaces fact {old!r}, which does not exist here")
+            elif facts[old]["status"] == FactStatus.SUPERSEDED.value:
+                p.add(Rule.FACT_NOT_CURRENT, f"it replaces fact {old!r}, which is already superseded")
         for dep in e.get("depends_on") or []:
-            if dep not in state.facts:
-                out.append((Rule.UNKNOWN_FACT, f"it depends on fact {dep!r}, which does not exist here"))
-    elif kind == "fact_invalidated":
-        fact = state.facts.get(e["fact_id"])
-        if fact is None:
-            out.append((Rule.UNKNOWN_FACT, f"fact {e['fact_id']!r} does not exist here"))
-        elif e.get("invalidation") == "retconned":
-            if fact["canon_level"] == "retconned":  # retconning a superseded fact is fine: it never was true
-                out.append((Rule.FACT_NOT_CURRENT, f"fact {e['fact_id']!r} is already retconned"))
-        elif fact["status"] == FactStatus.SUPERSEDED.value:
-            out.append((Rule.FACT_NOT_CURRENT, f"fact {e['fact_id']!r} is already superseded"))
-    elif kind == "relationship_added":
+            if dep not in facts:
+                p.add(Rule.UNKNOWN_FACT, f"it depends on fact {dep!r}, which does not exist here")
+        return
+    fact = facts.get(e["fact_id"])
+    if fact is None:
+        p.add(Rule.UNKNOWN_FACT, f"fact {e['fact_id']!r} does not exist here")
+    elif e.get("invalidation") == "retconned":
+        if fact["canon_level"] == "retconned":  # retconning a superseded fact is fine: it never was true
+            p.add(Rule.FACT_NOT_CURRENT, f"fact {e['fact_id']!r} is already retconned")
+    elif fact["status"] == FactStatus.SUPERSEDED.value:
+        p.add(Rule.FACT_NOT_CURRENT, f"fact {e['fact_id']!r} is already superseded")
+
+
+def _placement_problems(
+    p: _Problems,
+    e: dict[str, Any],
+    placed: dict[tuple[str | None, str], str],
+    held: dict[tuple[str | None, str], str | None],
+) -> None:
+    """Where an entity is and who holds an item: one place and one holder per turn, no cycles."""
+    state, ents, turn = p.state, p.ents, e.get("turn_id")
+    if e["kind"] == "current_location_set":
+        who, where = e["entity_id"], e["location_entity_id"]
+        if p.need(who, "entity") & p.need(where, "location"):
+            p.alive(who, "entity")
+            if ents[where]["kind"] not in PLACE_KINDS:
+                p.add(Rule.NOT_A_PLACE, f"{where!r} is a {ents[where]['kind']}, not a location, structure or vehicle")
+            elif _contains(state, inner=where, outer=who):
+                p.add(Rule.CONTAINMENT_CYCLE, f"{where!r} is itself inside {who!r}")
+            earlier = placed.get((turn, who))
+            if earlier is not None and earlier != where:
+                p.add(Rule.ONE_PLACE, f"{who!r} is already put at {earlier!r} at this turn; one place at a time")
+            placed[(turn, who)] = where
+        return
+    item, holder = e["item_entity_id"], e.get("holder_entity_id")
+    if p.need(item, "item") & p.need(holder, "holder") & p.need(e.get("location_entity_id"), "location"):
+        p.alive(holder, "holder")
+        if holder is not None and _holds(state, holder=item, item=holder):
+            p.add(Rule.CONTAINMENT_CYCLE, f"{holder!r} is itself held by {item!r}")
+        key = (turn, item)
+        if key in held and held[key] != holder:
+            p.add(Rule.ONE_HOLDER, f"{item!r} is already given to {held[key]!r} at this turn; one holder at a time")
+        held[key] = holder
+
+
+def _story_problems(p: _Problems, e: dict[str, Any]) -> None:
+    """Relationships, threads, the scene and happenings."""
+    kind, state = e["kind"], p.state
+    if kind == "relationship_added":
         if e["relationship_id"] in state.relationships:
-            out.append((Rule.DUPLICATE_ID, f"relationship {e['relationship_id']!r} already exists"))
-        if need(e["source_entity_id"], "source"):
-            alive(e["source_entity_id"], "source")
-        need(e["target_entity_id"], "target")
+            p.add(Rule.DUPLICATE_ID, f"relationship {e['relationship_id']!r} already exists")
+        if p.need(e["source_entity_id"], "source"):
+            p.alive(e["source_entity_id"], "source")
+        p.need(e["target_entity_id"], "target")
     elif kind == "relationship_ended":
         rel = state.relationships.get(e["relationship_id"])
         if rel is None or rel["status"] != RelationshipStatus.ACTIVE.value:
             why = "does not exist here" if rel is None else "has already ended"
-            out.append((Rule.RELATIONSHIP_NOT_ACTIVE, f"relationship {e['relationship_id']!r} {why}"))
+            p.add(Rule.RELATIONSHIP_NOT_ACTIVE, f"relationship {e['relationship_id']!r} {why}")
     elif kind == "thread_opened":
         if e["thread_id"] in state.threads:
-            out.append((Rule.DUPLICATE_ID, f"thread {e['thread_id']!r} already exists"))
+            p.add(Rule.DUPLICATE_ID, f"thread {e['thread_id']!r} already exists")
         for ent in e.get("involved_entity_ids") or []:
-            need(ent, "involved entity")
+            p.need(ent, "involved entity")
     elif kind == "thread_resolved":
         thread = state.threads.get(e["thread_id"])
         if thread is None:
-            out.append((Rule.UNKNOWN_THREAD, f"thread {e['thread_id']!r} does not exist here"))
+            p.add(Rule.UNKNOWN_THREAD, f"thread {e['thread_id']!r} does not exist here")
         elif thread["status"] != ThreadStatus.OPEN.value:
-            out.append((Rule.THREAD_NOT_OPEN, f"thread {e['thread_id']!r} is already resolved"))
-    elif kind == "current_location_set":
-        who, where = e["entity_id"], e["location_entity_id"]
-        if need(who, "entity") & need(where, "location"):
-            alive(who, "entity")
-            if ents[where]["kind"] not in PLACE_KINDS:
-                out.append(
-                    (Rule.NOT_A_PLACE, f"{where!r} is a {ents[where]['kind']}, not a location, structure or vehicle")
-                )
-            elif _contains(state, inner=where, outer=who):
-                out.append((Rule.CONTAINMENT_CYCLE, f"{where!r} is itself inside {who!r}"))
-            earlier = placed.get((turn, who))
-            if earlier is not None and earlier != where:
-                out.append((Rule.ONE_PLACE, f"{who!r} is already put at {earlier!r} at this turn; one place at a time"))
-            placed[(turn, who)] = where
-    elif kind == "possession_set":
-        item, holder = e["item_entity_id"], e.get("holder_entity_id")
-        if need(item, "item") & need(holder, "holder") & need(e.get("location_entity_id"), "location"):
-            alive(holder, "holder")
-            if holder is not None and _holds(state, holder=item, item=holder):
-                out.append((Rule.CONTAINMENT_CYCLE, f"{holder!r} is itself held by {item!r}"))
-            key = (turn, item)
-            if key in held and held[key] != holder:
-                out.append(
-                    (Rule.ONE_HOLDER, f"{item!r} is already given to {held[key]!r} at this turn; one holder at a time")
-                )
-            held[key] = holder
+            p.add(Rule.THREAD_NOT_OPEN, f"thread {e['thread_id']!r} is already resolved")
     elif kind == "scene_set":
-        need(e.get("location_entity_id"), "location")
+        p.need(e.get("location_entity_id"), "location")
         for ent in e.get("present_entity_ids") or []:
-            if need(ent, "present entity"):
-                alive(ent, "present entity")
+            if p.need(ent, "present entity"):
+                p.alive(ent, "present entity")
     elif kind == "event_recorded":
         for ent in e.get("participant_entity_ids") or []:
-            need(ent, "participant")
-        need(e.get("location_entity_id"), "location")
-    return out
+            p.need(ent, "participant")
+        p.need(e.get("location_entity_id"), "location")
 
 
 def _contains(state: WorldState, *, inner: str, outer: str) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from schemas.common import (
@@ -36,6 +37,12 @@ from schemas.story import (
 
 #: Bumped when the snapshot layout changes; older snapshots are ignored and rebuilt from events.
 STATE_FORMAT = 1
+
+#: Event kinds folded into an entity, and into a fact (the others: :meth:`WorldState._apply_story`).
+_ENTITY_EVENTS = frozenset(
+    {"entity_created", "set_entity_status", "set_entity_attribute", "current_location_set", "possession_set"}
+)
+_FACT_EVENTS = frozenset({"fact_added", "fact_invalidated"})
 
 #: Statuses in which an entity can no longer act.
 INERT_STATUSES = frozenset({EntityStatus.DEAD.value, EntityStatus.DESTROYED.value})
@@ -129,7 +136,17 @@ class WorldState:
         never fails half-way.
         """
         kind = event["kind"]
-        turn = event.get("turn_id")
+        if kind in _ENTITY_EVENTS:
+            self._apply_entity(kind, event)
+        elif kind in _FACT_EVENTS:
+            self._apply_fact(kind, event, seq=seq, authority=authority)
+        else:
+            self._apply_story(kind, event, seq=seq)
+        self.event_count += 1
+        self.last_seq = max(self.last_seq, seq)
+
+    def _apply_entity(self, kind: str, event: dict[str, Any]) -> None:
+        """An entity: created, its status or an attribute set, where it is or who holds it."""
         ents = self.entities
         if kind == "entity_created":
             ents[event["entity_id"]] = {
@@ -141,7 +158,7 @@ class WorldState:
                 "attributes": dict(event.get("attributes") or {}),
                 "location_id": None,
                 "holder_id": None,
-                "created_turn_id": turn,
+                "created_turn_id": event.get("turn_id"),
             }
         elif kind == "set_entity_status":
             if (ent := _own(ents, event["entity_id"])) is not None:
@@ -156,7 +173,17 @@ class WorldState:
                     attrs.pop(name, None)
                 else:
                     attrs[name] = event["value"]
-        elif kind == "fact_added":
+        elif kind == "current_location_set":
+            if (ent := _own(ents, event["entity_id"])) is not None:
+                ent["location_id"] = event["location_entity_id"]
+        elif kind == "possession_set" and (ent := _own(ents, event["item_entity_id"])) is not None:
+            ent["holder_id"] = event.get("holder_entity_id")
+            if event.get("holder_entity_id") is None and event.get("location_entity_id"):
+                ent["location_id"] = event["location_entity_id"]
+
+    def _apply_fact(self, kind: str, event: dict[str, Any], *, seq: int, authority: str | None) -> None:
+        """A fact added (superseding the one it replaces), or invalidated."""
+        if kind == "fact_added":
             fid = event["fact_id"]
             self.facts[fid] = {
                 "subject": event["subject_entity_id"],
@@ -170,24 +197,27 @@ class WorldState:
                 "replaces": event.get("replaces"),
                 "superseded_by": None,
                 "depends_on": list(event.get("depends_on") or []),
-                "turn_id": turn,
+                "turn_id": event.get("turn_id"),
                 "seq": seq,
             }
             if (old := _own(self.facts, event.get("replaces"))) is not None and old["status"] != "superseded":
                 old["status"] = FactStatus.SUPERSEDED.value
                 old["superseded_by"] = fid
-        elif kind == "fact_invalidated":
-            if (fact := _own(self.facts, event["fact_id"])) is not None:
-                how = event.get("invalidation") or FactInvalidation.SUPERSEDED.value
-                if how == FactInvalidation.DISPUTED.value:
-                    fact["status"] = FactStatus.DISPUTED.value
-                else:
-                    fact["status"] = FactStatus.SUPERSEDED.value
-                    if how == FactInvalidation.RETCONNED.value:
-                        fact["canon_level"] = CanonLevel.RETCONNED.value
-                if event.get("superseded_by"):
-                    fact["superseded_by"] = event["superseded_by"]
-        elif kind == "relationship_added":
+        elif (fact := _own(self.facts, event["fact_id"])) is not None:
+            how = event.get("invalidation") or FactInvalidation.SUPERSEDED.value
+            if how == FactInvalidation.DISPUTED.value:
+                fact["status"] = FactStatus.DISPUTED.value
+            else:
+                fact["status"] = FactStatus.SUPERSEDED.value
+                if how == FactInvalidation.RETCONNED.value:
+                    fact["canon_level"] = CanonLevel.RETCONNED.value
+            if event.get("superseded_by"):
+                fact["superseded_by"] = event["superseded_by"]
+
+    def _apply_story(self, kind: str, event: dict[str, Any], *, seq: int) -> None:
+        """Relationships, threads, the scene and happenings (any other kind changes nothing)."""
+        turn = event.get("turn_id")
+        if kind == "relationship_added":
             self.relationships[event["relationship_id"]] = {
                 "source": event["source_entity_id"],
                 "target": event["target_entity_id"],
@@ -216,14 +246,6 @@ class WorldState:
                 thread["status"] = ThreadStatus.RESOLVED.value
                 thread["resolved_turn_id"] = turn or thread["opened_turn_id"] or "unknown"
                 thread["resolution"] = event["resolution"]
-        elif kind == "current_location_set":
-            if (ent := _own(ents, event["entity_id"])) is not None:
-                ent["location_id"] = event["location_entity_id"]
-        elif kind == "possession_set":
-            if (ent := _own(ents, event["item_entity_id"])) is not None:
-                ent["holder_id"] = event.get("holder_entity_id")
-                if event.get("holder_entity_id") is None and event.get("location_entity_id"):
-                    ent["location_id"] = event["location_entity_id"]
         elif kind == "scene_set":
             self.scene = {
                 "scene_id": event["active_scene_id"],
@@ -239,8 +261,6 @@ class WorldState:
                 "turn_id": turn,
                 "seq": seq,
             }
-        self.event_count += 1
-        self.last_seq = max(self.last_seq, seq)
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -261,41 +281,8 @@ class WorldState:
         passed, defaults included: a default factory costs pydantic a signature inspection per call.
         """
         now = utc_now()
-        entities = [
-            Entity.model_construct(
-                id=eid,
-                world_id=world_id,
-                campaign_id=campaign_id,
-                kind=EntityKind(e["kind"]),
-                name=e["name"],
-                aliases=e["aliases"],
-                description=e["description"],
-                status=EntityStatus(e["status"]),
-                attributes=e["attributes"],
-                created_turn_id=e["created_turn_id"],
-                created_at=now,
-            )
-            for eid, e in sorted(self.entities.items())
-        ]
-        facts = [
-            Fact.model_construct(
-                id=fid,
-                campaign_id=campaign_id,
-                subject_entity_id=f["subject"],
-                predicate=f["predicate"],
-                object_entity_id=f["object"],
-                value=f["value"],
-                authority=Authority(f["authority"]),
-                status=FactStatus(f["status"]),
-                canon_level=CanonLevel(f["canon_level"]),
-                confidence=f["confidence"],
-                replaces=f["replaces"],
-                evidence=Evidence.model_construct(turn_ids=[], chunk_ids=[], quote=None),
-                created_turn_id=f["turn_id"],
-                created_at=now,
-            )
-            for fid, f in sorted(self.facts.items())
-        ]
+        entities = self._entity_models(world_id, campaign_id, now)
+        facts = self._fact_models(campaign_id, now)
         relationships = [
             Relationship.model_construct(
                 id=rid,
@@ -337,6 +324,45 @@ class WorldState:
             event_count=self.event_count,
             state_hash=self.state_hash,
         )
+
+    def _entity_models(self, world_id: str, campaign_id: str, now: datetime) -> list[Entity]:
+        return [
+            Entity.model_construct(
+                id=eid,
+                world_id=world_id,
+                campaign_id=campaign_id,
+                kind=EntityKind(e["kind"]),
+                name=e["name"],
+                aliases=e["aliases"],
+                description=e["description"],
+                status=EntityStatus(e["status"]),
+                attributes=e["attributes"],
+                created_turn_id=e["created_turn_id"],
+                created_at=now,
+            )
+            for eid, e in sorted(self.entities.items())
+        ]
+
+    def _fact_models(self, campaign_id: str, now: datetime) -> list[Fact]:
+        return [
+            Fact.model_construct(
+                id=fid,
+                campaign_id=campaign_id,
+                subject_entity_id=f["subject"],
+                predicate=f["predicate"],
+                object_entity_id=f["object"],
+                value=f["value"],
+                authority=Authority(f["authority"]),
+                status=FactStatus(f["status"]),
+                canon_level=CanonLevel(f["canon_level"]),
+                confidence=f["confidence"],
+                replaces=f["replaces"],
+                evidence=Evidence.model_construct(turn_ids=[], chunk_ids=[], quote=None),
+                created_turn_id=f["turn_id"],
+                created_at=now,
+            )
+            for fid, f in sorted(self.facts.items())
+        ]
 
 
 def _own(table: dict[str, dict[str, Any]], key: str | None) -> dict[str, Any] | None:
