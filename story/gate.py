@@ -28,7 +28,8 @@ from schemas.story import (
     Scene,
 )
 from stores.catalog import from_props
-from story.graph import CampaignContext, Writes, commit_uid, unwind_create, unwind_link
+from story import cypher
+from story.graph import CampaignContext, Writes, commit_uid
 from story.policy import GatePolicy, authority_verdict, proposal_events, resolve_contradictions
 from story.rules import check_events
 from story.state import WorldState
@@ -139,6 +140,19 @@ def resolution_uid(proposal_id: str) -> str:
     return f"res_{proposal_id.split('_', 1)[-1]}"
 
 
+@dataclass(slots=True)
+class _CanonRows:
+    """The nodes and links a batch of canon writes, gathered event by event."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    canon: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # label -> node rows
+    established: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # label -> (node, event)
+    supports: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)  # (label, target label)
+    replaces: list[tuple[str, str]] = field(default_factory=list)
+    depends: list[tuple[str, str]] = field(default_factory=list)
+    from_proposal: list[tuple[str, str]] = field(default_factory=list)
+
+
 def write_canon(
     ctx: CampaignContext,
     writes: Writes,
@@ -155,13 +169,7 @@ def write_canon(
         return
     now = utc_now().isoformat()
     commit = commit_uid(ctx.id, version)
-    event_rows: list[dict[str, Any]] = []
-    canon_rows: dict[str, list[dict[str, Any]]] = {}
-    supports: dict[str, list[tuple[str, str]]] = {}  # target label -> (canon label:uid, target uid)
-    established: dict[str, list[tuple[str, str]]] = {}
-    replaces: list[tuple[str, str]] = []
-    depends: list[tuple[str, str]] = []
-    from_proposal: list[tuple[str, str]] = []
+    rows = _CanonRows()
     for offset, (event, meta) in enumerate(zip(batch.events, batch.meta, strict=True)):
         seq = first_seq + offset
         payload = event.model_dump(mode="json")
@@ -181,77 +189,104 @@ def write_canon(
         for key, value in (("turn_uid", event.turn_id), ("scene_uid", scene_id), ("proposal_uid", meta["proposal_id"])):
             if value is not None:
                 row[key] = value
-        event_rows.append(row)
+        rows.events.append(row)
         if meta["proposal_id"]:
-            from_proposal.append((event.event_id, meta["proposal_id"]))
-        label_field = CANON_NODES.get(payload["kind"])
-        if label_field is None:
-            continue
-        label, id_field = label_field
-        uid = payload[id_field]
-        node = {k: v for k, v in payload.items() if v is not None and not isinstance(v, dict | list)}
-        node.update(
-            {
-                "uid": uid,
-                "id": uid,
-                "campaign_id": ctx.id,
-                "world_uid": ctx.campaign.world_id,
-                "branch_id": branch_id,
-                "depth": depth,
-                "seq": seq,
-                "authority": meta["authority"],
-                "confidence": meta["confidence"],
-                "canon_level": payload.get("canon_level", "canon"),
-                "established_by": event.event_id,
-                "created_at": now,
-            }
-        )
-        for key, value in payload.items():
-            if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
-                node[key] = value
-            elif isinstance(value, dict):
-                node[key + "_json"] = _json(value)
-        if "name" in node:
-            node["normalized_name"] = " ".join(str(node["name"]).casefold().split())
-        canon_rows.setdefault(label, []).append(node)
-        established.setdefault(label, []).append((uid, event.event_id))
-        evidence: Evidence = meta["evidence"]
-        targets = supports.setdefault
-        if scene_id is not None:
-            targets("Scene", []).append((f"{label}:{uid}", scene_id))
-        for turn in dict.fromkeys([*evidence.turn_ids, *([event.turn_id] if event.turn_id else [])]):
-            targets("Turn", []).append((f"{label}:{uid}", turn))
-        for chunk in evidence.chunk_ids:
-            targets("Chunk", []).append((f"{label}:{uid}", chunk))
-        if meta["resolution_id"]:
-            targets("Resolution", []).append((f"{label}:{uid}", meta["resolution_id"]))
-        if isinstance(event, FactAdded):
-            if event.replaces:
-                replaces.append((uid, event.replaces))
-            depends.extend((uid, dep) for dep in event.depends_on)
-    writes.add(*_create("StateEvent", event_rows))
-    writes.add(*unwind_link("StateEvent", "COMMITTED_IN", "Commit", [(r["uid"], commit) for r in event_rows]))
-    if from_proposal:
-        writes.add(*unwind_link("StateEvent", "FROM_PROPOSAL", "ProposedChange", from_proposal))
-    for label, rows in canon_rows.items():
-        writes.add(*_create(label, rows))
-        writes.add(*unwind_link(label, "ESTABLISHED_BY", "StateEvent", established[label]))
-    for target, pairs in supports.items():
-        by_label: dict[str, list[tuple[str, str]]] = {}
-        for source, uid in pairs:
-            label, src_uid = source.split(":", 1)
-            by_label.setdefault(label, []).append((src_uid, uid))
-        for label, label_pairs in by_label.items():
-            writes.add(*unwind_link(label, "SUPPORTED_BY", target, label_pairs))
-    if replaces:
-        writes.add(*unwind_link("Fact", "REPLACES", "Fact", replaces, branch_id=branch_id))
-    if depends:
-        writes.add(*unwind_link("Fact", "DEPENDS_ON", "Fact", depends))
+            rows.from_proposal.append((event.event_id, meta["proposal_id"]))
+        if payload["kind"] in CANON_NODES:
+            node = _canon_node(ctx, payload, meta, branch_id=branch_id, depth=depth, seq=seq, at=now)
+            node["established_by"] = event.event_id
+            _gather_canon(rows, CANON_NODES[payload["kind"]][0], event, meta, node, scene_id)
+    _queue_canon(writes, rows, commit, branch_id)
 
 
-def _create(label: str, rows: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
-    # MERGE, not CREATE: a world-level node (an entity two campaigns share) may exist already
-    return (f"UNWIND $rows AS r MERGE (n:{label} {{uid: r.uid}}) ON CREATE SET n = r", {"rows": rows})
+def _canon_node(
+    ctx: CampaignContext,
+    payload: dict[str, Any],
+    meta: dict[str, Any],
+    *,
+    branch_id: str,
+    depth: int,
+    seq: int,
+    at: str,
+) -> dict[str, Any]:
+    """The node an event establishes (an entity, a fact…), with its position and canon level."""
+    uid = payload[CANON_NODES[payload["kind"]][1]]
+    node = {k: v for k, v in payload.items() if v is not None and not isinstance(v, dict | list)}
+    node.update(
+        {
+            "uid": uid,
+            "id": uid,
+            "campaign_id": ctx.id,
+            "world_uid": ctx.campaign.world_id,
+            "branch_id": branch_id,
+            "depth": depth,
+            "seq": seq,
+            "authority": meta["authority"],
+            "confidence": meta["confidence"],
+            "canon_level": payload.get("canon_level", "canon"),
+            "created_at": at,
+        }
+    )
+    for key, value in payload.items():
+        if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
+            node[key] = value
+        elif isinstance(value, dict):
+            node[key + "_json"] = _json(value)
+    if "name" in node:
+        node["normalized_name"] = " ".join(str(node["name"]).casefold().split())
+    return node
+
+
+def _gather_canon(
+    rows: _CanonRows,
+    label: str,
+    event: BaseStateEvent,
+    meta: dict[str, Any],
+    node: dict[str, Any],
+    scene_id: str | None,
+) -> None:
+    """Add a canon node and what supports it, replaces it or it depends on."""
+    uid = node["uid"]
+    rows.canon.setdefault(label, []).append(node)
+    rows.established.setdefault(label, []).append((uid, event.event_id))
+    evidence: Evidence = meta["evidence"]
+    targets: list[tuple[str, str]] = []
+    if scene_id is not None:
+        targets.append(("Scene", scene_id))
+    targets += [("Turn", t) for t in dict.fromkeys([*evidence.turn_ids, *([event.turn_id] if event.turn_id else [])])]
+    targets += [("Chunk", chunk) for chunk in evidence.chunk_ids]
+    if meta["resolution_id"]:
+        targets.append(("Resolution", meta["resolution_id"]))
+    for target_label, target in targets:
+        rows.supports.setdefault((label, target_label), []).append((uid, target))
+    if isinstance(event, FactAdded):
+        if event.replaces:
+            rows.replaces.append((uid, event.replaces))
+        rows.depends.extend((uid, dep) for dep in event.depends_on)
+
+
+def _queue_canon(writes: Writes, rows: _CanonRows, commit: str, branch_id: str) -> None:
+    writes.add(*cypher.merge_nodes("StateEvent", rows.events))
+    writes.add(*cypher.link_nodes("StateEvent", "COMMITTED_IN", "Commit", [(r["uid"], commit) for r in rows.events]))
+    if rows.from_proposal:
+        writes.add(*cypher.link_nodes("StateEvent", "FROM_PROPOSAL", "ProposedChange", rows.from_proposal))
+    for label, nodes in rows.canon.items():
+        writes.add(*cypher.merge_nodes(label, nodes))
+        writes.add(*cypher.link_nodes(label, "ESTABLISHED_BY", "StateEvent", rows.established[label]))
+    for (label, target_label), pairs in _supports_in_order(rows.supports):
+        writes.add(*cypher.link_nodes(label, "SUPPORTED_BY", target_label, pairs))
+    if rows.replaces:
+        writes.add(*cypher.link_nodes("Fact", "REPLACES", "Fact", rows.replaces, branch_id=branch_id))
+    if rows.depends:
+        writes.add(*cypher.link_nodes("Fact", "DEPENDS_ON", "Fact", rows.depends))
+
+
+def _supports_in_order(
+    supports: dict[tuple[str, str], list[tuple[str, str]]],
+) -> list[tuple[tuple[str, str], list[tuple[str, str]]]]:
+    """SUPPORTED_BY links grouped by target label first (scenes, turns, chunks, resolutions as first met)."""
+    targets = list(dict.fromkeys(target for _, target in supports))
+    return sorted(supports.items(), key=lambda item: targets.index(item[0][1]))
 
 
 def decision_writes(
@@ -268,19 +303,16 @@ def decision_writes(
         for d in decisions
     ]
     if rows:
-        writes.add("UNWIND $rows AS r MATCH (p:ProposedChange {uid: r.uid}) SET p += r.props", rows=rows)
+        writes.add(*cypher.decide_proposals(rows))
     resolutions = [
         _resolution_row(by_id[d.proposal_id].resolution, d.proposal_id, by_id[d.proposal_id].scene_id, campaign_id)
         for d in decisions
         if d.status is ProposalStatus.ACCEPTED and by_id[d.proposal_id].resolution is not None
     ]
     if resolutions:
-        writes.add(*unwind_create("Resolution", resolutions))
-        writes.add(
-            *unwind_link(
-                "Resolution", "RESOLVES", "ProposedChange", [(r["uid"], r["proposal_uid"]) for r in resolutions]
-            )
-        )
+        writes.add(*cypher.create_nodes("Resolution", resolutions))
+        pairs = [(r["uid"], r["proposal_uid"]) for r in resolutions]
+        writes.add(*cypher.link_nodes("Resolution", "RESOLVES", "ProposedChange", pairs))
 
 
 def _resolution_row(resolution: Resolution | None, proposal_id: str, scene_id: str, campaign_id: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from schemas.errors import NotFound
+from story.errors import StoryNotFound
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +89,7 @@ def lineage_of(branches: Mapping[str, BranchLine], branch_id: str, depth: int) -
     """The lineage of position ``(branch_id, depth)``.
 
     Raises:
-        NotFound: a branch on the way is unknown (a corrupt tree).
+        StoryNotFound: a branch on the way is unknown (a corrupt tree).
     """
     segments: list[Segment] = []
     seen: set[str] = set()
@@ -97,11 +97,11 @@ def lineage_of(branches: Mapping[str, BranchLine], branch_id: str, depth: int) -
     cutoff: int | None = None
     while current is not None:
         if current in seen:
-            raise NotFound("graph", f"branch {current!r} is its own ancestor")
+            raise StoryNotFound(f"branch {current!r} is its own ancestor")
         seen.add(current)
         line = branches.get(current)
         if line is None:
-            raise NotFound("graph", f"no branch {current!r}")
+            raise StoryNotFound(f"no branch {current!r}")
         segments.append(Segment(current, depth, cutoff))
         if line.parent_branch_id is None:
             break

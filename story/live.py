@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stores.graph.base import GraphStore
+from story import cypher
 from story.graph import Writes
 from story.state import WorldState
 
@@ -43,14 +44,10 @@ def live_uid(campaign_id: str, entity_id: str) -> str:
 def read_live(graph: GraphStore, campaign_id: str) -> LiveView:
     """The campaign's live world as the graph holds it now."""
     view = LiveView()
-    for row in graph.run("MATCH (n:LiveEntity {campaign_id: $c}) RETURN n", {"c": campaign_id}):
+    for row in graph.run(*cypher.live_entities(campaign_id)):
         node = {k: v for k, v in row["n"].items() if not k.startswith("_")}
         view.entities[node["entity_id"]] = node
-    for row in graph.run(
-        "MATCH (a:LiveEntity {campaign_id: $c})-[r]->(b:LiveEntity) "
-        "RETURN a.entity_id AS a, type(r) AS type, b.entity_id AS b, r.rel_id AS rel, r.kind AS kind",
-        {"c": campaign_id},
-    ):
+    for row in graph.run(*cypher.live_edges(campaign_id)):
         if row["type"] == "RELATED":
             view.relationships[row["rel"]] = (row["a"], row["b"], row["kind"])
         else:
@@ -87,9 +84,16 @@ def _containment_depth(state_entities: dict[str, dict[str, Any]], entity_id: str
 
 def queue_sync(writes: Writes, campaign_id: str, current: LiveView, target: WorldState) -> int:
     """Queue the three phases that turn ``current`` into ``target``; returns how many changes."""
-    c = campaign_id
+    return (
+        _upsert(writes, campaign_id, current, target)
+        + _rehome(writes, campaign_id, current, target)
+        + _remove(writes, campaign_id, current, target)
+    )
+
+
+def _upsert(writes: Writes, c: str, current: LiveView, target: WorldState) -> int:
+    """Phase 1: create or overwrite entities, containers before contents."""
     ents = target.entities
-    # phase 1: create or overwrite, containers before contents
     upserts = []
     for eid, e in ents.items():
         node = _node(c, eid, e)
@@ -97,15 +101,20 @@ def queue_sync(writes: Writes, campaign_id: str, current: LiveView, target: Worl
             upserts.append((_containment_depth(ents, eid), node))
     upserts.sort(key=lambda pair: (pair[0], pair[1]["uid"]))
     if upserts:
-        writes.add("UNWIND $rows AS r MERGE (n:LiveEntity {uid: r.uid}) SET n = r", rows=[node for _, node in upserts])
-    # phase 2: re-home placement and relationships
+        writes.add(*cypher.upsert_live([node for _, node in upserts]))
+    return len(upserts)
+
+
+def _rehome(writes: Writes, c: str, current: LiveView, target: WorldState) -> int:
+    """Phase 2: re-home placement and relationship edges."""
+    ents = target.entities
     wanted_place: dict[tuple[str, str], str] = {}
     for eid, e in ents.items():
         if e.get("location_id") in ents:
             wanted_place[(eid, "LOCATED_IN")] = e["location_id"]
         if e.get("holder_id") in ents:
             wanted_place[(eid, "HELD_BY")] = e["holder_id"]
-    changes = len(upserts)
+    changes = 0
     for kind in ("LOCATED_IN", "HELD_BY"):
         moved = sorted(
             eid
@@ -115,21 +124,14 @@ def queue_sync(writes: Writes, campaign_id: str, current: LiveView, target: Worl
         if not moved:
             continue
         changes += len(moved)
-        writes.add(
-            f"UNWIND $ids AS id MATCH (n:LiveEntity {{uid: id}})-[p:{kind}]->() DELETE p",
-            ids=[live_uid(c, eid) for eid in moved if eid in current.entities],
-        )
+        writes.add(*cypher.unplace_live(kind, [live_uid(c, eid) for eid in moved if eid in current.entities]))
         rows = [
             {"a": live_uid(c, eid), "b": live_uid(c, wanted_place[(eid, kind)])}
             for eid in moved
             if (eid, kind) in wanted_place
         ]
         if rows:
-            writes.add(
-                "UNWIND $rows AS r MATCH (a:LiveEntity {uid: r.a}), (b:LiveEntity {uid: r.b}) "
-                f"CREATE (a)-[:{kind}]->(b)",
-                rows=rows,
-            )
+            writes.add(*cypher.place_live(kind, rows))
     wanted_rel = {
         rid: (r["source"], r["target"], r["kind"])
         for rid, r in target.relationships.items()
@@ -138,38 +140,31 @@ def queue_sync(writes: Writes, campaign_id: str, current: LiveView, target: Worl
     stale = sorted(rid for rid, rel in current.relationships.items() if wanted_rel.get(rid) != rel)
     fresh = sorted(rid for rid, rel in wanted_rel.items() if current.relationships.get(rid) != rel)
     if stale:
-        writes.add(
-            "UNWIND $ids AS id MATCH (:LiveEntity {campaign_id: $c})-[r:RELATED]->() WHERE r.rel_id = id DELETE r",
-            ids=stale,
-            c=c,
-        )
+        writes.add(*cypher.unrelate_live(c, stale))
     if fresh:
-        writes.add(
-            "UNWIND $rows AS r MATCH (a:LiveEntity {uid: r.a}), (b:LiveEntity {uid: r.b}) "
-            "CREATE (a)-[:RELATED {rel_id: r.rel, kind: r.kind}]->(b)",
-            rows=[
-                {
-                    "a": live_uid(c, wanted_rel[rid][0]),
-                    "b": live_uid(c, wanted_rel[rid][1]),
-                    "rel": rid,
-                    "kind": wanted_rel[rid][2],
-                }
-                for rid in fresh
-            ],
-        )
-    changes += len(stale) + len(fresh)
-    # phase 3: delete what no longer exists, leaf to root
-    extras = [eid for eid in current.entities if eid not in ents]
-    if extras:
-        placed = {
-            eid: current.placement.get((eid, "HELD_BY")) or current.placement.get((eid, "LOCATED_IN"))
-            for eid in current.entities
-        }
-        as_state = {eid: {"holder_id": placed[eid]} for eid in current.entities}
-        extras.sort(key=lambda eid: (-_containment_depth(as_state, eid), eid))
-        writes.add(
-            "UNWIND $ids AS id MATCH (n:LiveEntity {uid: id}) DETACH DELETE n",
-            ids=[live_uid(c, eid) for eid in extras],
-        )
-        changes += len(extras)
-    return changes
+        rows = [
+            {
+                "a": live_uid(c, wanted_rel[rid][0]),
+                "b": live_uid(c, wanted_rel[rid][1]),
+                "rel": rid,
+                "kind": wanted_rel[rid][2],
+            }
+            for rid in fresh
+        ]
+        writes.add(*cypher.relate_live(rows))
+    return changes + len(stale) + len(fresh)
+
+
+def _remove(writes: Writes, c: str, current: LiveView, target: WorldState) -> int:
+    """Phase 3: delete the entities that no longer exist, leaf to root."""
+    extras = [eid for eid in current.entities if eid not in target.entities]
+    if not extras:
+        return 0
+    placed = {
+        eid: current.placement.get((eid, "HELD_BY")) or current.placement.get((eid, "LOCATED_IN"))
+        for eid in current.entities
+    }
+    as_state = {eid: {"holder_id": placed[eid]} for eid in current.entities}
+    extras.sort(key=lambda eid: (-_containment_depth(as_state, eid), eid))
+    writes.add(*cypher.delete_live([live_uid(c, eid) for eid in extras]))
+    return len(extras)

@@ -18,7 +18,8 @@ from schemas.common import new_id, utc_now
 from schemas.errors import NotFound
 from schemas.story import SnapshotKind
 from stores.blob.base import BlobStore
-from story.graph import StoryGraph, unwind_create, unwind_link
+from story import cypher
+from story.graph import StoryGraph
 from story.lineage import Lineage
 from story.state import WorldState
 
@@ -137,7 +138,7 @@ class Snapshots:
         if turn_id is not None:
             row["turn_uid"] = turn_id
         with self.graph.graph.transaction() as tx:
-            tx.run(*unwind_create("Snapshot", [row]))
+            tx.run(*cypher.create_nodes("Snapshot", [row]))
             if turn_id is not None:
-                tx.run(*unwind_link("Snapshot", "AT_TURN", "Turn", [(uid, turn_id)]))
+                tx.run(*cypher.link_nodes("Snapshot", "AT_TURN", "Turn", [(uid, turn_id)]))
         return uid

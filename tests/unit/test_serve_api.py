@@ -180,7 +180,7 @@ def test_errors_are_json_with_the_right_status_and_no_trace(client: TestClient, 
     missing = client.get(f"{API}/campaigns/camp_nope")
     assert missing.status_code == 404 and missing.json() == {
         "error": "not_found",
-        "message": "graph: no campaign 'camp_nope'",
+        "message": "story: no campaign 'camp_nope'",
     }
     malformed = client.post(f"{API}/campaigns/{cid}/turns", json={"text": 12, "surprise": True})
     assert malformed.status_code == 422 and malformed.json()["error"] == "validation_failed"

@@ -480,6 +480,31 @@ def test_unknown_ids_are_clear_errors(story: StoryService) -> None:
     assert story.get_turn(turn.id).speaker.kind is SpeakerKind.PLAYER
 
 
+def test_what_the_story_does_not_hold_or_refuses_is_a_story_error(story: StoryService) -> None:
+    """The story, not the graph it is kept in, names what is missing or refused: ``story: …``."""
+    from story.errors import StoryInvalid, StoryNotFound
+
+    campaign = new_campaign(story)
+    (turn_id,) = play(story, campaign.id, "hello")
+    missing = {
+        "no campaign 'camp_missing'": lambda: story.get_campaign("camp_missing"),
+        "no world 'world_missing'": lambda: story.get_world("world_missing"),
+        "no turn 'turn_missing'": lambda: story.get_turn("turn_missing"),
+        "no scene 'scene_missing'": lambda: story.end_scene("scene_missing"),
+        "no branch 'branch_missing'": lambda: story.switch_branch(campaign.id, "branch_missing"),
+        "no take 'take_missing'": lambda: story.select_take(turn_id, "take_missing"),
+        "no checkpoint 'ckpt_missing'": lambda: story.restore_checkpoint(campaign.id, "ckpt_missing"),
+    }
+    for message, call in missing.items():
+        with pytest.raises(StoryNotFound) as caught:
+            call()
+        assert caught.value.status_code == 404 and caught.value.client_message.startswith(f"story: {message}")
+    with pytest.raises(StoryInvalid) as refused:
+        story.redo(campaign.id)
+    assert refused.value.status_code == 400
+    assert refused.value.client_message == "story: nothing to redo: the head is at the tip of the branch"
+
+
 # ---------------------------------------------------------------------------------------------------
 # the live world: the head's state materialized in the graph
 
@@ -518,13 +543,13 @@ def test_the_live_world_follows_the_head(story: StoryService) -> None:
 
 
 def test_a_restore_cut_in_the_middle_leaves_the_old_world(story: StoryService, monkeypatch: pytest.MonkeyPatch) -> None:
-    import story.service as service_module
+    import story.core as core_module
     from schemas.errors import Conflict
 
     campaign, ids, (t1, t2, t3) = _tavern(story)
     before_live = story.live_world(campaign.id)
     before_head = story.get_campaign(campaign.id).head_turn_id
-    real_sync = service_module.queue_sync
+    real_sync = core_module.queue_sync
 
     def sync_then_fail(writes, campaign_id, current, target):  # type: ignore[no-untyped-def]
         changes = real_sync(writes, campaign_id, current, target)
@@ -532,7 +557,7 @@ def test_a_restore_cut_in_the_middle_leaves_the_old_world(story: StoryService, m
         writes.add("CREATE (t:Turn {uid: $t})", t=t1)  # ...and the transaction dies after them
         return changes
 
-    monkeypatch.setattr(service_module, "queue_sync", sync_then_fail)
+    monkeypatch.setattr(core_module, "queue_sync", sync_then_fail)
     with pytest.raises(Conflict):
         story.undo(campaign.id)
     monkeypatch.undo()

@@ -1,0 +1,68 @@
+"""Memories and summaries: what characters remember, and what the story so far comes to.
+
+Each is anchored to the turn that produced it, and is seen only from that turn's future: a memory
+made on a branch is not remembered on another branch forked before it (:mod:`story.lineage`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schemas.common import EntityStatus
+from schemas.story import Memory, Summary, Turn
+from stores.catalog import from_props
+from story import cypher
+from story.core import StoryCore
+from story.errors import StoryInvalid, StoryNotFound
+from story.graph import anchored_on, node_props
+
+
+class Memories:
+    """Memories and summaries, anchored to turns and seen along their lineage."""
+
+    def __init__(self, core: StoryCore) -> None:
+        self.core = core
+        self.story = core.story
+
+    def add_memory(self, memory: Memory) -> Memory:
+        """Record what an entity remembers, anchored to the turn that produced it."""
+        turn = self.story.turn(memory.anchor_turn_id)
+        if turn.campaign_id != memory.campaign_id:
+            raise StoryInvalid(f"turn {turn.id!r} is not in campaign {memory.campaign_id!r}")
+        state = self.core.fold(memory.campaign_id, turn_id=turn.id)
+        observer = state.entities.get(memory.observer_entity_id)
+        if observer is None:
+            raise StoryNotFound(f"observer {memory.observer_entity_id!r} does not exist at turn {turn.id!r}")
+        if observer["status"] == EntityStatus.DESTROYED.value:
+            raise StoryInvalid(f"observer {memory.observer_entity_id!r} is destroyed")
+        self._anchor("Memory", memory, turn)
+        return memory
+
+    def add_summary(self, summary: Summary) -> Summary:
+        """Record a summary of the story up to its anchor turn."""
+        turn = self.story.turn(summary.anchor_turn_id)
+        if turn.campaign_id != summary.campaign_id:
+            raise StoryInvalid(f"turn {turn.id!r} is not in campaign {summary.campaign_id!r}")
+        self._anchor("Summary", summary, turn)
+        return summary
+
+    def _anchor(self, label: str, record: Memory | Summary, turn: Turn) -> None:
+        props = node_props(record, anchor_turn_uid=turn.id, branch_id=turn.branch_id, depth=turn.depth)
+        self.core.graph.run(*cypher.create_anchored(label, turn.id, props))
+
+    def memories(
+        self, campaign_id: str, *, observer_entity_id: str | None = None, turn_id: str | None = None
+    ) -> list[Memory]:
+        """Memories whose anchor turn is an ancestor of the head (or of ``turn_id``): the branch's past only."""
+        memories = [from_props(Memory, r, key="id") for r in self._visible("Memory", campaign_id, turn_id)]
+        if observer_entity_id is not None:
+            memories = [m for m in memories if m.observer_entity_id == observer_entity_id]
+        return memories
+
+    def summaries(self, campaign_id: str, *, turn_id: str | None = None) -> list[Summary]:
+        return [from_props(Summary, r, key="id") for r in self._visible("Summary", campaign_id, turn_id)]
+
+    def _visible(self, label: str, campaign_id: str, turn_id: str | None) -> list[dict[str, Any]]:
+        ctx = self.story.context(campaign_id)
+        lineage = self.core.lineage_for(ctx, turn_id)
+        return anchored_on(self.story.nodes(cypher.anchored_on(label, campaign_id, lineage.branch_ids)), lineage)

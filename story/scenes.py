@@ -1,0 +1,383 @@
+"""Scenes, proposals, the gate that makes them canon, and retcons.
+
+Nothing a narrator or a player says becomes true on its own: it is proposed in an active scene, and
+the gate (:mod:`story.gate`) judges the pending proposals when the scene ends (or at a mid-scene
+commit), writing the accepted ones as canon in one transaction. A scene's location and participants,
+and a retcon, are canon the GM states directly, checked against the rules (:mod:`story.rules`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from schemas.common import Authority, utc_now
+from schemas.events import BaseStateEvent, FactAdded, FactInvalidated, FactInvalidation, SceneSet
+from schemas.story import (
+    Evidence,
+    GateReport,
+    ProposalDecision,
+    ProposalStatus,
+    ProposedChange,
+    Scene,
+    SceneStatus,
+    WorldStateCheckpointKind,
+)
+from stores.catalog import from_props
+from story import cypher
+from story.campaigns import Campaigns, write_branch
+from story.core import SKIP, StoryCore
+from story.errors import StoryInvalid, StoryNotFound, validation_message
+from story.gate import CanonBatch, decision_writes, judge, scene_of, scene_outcomes, write_canon
+from story.graph import CampaignContext, Writes, node_props
+from story.policy import AUTHORITY_RANK
+from story.rules import check_events
+from story.state import WorldState
+
+
+class Scenes:
+    """Scenes, proposals, the gate and retcons; ``campaigns`` takes the checkpoint before a retcon."""
+
+    def __init__(self, core: StoryCore, campaigns: Campaigns) -> None:
+        self.core = core
+        self.graph = core.graph
+        self.story = core.story
+        self.campaigns = campaigns
+
+    # -- scenes -----------------------------------------------------------------------------------
+
+    def start_scene(
+        self,
+        campaign_id: str,
+        *,
+        title: str | None = None,
+        location_entity_id: str | None = None,
+        participant_entity_ids: Sequence[str] = (),
+    ) -> Scene:
+        """Open a scene at the head; its location and participants become the scene state (scene_set)."""
+
+        def build(ctx: CampaignContext, writes: Writes) -> tuple[Scene, dict[str, Any]]:
+            active = self.story.nodes(cypher.active_scenes(ctx.id))
+            if active:
+                raise StoryInvalid(f"scene {active[0]['uid']!r} is still active; end it first")
+            order = self.graph.run(*cypher.count_scenes(ctx.id))[0]["n"]
+            branch_id, fork = write_branch(ctx, writes)
+            scene = Scene(
+                campaign_id=ctx.id,
+                branch_id=branch_id,
+                order=int(order),
+                title=title,
+                location_entity_id=location_entity_id,
+                participant_entity_ids=list(participant_entity_ids),
+                start_turn_id=ctx.head.id if ctx.head else None,
+            )
+            writes.add(*cypher.create_scene(ctx.id, node_props(scene, depth=ctx.head_depth)))
+            event = SceneSet(
+                turn_id=ctx.head.id if ctx.head else None,
+                scene_id=scene.id,
+                active_scene_id=scene.id,
+                location_entity_id=location_entity_id,
+                present_entity_ids=list(participant_entity_ids),
+            )
+            what = "the scene's location and participants"
+            props = self._commit_events(
+                ctx, writes, [event], authority=Authority.GM, branch_id=branch_id, scene_id=scene.id, what=what
+            )
+            return scene, {**fork, **props}
+
+        return self.core.mutate(campaign_id, "scene", build)
+
+    def get_scene(self, scene_id: str) -> Scene:
+        return scene_of(self.story.node("Scene", scene_id))
+
+    def scenes(self, campaign_id: str) -> list[Scene]:
+        return [scene_of(r) for r in self.story.nodes(cypher.scenes_of(campaign_id))]
+
+    def _commit_events(
+        self,
+        ctx: CampaignContext,
+        writes: Writes,
+        events: list[BaseStateEvent],
+        *,
+        authority: Authority,
+        branch_id: str,
+        scene_id: str | None,
+        what: str,
+        evidence: Evidence | None = None,
+    ) -> dict[str, Any]:
+        """Validate events against the head's state and queue them as canon (not through proposals)."""
+        state = self.core.snapshots.state_at(ctx.id, ctx.lineage()).state
+        checked = check_events(state, events, first_seq=ctx.event_seq + 1, authority=authority.value, in_place=True)
+        if checked.issues:
+            raise StoryInvalid(f"{what} break the rules: " + "; ".join(i.message for i in checked.issues))
+        writes.after_state = checked.state
+        batch = CanonBatch()
+        batch.add(events, authority=authority.value, confidence=1.0, evidence=evidence)
+        write_canon(
+            ctx,
+            writes,
+            batch,
+            branch_id=branch_id,
+            depth=ctx.head_depth,
+            first_seq=ctx.event_seq + 1,
+            scene_id=scene_id,
+            version=ctx.version + 1,
+        )
+        return {"event_seq": ctx.event_seq + len(events)}
+
+    # -- proposals --------------------------------------------------------------------------------
+
+    def propose(self, scene_id: str, **fields: Any) -> ProposedChange:
+        """Stage a proposed change on an active scene; the gate decides at scene end.
+
+        ``fields`` are those of :class:`~schemas.story.ProposedChange` (type, content, authority,
+        confidence, evidence, turn_id, resolution, proposed_by).
+
+        Raises:
+            StoryInvalid: the scene has ended, or the proposal is malformed (with the schema's message).
+            StoryNotFound: the scene, or a turn it cites, does not exist.
+        """
+        scene = self.get_scene(scene_id)
+        if scene.status is not SceneStatus.ACTIVE:
+            raise StoryInvalid(f"scene {scene_id!r} has ended; proposals go to an active scene")
+        try:
+            proposal = ProposedChange.model_validate({**fields, "scene_id": scene_id, "status": "pending"})
+        except ValidationError as exc:
+            raise StoryInvalid(f"malformed proposal: {validation_message(exc)}") from None
+        cited = [*proposal.evidence.turn_ids, *([proposal.turn_id] if proposal.turn_id else [])]
+        if cited:
+            rows = self.graph.run(*cypher.turns_in_campaign(cited, scene.campaign_id))
+            missing = sorted(set(cited) - {r["uid"] for r in rows})
+            if missing:
+                raise StoryNotFound(f"the proposal cites turns not in this campaign: {', '.join(missing)}")
+        props = node_props(proposal, campaign_id=scene.campaign_id, scene_uid=scene_id)
+        self.graph.run(*cypher.create_proposal(scene_id, props))
+        return proposal
+
+    def review(self, proposal_id: str, reviewer: str) -> ProposedChange:
+        """Record that someone reviewed and approved a pending proposal (lets a system proposal through)."""
+        proposal = self.get_proposal(proposal_id)
+        if proposal.status is not ProposalStatus.PENDING:
+            raise StoryInvalid(f"proposal {proposal_id!r} is already {proposal.status.value}")
+        self.graph.run(*cypher.set_reviewer(proposal_id, reviewer))
+        return proposal.validated_copy(reviewed_by=reviewer)
+
+    def get_proposal(self, proposal_id: str) -> ProposedChange:
+        return from_props(ProposedChange, self.story.node("ProposedChange", proposal_id), key="id")
+
+    def proposals(self, scene_id: str, status: ProposalStatus | None = None) -> list[ProposedChange]:
+        rows = self.story.nodes(cypher.proposals_of(scene_id, status.value if status else None))
+        return [from_props(ProposedChange, r, key="id") for r in rows]
+
+    # -- the gate ---------------------------------------------------------------------------------
+
+    def commit(self, scene_id: str, proposal_ids: Sequence[str]) -> GateReport:
+        """Mid-scene commit: judge the given pending proposals now."""
+        if not proposal_ids:
+            raise StoryInvalid("name the proposals to commit (or end the scene to judge them all)")
+        return self._gate(scene_id, list(proposal_ids), end=False)
+
+    def end_scene(self, scene_id: str, *, summary: str | None = None) -> GateReport:
+        """End a scene: judge every pending proposal and write the accepted ones as canon, at once.
+
+        Idempotent: ending a completed scene again changes nothing and says so.
+        """
+        return self._gate(scene_id, None, end=True, summary=summary)
+
+    def _gate(self, scene_id: str, ids: list[str] | None, *, end: bool, summary: str | None = None) -> GateReport:
+        campaign_id = self.get_scene(scene_id).campaign_id
+        after: dict[str, Any] = {}
+
+        def build(ctx: CampaignContext, writes: Writes) -> tuple[GateReport, dict[str, Any]]:
+            scene = self.get_scene(scene_id)
+            if scene.status is SceneStatus.COMPLETED:
+                if end:
+                    report = GateReport(
+                        scene_id=scene_id, campaign_id=ctx.id, branch_id=scene.branch_id, already_completed=True
+                    )
+                    return report, SKIP
+                raise StoryInvalid(f"scene {scene_id!r} has ended; nothing more can be committed in it")
+            pending, skipped = self._pending(scene_id, ids)
+            built = self.core.snapshots.state_at(ctx.id, ctx.lineage())
+            first_seq = ctx.event_seq + 1
+            head = ctx.head.id if ctx.head else None
+            decisions, batch, state = judge(
+                pending, built.state, self.core.policy, head_turn_id=head, scene_id=scene_id, first_seq=first_seq
+            )
+            branch_id, fork = write_branch(ctx, writes) if batch.events else (ctx.campaign.active_branch_id, {})
+            if batch.events:
+                writes.after_state = state
+            decision_writes(ctx.id, writes, pending, decisions)  # first: canon links to the resolutions it creates
+            write_canon(
+                ctx,
+                writes,
+                batch,
+                branch_id=branch_id,
+                depth=ctx.head_depth,
+                first_seq=first_seq,
+                scene_id=scene_id,
+                version=ctx.version + 1,
+            )
+            if end:
+                writes.add(*cypher.update_scene(scene_id, _ended(ctx, scene, pending, decisions, summary)))
+            after.update(
+                lineage=ctx.lineage(branch_id),
+                state=state,
+                replayed=built.replayed + len(batch.events),
+                turn=head,
+                events=len(batch.events),
+            )
+            report = GateReport(
+                scene_id=scene_id,
+                campaign_id=ctx.id,
+                branch_id=branch_id,
+                forked=bool(fork),
+                decisions=decisions,
+                skipped=skipped,
+                events_committed=len(batch.events),
+                version=ctx.version + 1,
+            )
+            return report, {**fork, "event_seq": ctx.event_seq + len(batch.events)}
+
+        report = self.core.mutate(campaign_id, "gate", build)
+        if after.get("events"):
+            self.core.snapshots.maybe_take(
+                campaign_id, after["lineage"], after["state"], turn_id=after["turn"], replayed=after["replayed"]
+            )
+        return report
+
+    def _pending(self, scene_id: str, ids: list[str] | None) -> tuple[list[ProposedChange], list[str]]:
+        """The pending proposals to judge (all of the scene's, or those named), oldest first, and the
+        named ones already decided."""
+        known = {p.id: p for p in self.proposals(scene_id)}
+        if ids is not None:
+            missing = [i for i in ids if i not in known]
+            if missing:
+                raise StoryNotFound(f"no proposal {', '.join(map(repr, missing))} in scene {scene_id!r}")
+        wanted = ids if ids is not None else list(known)
+        pending = [known[i] for i in wanted if known[i].status is ProposalStatus.PENDING]
+        pending.sort(key=lambda p: (p.created_at, p.id))
+        return pending, [i for i in wanted if known[i].status is not ProposalStatus.PENDING]
+
+    # -- retcons ----------------------------------------------------------------------------------
+
+    def retcon(
+        self,
+        campaign_id: str,
+        fact_id: str,
+        *,
+        reason: str,
+        value: Any = None,
+        object_entity_id: str | None = None,
+        authority: Authority = Authority.GM,
+        evidence: Evidence | None = None,
+    ) -> str | None:
+        """Declare a fact never was true on this branch; with a new value or object, one that REPLACES it.
+
+        Both stay in the graph: the old fact becomes retconned (superseded), the new one points at it.
+        A world-state checkpoint (BEFORE_OOC_MUTATION) is taken first. Returns the new fact's id.
+        """
+        ctx = self.story.context(campaign_id)
+        if ctx.head is not None:
+            self.campaigns.create_checkpoint(
+                campaign_id, f"before retcon of {fact_id}", kind=WorldStateCheckpointKind.BEFORE_OOC_MUTATION
+            )
+
+        def build(ctx: CampaignContext, writes: Writes) -> tuple[str | None, dict[str, Any]]:
+            state = self.core.snapshots.state_at(ctx.id, ctx.lineage()).state
+            old = state.facts.get(fact_id)
+            if old is None:
+                raise StoryNotFound(f"no fact {fact_id!r} on this branch of campaign {ctx.id!r}")
+            if AUTHORITY_RANK[old["authority"]] > AUTHORITY_RANK[authority.value] and authority is not Authority.GM:
+                raise StoryInvalid(
+                    f"fact {fact_id!r} has {old['authority']} authority; {authority.value} cannot retcon it"
+                )
+            turn = ctx.head.id if ctx.head else None
+            new_id_, events = _retcon_events(old, fact_id, turn, reason, value, object_entity_id, authority)
+            branch_id, fork = write_branch(ctx, writes)
+            props = self._commit_events(
+                ctx,
+                writes,
+                events,
+                authority=authority,
+                branch_id=branch_id,
+                scene_id=None,
+                what="the retcon",
+                evidence=evidence,
+            )
+            return new_id_, {**fork, **props}
+
+        return self.core.mutate(campaign_id, "retcon", build)
+
+    def dependents(self, campaign_id: str, fact_id: str) -> list[str]:
+        """Facts on the head's line that follow (transitively) from ``fact_id``."""
+        state: WorldState = self.core.fold(campaign_id)
+        if fact_id not in state.facts:
+            raise StoryNotFound(f"no fact {fact_id!r} on this branch of campaign {campaign_id!r}")
+        found: list[str] = []
+        frontier = [fact_id]
+        while frontier:
+            current = frontier.pop()
+            for fid, fact in sorted(state.facts.items()):
+                if current in fact["depends_on"] and fid not in found:
+                    found.append(fid)
+                    frontier.append(fid)
+        return found
+
+
+def _ended(
+    ctx: CampaignContext,
+    scene: Scene,
+    pending: list[ProposedChange],
+    decisions: list[ProposalDecision],
+    summary: str | None,
+) -> dict[str, Any]:
+    """What a scene's node says once it ends."""
+    props: dict[str, Any] = {
+        "status": SceneStatus.COMPLETED.value,
+        "ended_at": utc_now().isoformat(),
+        "canonical_outcomes": [*scene.canonical_outcomes, *scene_outcomes(pending, decisions)],
+    }
+    if ctx.head is not None:
+        props["end_turn_id"] = ctx.head.id
+    if summary:
+        props["summary"] = summary
+    return props
+
+
+def _retcon_events(
+    old: dict[str, Any],
+    fact_id: str,
+    turn: str | None,
+    reason: str,
+    value: Any,
+    object_entity_id: str | None,
+    authority: Authority,
+) -> tuple[str | None, list[BaseStateEvent]]:
+    """The events of a retcon: the fact invalidated, and with a new value or object the fact that replaces it."""
+    if value is None and object_entity_id is None:
+        invalidated = FactInvalidated(
+            turn_id=turn, fact_id=fact_id, invalidation=FactInvalidation.RETCONNED, reason=reason
+        )
+        return None, [invalidated]
+    added = FactAdded(
+        turn_id=turn,
+        subject_entity_id=old["subject"],
+        predicate=old["predicate"],
+        value=value,
+        object_entity_id=object_entity_id,
+        authority=authority,
+    )
+    new_id_ = added.fact_id
+    return new_id_, [
+        added.validated_copy(replaces=fact_id),
+        FactInvalidated(
+            turn_id=turn,
+            fact_id=fact_id,
+            invalidation=FactInvalidation.RETCONNED,
+            reason=reason,
+            superseded_by=new_id_,
+        ),
+    ]

@@ -1,0 +1,270 @@
+"""Turns and takes, the head (undo, redo), history, and the world as of any turn.
+
+A turn is appended at the head; below the tip of the line it forks a new branch first. Its
+narration is a take: a retry adds one and selects it, nothing is replaced. Undo and redo only move
+the head. The world as of a turn is the fold of the canon events on its lineage, from the nearest
+snapshot (:mod:`story.snapshots`); its typed view is cached, since turns without canon changes, the
+common case in play, fold to the same view.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from schemas.common import utc_now
+from schemas.story import (
+    Campaign,
+    InputMode,
+    Memory,
+    Speaker,
+    SpeakerKind,
+    Summary,
+    Take,
+    Turn,
+    TurnStatus,
+    WorldStateView,
+)
+from stores.catalog import from_props
+from story import cypher
+from story.campaigns import write_branch
+from story.context import TurnContext
+from story.core import StoryCore, lineage_at
+from story.errors import StoryInvalid, StoryNotFound
+from story.graph import CampaignContext, Writes, anchored_on, node_props, snapshots_visible, turns_in_order
+from story.lineage import Lineage, lineage_of
+from story.live import LiveView, read_live
+from story.snapshots import StateAt
+from story.state import WorldState
+
+_VIEW_CACHE_SIZE = 64  # typed views of recent folds kept per service (a view of a large world costs ~30 ms)
+
+
+class Timeline:
+    """Turns, takes, the head, history and state."""
+
+    def __init__(self, core: StoryCore) -> None:
+        self.core = core
+        self.story = core.story
+        self._views: OrderedDict[tuple[Any, ...], WorldStateView] = OrderedDict()
+        self._views_lock = threading.Lock()
+
+    # -- turns and takes --------------------------------------------------------------------------
+
+    def add_turn(
+        self,
+        campaign_id: str,
+        text: str = "",
+        *,
+        input_mode: InputMode = InputMode.ACTION,
+        speaker: Speaker | None = None,
+        narration: str | None = None,
+    ) -> Turn:
+        """Append a turn at the head. Below the tip of the line, this forks a new branch first.
+
+        With ``narration``, the turn is recorded with its first take; without it, the turn is
+        pending until :meth:`add_take` records the narration.
+        """
+
+        def build(ctx: CampaignContext, writes: Writes) -> tuple[Turn, dict[str, Any]]:
+            branch_id, fork = write_branch(ctx, writes)
+            parent = ctx.head
+            turn = Turn(
+                campaign_id=ctx.id,
+                branch_id=branch_id,
+                parent_turn_id=parent.id if parent else None,
+                depth=ctx.head_depth + 1,
+                input_mode=input_mode,
+                speaker=speaker or Speaker(kind=SpeakerKind.PLAYER),
+                text=text,
+            )
+            take = None
+            if narration is not None:
+                take = Take(turn_id=turn.id, index=0, narration=narration, selected=True)
+                turn = turn.validated_copy(narration=narration, selected_take_id=take.id, status=TurnStatus.ACCEPTED)
+            writes.add(*cypher.create_turn(node_props(turn, parent_uid=turn.parent_turn_id)))
+            if parent is not None:
+                writes.add(*cypher.link_nodes("Turn", "CHILD_OF", "Turn", [(turn.id, parent.id)]))
+            if take is not None:
+                writes.add(*cypher.create_nodes("Take", [node_props(take, campaign_id=ctx.id, turn_uid=turn.id)]))
+                writes.add(*cypher.link_nodes("Take", "TAKE_OF", "Turn", [(take.id, turn.id)]))
+            writes.add(*cypher.set_branch_tip(branch_id, turn.id, turn.depth))
+            return turn, {"head_turn_id": turn.id, "active_branch_id": branch_id, **fork}
+
+        return self.core.mutate(campaign_id, "turn", build)
+
+    def get_turn(self, turn_id: str) -> Turn:
+        return self.story.turn(turn_id)
+
+    def add_take(self, turn_id: str, narration: str, *, generation: Any = None, select: bool = True) -> Take:
+        """Record a narration of a turn as a new take (a retry adds one); nothing is replaced.
+
+        A retry (any take after the first) rejects the proposals still pending from the turn: they
+        were extracted from a narration that is no longer the one told. Selecting an older take
+        again (:meth:`select_take`) is how a revert brings back an archived version.
+        """
+        turn = self.story.turn(turn_id)
+
+        def build(ctx: CampaignContext, writes: Writes) -> tuple[Take, dict[str, Any]]:
+            count = self.core.graph.run(*cypher.count_takes(turn_id))[0]["n"]
+            take = Take(turn_id=turn_id, index=int(count), narration=narration, selected=select, generation=generation)
+            writes.add(*cypher.create_nodes("Take", [node_props(take, campaign_id=ctx.id, turn_uid=turn_id)]))
+            writes.add(*cypher.link_nodes("Take", "TAKE_OF", "Turn", [(take.id, turn_id)]))
+            if select:
+                writes.extend(cypher.select_take(turn_id, take.id, take.narration, TurnStatus.ACCEPTED.value))
+            if count:
+                # a regeneration: what the replaced narration proposed no longer stands
+                why = f"the turn was regenerated (take {take.index})"
+                writes.add(*cypher.reject_pending_of_turn(turn_id, why, utc_now().isoformat()))
+            return take, {}
+
+        return self.core.mutate(turn.campaign_id, "take", build)
+
+    def select_take(self, turn_id: str, take_id: str) -> Take:
+        """Make one take of a turn the selected one (the others stay)."""
+        turn = self.story.turn(turn_id)
+        # Another turn's take (perhaps another campaign's) answers exactly like a missing one: the
+        # answer must not tell whether it exists, nor name the turn it belongs to.
+        missing = StoryNotFound(f"no take {take_id!r} of turn {turn_id!r}")
+        try:
+            take = from_props(Take, self.story.node("Take", take_id), key="id")
+        except StoryNotFound:
+            raise missing from None
+        if take.turn_id != turn_id:
+            raise missing
+
+        def build(ctx: CampaignContext, writes: Writes) -> tuple[Take, dict[str, Any]]:
+            writes.extend(cypher.select_take(turn_id, take.id, take.narration, TurnStatus.ACCEPTED.value))
+            return take.validated_copy(selected=True), {}
+
+        return self.core.mutate(turn.campaign_id, "select_take", build)
+
+    def takes(self, turn_id: str) -> list[Take]:
+        return [from_props(Take, r, key="id") for r in self.story.nodes(cypher.takes_of(turn_id))]
+
+    # -- the head and history ---------------------------------------------------------------------
+
+    def undo(self, campaign_id: str) -> Campaign:
+        """Move the head back one turn. The undone turn stays, and redo brings it back."""
+
+        def build(ctx: CampaignContext, writes: Writes) -> tuple[Campaign, dict[str, Any]]:
+            if ctx.head is None:
+                raise StoryInvalid("nothing to undo: the head is before the first turn")
+            parent = ctx.head.parent_turn_id
+            writes.moves_head = True
+            return ctx.campaign.validated_copy(head_turn_id=parent), {"head_turn_id": parent}
+
+        return self.core.mutate(campaign_id, "undo", build)
+
+    def redo(self, campaign_id: str) -> Campaign:
+        """Move the head forward one turn along the active branch's line."""
+
+        def build(ctx: CampaignContext, writes: Writes) -> tuple[Campaign, dict[str, Any]]:
+            active = ctx.campaign.active_branch_id
+            end = ctx.line_end(active)
+            target = ctx.head_depth + 1
+            if target > end:
+                raise StoryInvalid("nothing to redo: the head is at the tip of the branch")
+            line = lineage_of(ctx.lines, active, end)
+            branch = line.branch_at(target, ctx.lines)
+            turn = self.story.turn_at(branch, target) if branch else None
+            if turn is None:
+                raise StoryNotFound(f"no turn at depth {target} on branch {active!r}")
+            writes.moves_head = True
+            return ctx.campaign.validated_copy(head_turn_id=turn.id), {"head_turn_id": turn.id}
+
+        return self.core.mutate(campaign_id, "redo", build)
+
+    def history(self, campaign_id: str, *, turn_id: str | None = None, last: int | None = None) -> list[Turn]:
+        """The turns from the root to the head (or to ``turn_id``), oldest first; ``last`` keeps the newest."""
+        ctx = self.story.context(campaign_id)
+        lineage = self.core.lineage_for(ctx, turn_id)
+        if lineage.depth < 0:
+            return []
+        return self.story.turns_on(lineage, min_depth=_first_depth(lineage, last))
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def state(self, campaign_id: str, *, turn_id: str | None = None, branch_id: str | None = None) -> WorldStateView:
+        """The world as of the head, or as of a turn (on its branch, or seen from ``branch_id``)."""
+        ctx = self.story.context(campaign_id)
+        lineage = self.core.lineage_for(ctx, turn_id, branch_id)
+        built = self.core.snapshots.state_at(campaign_id, lineage)
+        return self._view(ctx, lineage, built, turn_id or (ctx.head.id if ctx.head else None))
+
+    def _view(self, ctx: CampaignContext, lineage: Lineage, built: StateAt, at: str | None) -> WorldStateView:
+        """The typed view of a fold, as of turn ``at``."""
+        # The same snapshot, the same last event and the same number of events after it on the same
+        # branch are the same fold: its typed view (the costly part on a large world) is reused, as
+        # of this turn. Turns without canon changes, the common case in play, all hit.
+        key = (ctx.id, lineage.branch_id, built.snapshot_id, built.state.last_seq, built.replayed)
+        with self._views_lock:
+            view = self._views.get(key)
+            if view is not None:
+                self._views.move_to_end(key)
+        if view is None:
+            view = built.state.view(
+                world_id=ctx.campaign.world_id, campaign_id=ctx.id, branch_id=lineage.branch_id, turn_id=at
+            )
+            with self._views_lock:
+                self._views[key] = view
+                while len(self._views) > _VIEW_CACHE_SIZE:
+                    self._views.popitem(last=False)
+        return view if view.turn_id == at else view.model_copy(update={"turn_id": at})
+
+    def world_state(self, campaign_id: str, *, turn_id: str | None = None) -> WorldState:
+        """The raw fold (for the gate, the narrator's context and tests)."""
+        return self.core.fold(campaign_id, turn_id=turn_id)
+
+    def happenings(
+        self, campaign_id: str, *, about: str | None = None, before_turn: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Canon happenings on the head's line, oldest first (older than ``before_turn`` if given)."""
+        ctx = self.story.context(campaign_id)
+        state = self.core.snapshots.state_at(campaign_id, ctx.lineage()).state
+        cutoff = None
+        if before_turn is not None:
+            cutoff = self.story.turn(before_turn).depth
+        out = []
+        for hid, h in sorted(state.happenings.items(), key=lambda kv: kv[1]["seq"]):
+            if about is not None and about not in h["participants"] and about != h["location_id"]:
+                continue
+            if cutoff is not None and h["turn_id"] and self.story.turn(h["turn_id"]).depth >= cutoff:
+                continue
+            out.append({"id": hid, **h})
+        return out
+
+    def live_world(self, campaign_id: str) -> LiveView:
+        """The materialized world at the head, as the graph holds it (see :mod:`story.live`)."""
+        return read_live(self.core.graph, campaign_id)
+
+    # -- what a turn reads ------------------------------------------------------------------------
+
+    def turn_context(self, campaign_id: str, *, turn: Turn, recent: int) -> TurnContext:
+        """Everything a turn reads before the model runs (see :class:`~story.context.TurnContext`).
+
+        The same values as ``get_campaign``, ``axioms``, ``state``, ``history`` (the ``recent`` turns
+        before ``turn``), ``memories`` and ``summaries``, read in three round trips instead of about two
+        dozen: the campaign with the turn's parent and the world's axioms, the records on the lineages,
+        the events after the snapshot.
+        """
+        ctx, parent, axioms = self.story.turn_reads(campaign_id, turn.parent_turn_id)
+        head = ctx.lineage()
+        back = lineage_at(ctx, parent) if parent is not None else None
+        first = _first_depth(back, recent) if back is not None else 0
+        past = self.story.past(campaign_id, head, back, min_depth=first).by_label
+        built = self.core.snapshots.state_at(campaign_id, head, candidates=snapshots_visible(past["Snapshot"], head))
+        return TurnContext(
+            campaign=ctx.campaign,
+            axioms=axioms,
+            state=self._view(ctx, head, built, ctx.head.id if ctx.head else None),
+            recent=turns_in_order(past["Turn"]) if back is not None else [],
+            memories=[from_props(Memory, r, key="id") for r in anchored_on(past["Memory"], head)],
+            summaries=[from_props(Summary, r, key="id") for r in anchored_on(past["Summary"], head)],
+        )
+
+
+def _first_depth(lineage: Lineage, last: int | None) -> int:
+    """The depth of the oldest of the ``last`` turns up to the lineage's position (all: 0)."""
+    return max(0, lineage.depth - last + 1) if last else 0
