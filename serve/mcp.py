@@ -104,6 +104,15 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
         streamable_http_path="/mcp",
         transport_security=security,
     )
+    _knowledge_tools(server, services)
+    _catalog_tools(server, services)
+    _play_tools(server, services)
+    _resources(server, services)
+    return server
+
+
+def _knowledge_tools(server: FastMCP[Any], services: Services) -> None:
+    """``search_knowledge`` and ``search_by_category``: hybrid search, each hit with its citation."""
     run = services.run
 
     async def _search(
@@ -152,6 +161,11 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
         filters = SearchFilters(library_type=[library_type.value])
         return await _search("search_by_category", query, filters, max(1, min(limit, 50)), rerank)
 
+
+def _catalog_tools(server: FastMCP[Any], services: Services) -> None:
+    """What is ingested (libraries, collections, items, concepts) and whether the server answers."""
+    run = services.run
+
     @server.tool()
     @_tool("list_libraries")
     async def list_libraries() -> list[dict[str, Any]]:
@@ -189,6 +203,11 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
         checks = await services.health()
         healthy = all(v == "ok" for v in checks.values())
         return {"status": "ok" if healthy else "degraded", **checks, "search": services.search is not None}
+
+
+def _play_tools(server: FastMCP[Any], services: Services) -> None:
+    """For tables: a campaign's world as of a turn, a turn's provenance, and proposing a change."""
+    run = services.run
 
     @server.tool()
     @_tool("get_state_as_of")
@@ -242,6 +261,10 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
         )
         return proposal.model_dump(mode="json")  # type: ignore[no-any-return]
 
+
+def _resources(server: FastMCP[Any], services: Services) -> None:
+    """The library types with their chunking defaults, and the libraries."""
+
     @server.resource("lorekeeper://library-types", mime_type="application/json")
     def library_types() -> str:
         """Library types and the chunking defaults each carries."""
@@ -252,8 +275,6 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
         """The libraries of this server."""
         found = await asyncio.to_thread(services.catalog.list_libraries)
         return json.dumps([lib.model_dump(mode="json") for lib in found])
-
-    return server
 
 
 def _ms(started: float) -> float:
