@@ -1,13 +1,13 @@
 """The rows that flow through the ingest pipeline, one model per stage boundary, and their one codec.
 
-=================  ==================================  =========================================
-model              boundary                            encoded by → decoded by
-=================  ==================================  =========================================
-:class:`SourceRow`   driver → extract (one per file)     ``run_ingest`` → ``ExtractStage``
-:class:`ChunkRow`    extract → embed (one per chunk)     ``ExtractStage`` → ``EmbedStage``
-:class:`EmbeddedRow` embed → write (a chunk + vector)    ``EmbedStage`` → ``WriteStage``
-:class:`WrittenRow`  write → driver (what was written)   ``WriteStage`` → ``_run_pipeline``
-=================  ==================================  =========================================
+- :class:`SourceRow`, driver → extract, one per file: encoded by ``run_ingest`` (for
+  ``ray.data.from_items``), decoded by ``ExtractStage``;
+- :class:`ChunkRow`, extract → embed, one per chunk: encoded by ``ExtractStage``, decoded by
+  ``EmbedStage``;
+- :class:`EmbeddedRow`, embed → write, a chunk row with its vector: encoded by ``EmbedStage``,
+  decoded by ``WriteStage``;
+- :class:`WrittenRow`, write → driver, what was written: encoded by ``WriteStage``, decoded by the
+  driver (``jobs.pipeline``), which finalizes each item once all its chunks are in.
 
 A file that yields no chunks (skipped as unchanged, or failed) yields one *status row* instead
 (``chunk_uid == ""``, see :meth:`ChunkRow.status_row`); later stages pass it through.
@@ -32,7 +32,8 @@ from typing import Any, NamedTuple, Self, get_type_hints, overload
 
 import numpy as np
 
-from jobs.concepts import ConceptMention
+from jobs.concepts import ChunkConcepts, ConceptMention
+from jobs.document import TextChunk
 from schemas.common import content_id
 from schemas.knowledge import ConceptKind, IngestSource
 
@@ -199,7 +200,8 @@ class ChunkRow(_Row):
     """A chunk out of the extract stage, with what the writer and the driver need of its item.
 
     ``item_chunks`` tells the driver when all of an item's chunks are written; ``structure`` is the
-    item's structure figures (``StructureFigures.to_dict()``; ``{}`` on status rows).
+    item's structure figures (``StructureFigures.to_dict()``; ``{}`` on status rows), one dict shared
+    by the rows of an item once decoded: read it, do not change it.
     """
 
     job_id: str
@@ -220,9 +222,43 @@ class ChunkRow(_Row):
     extract_node: str
 
     @classmethod
+    def of_chunks(
+        cls,
+        job_id: str,
+        item_uid: str,
+        chunks: Sequence[TextChunk],
+        mentions: Sequence[ChunkConcepts],
+        page_count: int,
+        structure: dict[str, Any],
+    ) -> list[ChunkRow]:
+        """The rows of an item's chunks, each with the concepts it mentions."""
+        by_sequence = {m.sequence: m.concepts for m in mentions}
+        return [
+            ChunkRow(
+                job_id=job_id,
+                item_uid=item_uid,
+                chunk_uid=content_id("chunk", f"{item_uid}:{chunk.sequence}"),
+                sequence=chunk.sequence,
+                text=chunk.text,
+                heading_path=list(chunk.heading_path),
+                page_start=chunk.page_start,
+                page_end=chunk.page_end,
+                token_count=chunk.token_count,
+                concepts=ConceptRefs(ConceptRef.of(m) for m in by_sequence.get(chunk.sequence, ())),
+                item_chunks=len(chunks),
+                item_pages=page_count,
+                structure=structure,
+                status=RowStatus.CHUNK,
+                error=None,
+                extract_node="",
+            )
+            for chunk in chunks
+        ]
+
+    @classmethod
     def status_row(cls, job_id: str, item_uid: str, status: RowStatus, error: str | None = None) -> ChunkRow:
         """The one row of a file that yields no chunks."""
-        return cls(job_id, item_uid, "", -1, "", [], None, None, 0, ConceptRefs(), 0, 0, {}, status, error, "")
+        return ChunkRow(job_id, item_uid, "", -1, "", [], None, None, 0, ConceptRefs(), 0, 0, {}, status, error, "")
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ from jobs.concepts import assign_bold_terms, build_concept_extractor, collect_co
 from jobs.document import StructureFigures
 from jobs.extract import extract_document
 from jobs.plan import IngestOptions, StagePlan, fit_chunking
-from jobs.rows import ChunkRow, ConceptRef, ConceptRefs, EmbeddedRow, RowStatus, SourceRow, WrittenRow
+from jobs.rows import ChunkRow, EmbeddedRow, RowStatus, SourceRow, WrittenRow
 from jobs.tokens import TokenCounter
 from models.embedding import SentenceTransformerEmbedder
 from schemas.common import JobStatus, content_id, sha256_hex, utc_now
@@ -196,9 +196,10 @@ class ExtractStage:
                                                     error=reason))
             return [ChunkRow.status_row(job.id, item_uid, RowStatus.FAILED, reason)]
 
-    def _ingest(
-        self, job: IngestJob, name: str, data: bytes, digest: str, item_uid: str, versions: list[Item], started: float
-    ) -> list[ChunkRow]:
+    def _new_item(
+        self, job: IngestJob, name: str, data: bytes, digest: str, item_uid: str, versions: list[Item]
+    ) -> Item:
+        """The item of a new file (a new version of its source's item), saved as processing with its original."""
         file_type = FileType.from_filename(name)
         raw_key = original_key(item_uid, name)
         retrying("put_original", partial(self.blob.put, raw_key, data))
@@ -220,6 +221,12 @@ class ExtractStage:
             supersedes_uid=supersedes,
         )
         retrying("save_item", partial(self.catalog.save_item, item))
+        return item
+
+    def _ingest(
+        self, job: IngestJob, name: str, data: bytes, digest: str, item_uid: str, versions: list[Item], started: float
+    ) -> list[ChunkRow]:
+        item = self._new_item(job, name, data, digest, item_uid, versions)
         log.info("ingest_item_created", job_id=job.id, item_uid=item_uid, title=item.title, version=item.version)
         job = self._update_job(
             job, item_uid=item_uid, progress=IngestProgress(fraction=0.15, stage=IngestStage.EXTRACTING)
@@ -275,31 +282,8 @@ class ExtractStage:
                 fraction=0.4, stage=IngestStage.EMBEDDING, message=f"{len(chunks)} chunks from {doc.page_count} pages"
             ),
         )
-        by_sequence = {m.sequence: m for m in mentions}
         structure = StructureFigures.of(doc).to_dict()
-        rows = []
-        for chunk in chunks:
-            found = by_sequence.get(chunk.sequence)
-            rows.append(
-                ChunkRow(
-                    job_id=job.id,
-                    item_uid=item_uid,
-                    chunk_uid=content_id("chunk", f"{item_uid}:{chunk.sequence}"),
-                    sequence=chunk.sequence,
-                    text=chunk.text,
-                    heading_path=list(chunk.heading_path),
-                    page_start=chunk.page_start,
-                    page_end=chunk.page_end,
-                    token_count=chunk.token_count,
-                    concepts=ConceptRefs(ConceptRef.of(m) for m in (found.concepts if found else [])),
-                    item_chunks=len(chunks),
-                    item_pages=doc.page_count,
-                    structure=structure,
-                    status=RowStatus.CHUNK,
-                    error=None,
-                    extract_node="",
-                )
-            )
+        rows = ChunkRow.of_chunks(job.id, item_uid, chunks, mentions, doc.page_count, structure)
         log.debug("extract_stage_done", job_id=job.id, seconds=round(time.perf_counter() - started, 3))
         return rows
 

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from jobs.concepts import ConceptMention
+from jobs.concepts import ChunkConcepts, ConceptMention
+from jobs.document import TextChunk
 from jobs.rows import (
     ChunkRow,
     ConceptRef,
@@ -210,11 +211,18 @@ def test_concepts_are_parsed_only_when_read() -> None:
     assert ConceptRefs.from_json("") == ConceptRefs() and not ConceptRefs()
 
 
-def test_concept_ref_of_a_mention_uses_the_content_id() -> None:
+def test_chunk_rows_of_an_items_chunks_carry_their_concepts() -> None:
     mention = ConceptMention("Fate Point", "fate point", ConceptKind.MECHANIC, aliases=("FP",), score=0.5)
-    ref = ConceptRef.of(mention)
-    assert ref == ConceptRef(content_id("concept", "mechanic:fate point"), "Fate Point", "fate point",
-                             ConceptKind.MECHANIC, ("FP",))
+    chunks = [TextChunk(0, "Spend a fate point.", ["Fate"], 1, 1, 6), TextChunk(1, "Épilogue", [], None, None, 2)]
+    rows = ChunkRow.of_chunks("job_1", "item_1", chunks, [ChunkConcepts(0, [mention])], 3, STRUCTURE)
+    assert [row.chunk_uid for row in rows] == [content_id("chunk", "item_1:0"), content_id("chunk", "item_1:1")]
+    assert list(rows[0].concepts) == [
+        ConceptRef(content_id("concept", "mechanic:fate point"), "Fate Point", "fate point", ConceptKind.MECHANIC,
+                   ("FP",))
+    ]
+    assert not rows[1].concepts and rows[1].page_start is None and rows[1].heading_path == []
+    assert {(row.item_chunks, row.item_pages, row.status, row.error) for row in rows} == {(2, 3, RowStatus.CHUNK, None)}
+    assert ChunkRow.decode(_via_ray(ChunkRow.encode(rows))) == rows
 
 
 class _FakeEmbedder:
