@@ -20,7 +20,8 @@ class TurnContext(BaseModel):
         campaign: ``get_campaign(campaign_id)``.
         axioms: the texts of ``axioms(campaign.world_id)``, in that order.
         state: ``state(campaign_id)``: the world at the head.
-        recent: ``history(campaign_id, turn_id=turn.parent_turn_id, last=recent)``; ``[]`` for a first turn.
+        recent: ``history(campaign_id, turn_id=turn.parent_turn_id, last=recent)``; ``[]`` for a first turn or
+            ``recent=0``.
         memories: ``memories(campaign_id)``.
         summaries: ``summaries(campaign_id)``.
     """

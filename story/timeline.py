@@ -251,7 +251,8 @@ class Timeline:
         """
         ctx, parent, axioms = self.story.turn_reads(campaign_id, turn.parent_turn_id)
         head = ctx.lineage()
-        back = lineage_at(ctx, parent) if parent is not None else None
+        # recent=0 asks for no turn verbatim (history's last=0 would mean all of them)
+        back = lineage_at(ctx, parent) if parent is not None and recent > 0 else None
         first = _first_depth(back, recent) if back is not None else 0
         past = self.story.past(campaign_id, head, back, min_depth=first).by_label
         built = self.core.snapshots.state_at(campaign_id, head, candidates=snapshots_visible(past["Snapshot"], head))

@@ -57,7 +57,8 @@ def separately(story: StoryService, campaign_id: str, turn: Turn, recent: int) -
         campaign=campaign,
         axioms=[a.text for a in story.axioms(campaign.world_id)],
         state=story.state(campaign_id),
-        recent=story.history(campaign_id, turn_id=parent, last=recent) if parent else [],
+        # recent=0: no turn verbatim (history's last=0 would mean all of them)
+        recent=story.history(campaign_id, turn_id=parent, last=recent) if parent and recent else [],
         memories=story.memories(campaign_id),
         summaries=story.summaries(campaign_id),
     )
@@ -134,6 +135,18 @@ def test_a_first_turn_and_an_unknown_campaign(story: StoryService) -> None:
     with pytest.raises(NotFound):  # a parent the campaign does not hold
         orphan = story.get_turn(first).validated_copy(parent_turn_id="turn_nope", depth=1)
         story.turn_context(campaign.id, turn=orphan, recent=8)
+
+
+def test_no_recent_turns_means_none_not_all(story: StoryService) -> None:
+    """recent_turns=0 (the setting allows it) puts no turn in the prompt verbatim; history's last=0 means all."""
+    campaign = new_campaign(story)
+    turns = play(story, campaign.id, "one", "two", "three")
+    context = story.turn_context(campaign.id, turn=story.get_turn(turns[-1]), recent=0)
+    assert context.recent == []
+    assert [t.id for t in story.turn_context(campaign.id, turn=story.get_turn(turns[-1]), recent=1).recent] == [
+        turns[-2]
+    ]
+    assert context.state == separately(story, campaign.id, story.get_turn(turns[-1]), 8).state
 
 
 def test_the_turn_context_takes_a_few_round_trips(counted: tuple[StoryService, CountingGraph]) -> None:
