@@ -20,19 +20,17 @@ reindex) call :meth:`QdrantEdgeVectorIndex.optimize` themselves. Optimizing hold
 calling process for ~0.2-0.5 ms per new 384-d point on a 2-core machine (8-11 s per 20,000).
 
 Concurrency: one process owns the folder (the WAL is locked; a second process gets
-:class:`Unavailable`). Inside it, threads may share the index: writes and optimizations of a
+:class:`Unavailable`; the folder's lock and the shards shared by the index objects of a process are
+:mod:`stores.vector.edge_shards`). Inside it, threads may share the index: writes and optimizations of a
 collection are serialised by its lock, reads run concurrently (the engine guards its segments), and
 opening, creating and dropping collections are serialised by the index's lock.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
 import os
 import shutil
-import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -47,6 +45,7 @@ from schemas.search import FILTER_FIELDS, SearchFilters
 from schemas.settings import VectorBackend, VectorLocation
 from stores.lazy import LazyClient
 from stores.vector.base import Distance, VectorHit, VectorPoint, VectorSpace, point_uuid
+from stores.vector.edge_shards import STORE, OpenCollection, OpenShards, acquire_shards, release_shards
 from stores.vector.filters import (
     build_delete_filter,
     build_filter,
@@ -60,116 +59,12 @@ from stores.vector.filters import (
 
 log = structlog.get_logger(__name__)
 
-STORE = "qdrant-edge"
 SPACE_FILE = "space.json"
 SHARD_DIR = "shard"
 # Points written since the last optimization that trigger the next one (see the module docstring).
 OPTIMIZE_EVERY = 20_000
 # Points per update operation: bounds the Python-side list of Point objects built at once.
 UPSERT_BATCH = 1024
-
-
-class _Collection:
-    """One open shard, its vector space, and the bookkeeping of when to optimize it."""
-
-    def __init__(self, name: str, folder: Path, shard: Any, space: VectorSpace, pending: int) -> None:
-        self.name = name
-        self.folder = folder
-        self.shard = shard
-        self.space = space
-        self.pending = pending
-        self.write_lock = threading.RLock()
-
-
-class _OpenShards:
-    """The shards of one index folder opened by this process: the index's lazily opened "client"."""
-
-    def __init__(self, root: Path, *, wait_s: float) -> None:
-        self.root = root
-        self.lock = threading.RLock()
-        self.open: dict[str, _Collection] = {}
-        self._lock_file = _lock_folder(root, wait_s)
-
-    def close(self) -> None:
-        with self.lock:
-            collections, self.open = list(self.open.values()), {}
-        try:
-            for col in collections:
-                with col.write_lock:
-                    try:
-                        col.shard.flush()
-                    finally:
-                        col.shard.close()
-        finally:
-            # Released only once every shard is flushed and closed: the next owner sees all of it.
-            self._lock_file.close()
-
-
-# Index objects of one process on one folder share its open shards (and its folder lock).
-_SHARED: dict[Path, tuple[_OpenShards, int]] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def _close_all_shards() -> None:
-    # At interpreter exit, close shards before their folder locks are released by the OS, so a
-    # process that takes the folder over next finds everything flushed.
-    with _SHARED_LOCK:
-        entries = list(_SHARED.values())
-        _SHARED.clear()
-    for shards, _ in entries:
-        with contextlib.suppress(Exception):
-            shards.close()
-
-
-atexit.register(_close_all_shards)
-
-
-def _acquire_shards(root: Path, *, wait_s: float) -> _OpenShards:
-    key = root.resolve()
-    with _SHARED_LOCK:
-        entry = _SHARED.get(key)
-        if entry is not None:
-            _SHARED[key] = (entry[0], entry[1] + 1)
-            return entry[0]
-        shards = _OpenShards(key, wait_s=wait_s)
-        _SHARED[key] = (shards, 1)
-        return shards
-
-
-def _release_shards(shards: _OpenShards) -> None:
-    with _SHARED_LOCK:
-        entry = _SHARED.get(shards.root)
-        if entry is not None and entry[0] is shards and entry[1] > 1:
-            _SHARED[shards.root] = (shards, entry[1] - 1)
-            return
-        if entry is not None and entry[0] is shards:
-            del _SHARED[shards.root]
-    shards.close()
-
-
-def _lock_folder(root: Path, wait_s: float) -> Any:
-    """Hold an exclusive lock on the index folder for as long as this process has it open.
-
-    qdrant-edge locks a shard's WAL only while it writes, so two processes could otherwise open the
-    same shard and the second would load it without the first one's unflushed segments (a Ray write
-    actor still shutting down while the driver reopens the folder lost points that way). The lock is
-    released when the index closes or its process dies; a second opener waits up to ``wait_s``.
-    """
-    import fcntl
-
-    handle = (root / ".lock").open("a+")
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return handle
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                handle.close()
-                raise Unavailable(
-                    STORE, f"index folder {root} is in use by another process (waited {wait_s:g}s)"
-                ) from None
-            time.sleep(0.05)
 
 
 class QdrantEdgeVectorIndex(LazyClient):
@@ -238,14 +133,14 @@ class QdrantEdgeVectorIndex(LazyClient):
     def __repr__(self) -> str:
         return f"QdrantEdgeVectorIndex({self.path})"
 
-    def _open(self) -> _OpenShards:
+    def _open(self) -> OpenShards:
         self.path.mkdir(parents=True, exist_ok=True)
-        return _acquire_shards(self.path, wait_s=max(self.timeout_s, 1.0))
+        return acquire_shards(self.path, wait_s=max(self.timeout_s, 1.0))
 
     # -- error translation ------------------------------------------------------------------------
 
     @contextmanager
-    def _call(self, collection: str | None = None) -> Iterator[_OpenShards]:
+    def _call(self, collection: str | None = None) -> Iterator[OpenShards]:
         """Run a block against the open shards, translating qdrant-edge's and the file system's errors."""
         try:
             yield self.client
@@ -283,7 +178,7 @@ class QdrantEdgeVectorIndex(LazyClient):
                 shutil.rmtree(folder)
             shards.open[collection] = self._create(folder, collection, space)
 
-    def _create(self, folder: Path, collection: str, space: VectorSpace) -> _Collection:
+    def _create(self, folder: Path, collection: str, space: VectorSpace) -> OpenCollection:
         import qdrant_edge as qe
 
         shard_dir = folder / SHARD_DIR
@@ -312,9 +207,9 @@ class QdrantEdgeVectorIndex(LazyClient):
         except BaseException:
             shard.close()
             raise
-        return _Collection(collection, folder, shard, space, pending=0)
+        return OpenCollection(collection, folder, shard, space, pending=0)
 
-    def _collection(self, collection: str) -> _Collection:
+    def _collection(self, collection: str) -> OpenCollection:
         """The open collection, loading its shard on first use in this process.
 
         Raises:
@@ -344,7 +239,7 @@ class QdrantEdgeVectorIndex(LazyClient):
                     shard.close()
                     raise
                 # Points that were never indexed (a crash, or a small tail) count toward the next optimize.
-                col = _Collection(
+                col = OpenCollection(
                     collection,
                     folder,
                     shard,
@@ -426,7 +321,7 @@ class QdrantEdgeVectorIndex(LazyClient):
         with self._call(collection), col.write_lock:
             return self._optimize(col)
 
-    def _optimize(self, col: _Collection) -> bool:
+    def _optimize(self, col: OpenCollection) -> bool:
         started = time.perf_counter()
         changed = bool(col.shard.optimize())
         col.pending = 0
@@ -563,7 +458,7 @@ class QdrantEdgeVectorIndex(LazyClient):
         """
         shards, self._client = self._client, None
         if shards is not None:
-            _release_shards(shards)
+            release_shards(shards)
 
 
 def _where(collection: str | None) -> str:
