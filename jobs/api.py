@@ -21,7 +21,7 @@ from schemas.common import JobStatus
 from schemas.errors import InvalidRequest, LorekeeperError, NotFound
 from schemas.knowledge import Classification, Collection, FileType, IngestJob, IngestSource, Item, Library, LibraryType
 from schemas.settings import Settings, get_settings
-from stores.blob.layout import sanitize_filename
+from stores.blob.layout import sanitize_filename, upload_key
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
 
@@ -132,7 +132,7 @@ async def ingest(
             library_uid=library.uid,
             collection_uid=collection_uid,
         )
-        key = f"uploads/{job.id}/{name}"
+        key = upload_key(job.id, name)
         ctx.blob.put(key, data)
         job = job.validated_copy(s3_key=key)
     ctx.runner.submit(job)

@@ -18,6 +18,7 @@ from schemas.story import (
     TurnPresentation,
     TurnProvenance,
 )
+from stores.blob.layout import PRESENTATIONS, PROMPTS, RETRIEVALS
 from stores.catalog import from_props
 from story import cypher
 from story.core import StoryCore
@@ -40,7 +41,7 @@ class Provenance:
         turn = self.story.turn(turn_id)
         if snapshot.turn_id != turn_id:
             raise StoryInvalid(f"the prompt snapshot is for turn {snapshot.turn_id!r}, not {turn_id!r}")
-        info = self.blobs.put_content_addressed(prompt_text.encode(), prefix="prompts", content_type="text/plain")
+        info = self.blobs.put_content_addressed(prompt_text.encode(), prefix=PROMPTS, content_type="text/plain")
         if snapshot.blob_key is None:
             snapshot = snapshot.validated_copy(blob_key=info.key)
         props = node_props(snapshot, campaign_id=turn.campaign_id, turn_uid=turn_id)
@@ -51,7 +52,7 @@ class Provenance:
         """Keep what retrieval returned for a turn, and link the turn to the passages it used."""
         turn = self.story.turn(record.turn_id)
         info = self.blobs.put_content_addressed(
-            record.model_dump_json().encode(), prefix="retrievals", content_type="application/json"
+            record.model_dump_json().encode(), prefix=RETRIEVALS, content_type="application/json"
         )
         props = {
             "uid": record.id,
@@ -122,7 +123,7 @@ class Provenance:
         """Store how a turn is shown (narration, speech, rolls, media) apart from its truth."""
         self.story.turn(presentation.turn_id)
         info = self.blobs.put_content_addressed(
-            presentation.model_dump_json().encode(), prefix="presentations", content_type="application/json"
+            presentation.model_dump_json().encode(), prefix=PRESENTATIONS, content_type="application/json"
         )
         self.graph.run(*cypher.set_presentation_key(presentation.turn_id, info.key))
         return presentation

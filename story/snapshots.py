@@ -18,6 +18,7 @@ from schemas.common import new_id, utc_now
 from schemas.errors import NotFound
 from schemas.story import SnapshotKind
 from stores.blob.base import BlobStore
+from stores.blob.layout import SNAPSHOTS
 from story import cypher
 from story.graph import StoryGraph
 from story.lineage import Lineage
@@ -117,7 +118,7 @@ class Snapshots:
         if not force and replayed < self.interval:
             return None
         data = state.to_json()
-        info = self.blobs.put_content_addressed(data, prefix="snapshots", content_type="application/json")
+        info = self.blobs.put_content_addressed(data, prefix=SNAPSHOTS, content_type="application/json")
         content_hash = info.key.rsplit("/", 1)[-1]
         self.cache.put(content_hash, state.copy())
         uid = new_id("snap")

@@ -2,12 +2,16 @@
 
 Every key the product writes is built here, so the layout has one definition::
 
-    items/{item_uid}/original/{filename}          the file as it was ingested
-    items/{item_uid}/chunks/chunk_000.txt         chunk text, numbered from 0
-    images/{item_uid}/{filename}                  images extracted from an item
-    snapshots/{campaign_id}/{kind}/{turn_id}.json state and prompt snapshots of a turn
-    exports/{campaign_id}/{export_id}.{extension} campaign exports
-    cas/{sha256}                                  content-addressed blobs
+    items/{item_uid}/original/{filename}   the file as it was ingested
+    items/{item_uid}/chunks/chunk_000.txt  chunk text, numbered from 0
+    images/{item_uid}/{filename}           images extracted from an item
+    uploads/{job_id}/{filename}            a file uploaded to the ingest API, before its job runs
+    prompts/{sha256}                       a turn's prompt text          (content-addressed:
+    retrievals/{sha256}                    a turn's retrieval record      the same bytes are
+    presentations/{sha256}                 a turn's presentation          one blob, written once)
+    snapshots/{sha256}                     a world-state snapshot
+
+Campaign exports are zip files handed to the caller, never blobs.
 
 Keys follow the S3 rules plus what keeps a key safe as a relative path on a local disk: they are
 validated by :func:`validate_key`, which every backend calls, so a key that works on one backend works
@@ -24,7 +28,6 @@ from __future__ import annotations
 import ipaddress
 import re
 import unicodedata
-from enum import StrEnum
 
 from schemas.errors import InvalidRequest
 
@@ -35,18 +38,16 @@ MAX_FILENAME_BYTES = 200
 """Sanitised filenames are cut to this many UTF-8 bytes: a local folder allows 255 per path segment."""
 
 DEFAULT_CAS_PREFIX = "cas"
+"""Where :func:`content_key` puts a content-addressed blob when the caller names no prefix."""
+PROMPTS = "prompts"
+RETRIEVALS = "retrievals"
+PRESENTATIONS = "presentations"
+SNAPSHOTS = "snapshots"
 
 _STORE = "blob store"
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK_NAME_RE = re.compile(r"^chunk_(\d{3,})\.txt$")
-
-
-class SnapshotKind(StrEnum):
-    """What a snapshot holds: the world state as of a turn, or the prompt the narrator was given."""
-
-    STATE = "state"
-    PROMPT = "prompt"
 
 
 def _shown(value: str) -> str:
@@ -233,38 +234,9 @@ def image_key(item_uid: str, filename: str) -> str:
     return validate_key(f"images/{_segment(item_uid, 'item uid')}/{sanitize_filename(filename)}")
 
 
-def snapshot_key(campaign_id: str, turn_id: str, kind: SnapshotKind | str = SnapshotKind.STATE) -> str:
-    """Key of a turn's snapshot: ``snapshots/{campaign_id}/{kind}/{turn_id}.json``.
-
-    Args:
-        campaign_id: the campaign's graph id.
-        turn_id: the turn the snapshot was taken at.
-        kind: ``state`` (world state as of the turn) or ``prompt`` (what the narrator was sent).
-
-    Raises:
-        InvalidRequest: for an unknown kind or an id that cannot be a key segment.
-    """
-    try:
-        kind = SnapshotKind(kind)
-    except ValueError:
-        raise InvalidRequest(
-            _STORE, f"snapshot kind {kind!r} is not one of {[k.value for k in SnapshotKind]}"
-        ) from None
-    campaign = _segment(campaign_id, "campaign id")
-    return validate_key(f"snapshots/{campaign}/{kind.value}/{_segment(turn_id, 'turn id')}.json")
-
-
-def export_key(campaign_id: str, export_id: str, *, extension: str = "json") -> str:
-    """Key of a campaign export: ``exports/{campaign_id}/{export_id}.{extension}``.
-
-    Raises:
-        InvalidRequest: for an id or extension that cannot be part of a key segment.
-    """
-    ext = extension.lstrip(".")
-    if not ext or _clean(ext) != ext:
-        raise InvalidRequest(_STORE, f"export extension {extension!r} must be letters, digits, '-' or '_'")
-    campaign = _segment(campaign_id, "campaign id")
-    return validate_key(f"exports/{campaign}/{_segment(export_id, 'export id')}.{ext}")
+def upload_key(job_id: str, filename: str) -> str:
+    """Key of a file uploaded to the ingest API: ``uploads/{job_id}/{sanitised filename}``."""
+    return validate_key(f"uploads/{_segment(job_id, 'job id')}/{sanitize_filename(filename)}")
 
 
 def content_key(sha256: str, prefix: str = DEFAULT_CAS_PREFIX) -> str:

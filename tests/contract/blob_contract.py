@@ -366,7 +366,7 @@ class BlobStoreContract:
         for seq in range(3):
             blobs.put(layout.chunk_key(uid, seq), f"chunk {seq}".encode())
         blobs.put(layout.image_key(uid, "Carte du monde.png"), b"\x89PNG")
-        snap = layout.snapshot_key("camp-1", "turn-9", layout.SnapshotKind.PROMPT)
+        snap = layout.upload_key("job-9", "Règles du jeu.pdf")
         blobs.put(snap, b"{}")
         assert keys_of(blobs.list(f"items/{uid}/chunks/")) == [
             f"items/{uid}/chunks/chunk_000.txt",

@@ -13,15 +13,13 @@ from schemas.errors import InvalidRequest
 from stores.blob import layout
 from stores.blob.layout import (
     MAX_FILENAME_BYTES,
-    SnapshotKind,
     chunk_key,
     chunk_sequence,
     content_key,
-    export_key,
     image_key,
     original_key,
     sanitize_filename,
-    snapshot_key,
+    upload_key,
     validate_bucket,
     validate_key,
     validate_prefix,
@@ -86,21 +84,8 @@ def test_image_key() -> None:
     assert image_key("u1", "Carte du monde.png") == "images/u1/Carte_du_monde.png"
 
 
-def test_snapshot_key() -> None:
-    assert snapshot_key("c1", "t9") == "snapshots/c1/state/t9.json"
-    assert snapshot_key("c1", "t9", SnapshotKind.PROMPT) == "snapshots/c1/prompt/t9.json"
-    assert snapshot_key("c1", "t9", "prompt") == "snapshots/c1/prompt/t9.json"
-    with pytest.raises(InvalidRequest, match="snapshot kind"):
-        snapshot_key("c1", "t9", "memory")
-
-
-def test_export_key() -> None:
-    assert export_key("c1", "2026-01-02") == "exports/c1/2026-01-02.json"
-    assert export_key("c1", "e1", extension=".gz") == "exports/c1/e1.gz"
-    assert export_key("c1", "e1", extension="zip") == "exports/c1/e1.zip"
-    for bad in ("", "z/p", "a b"):
-        with pytest.raises(InvalidRequest, match="extension"):
-            export_key("c1", "e1", extension=bad)
+def test_upload_key() -> None:
+    assert upload_key("job_1", "Règles du jeu.pdf") == "uploads/job_1/Règles_du_jeu.pdf"
 
 
 def test_content_key() -> None:
@@ -120,10 +105,7 @@ def test_ids_must_be_one_clean_segment(uid: str) -> None:
         lambda: original_key(uid, "f.pdf"),
         lambda: chunk_key(uid, 0),
         lambda: image_key(uid, "f.png"),
-        lambda: snapshot_key(uid, "t"),
-        lambda: snapshot_key("c", uid),
-        lambda: export_key(uid, "e"),
-        lambda: export_key("c", uid),
+        lambda: upload_key(uid, "f.pdf"),
     ):
         with pytest.raises(InvalidRequest):
             build()

@@ -21,6 +21,8 @@ from schemas.errors import ConfigError
 from schemas.serving import ServeSettings
 from tests.unit.serve_support import api_services, extraction, new_character, sse_events
 
+pytestmark = pytest.mark.servers  # the embedded graph (a redis-server) behind the services
+
 API = "/api/v1"
 
 

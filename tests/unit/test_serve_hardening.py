@@ -19,6 +19,8 @@ from fastapi.testclient import TestClient
 from schemas.errors import Unavailable
 from tests.unit.serve_support import api_services
 
+pytestmark = pytest.mark.servers  # the embedded graph (a redis-server) behind the services
+
 API = "/api/v1"
 ROOT = Path(__file__).resolve().parents[2]
 

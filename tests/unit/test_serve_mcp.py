@@ -15,6 +15,8 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from schemas.knowledge import Library, LibraryType
 from tests.unit.serve_support import api_services, extraction, new_character, running
 
+pytestmark = pytest.mark.servers  # the embedded graph (a redis-server) behind the services
+
 TOOLS = {
     "search_knowledge",
     "search_by_category",
