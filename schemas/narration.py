@@ -1,0 +1,268 @@
+"""What the narrator works from and what a turn shows: memories and summaries, prompt snapshots,
+retrieval records, a turn's presentation and its provenance. Re-exported by :mod:`schemas.story`.
+"""
+
+from enum import StrEnum
+from typing import Annotated, Literal, Self
+
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+
+from schemas.campaign import Speaker
+from schemas.common import (
+    BlobKey,
+    Confidence,
+    Id,
+    LorekeeperModel,
+    Name,
+    Sha256Hex,
+    Text,
+    UtcDatetime,
+    utc_now,
+)
+from schemas.proposals import DiceRoll
+from schemas.story_ids import default_id
+
+__all__ = [
+    "DialogueBlock",
+    "DiceRollBlock",
+    "ImageBlock",
+    "Memory",
+    "NarrationBlock",
+    "PresentationBlock",
+    "PromptSection",
+    "PromptSectionKind",
+    "PromptSnapshot",
+    "ProvenancePassage",
+    "RetrievalHit",
+    "RetrievalLeg",
+    "RetrievalRecord",
+    "SubjectiveKind",
+    "Summary",
+    "SummaryScope",
+    "SystemNoteBlock",
+    "TurnPresentation",
+    "TurnProvenance",
+]
+
+
+# ============================================================================================
+# memories, summaries, snapshots of what the narrator saw
+
+
+class SubjectiveKind(StrEnum):
+    """Kinds of observer-scoped (subjective) records."""
+
+    MEMORY = "memory"  # what the observer remembers happening
+    CLAIM = "claim"  # what the observer believes or was told (may be false)
+    EMOTION = "emotion"  # how the observer feels about something
+
+
+class Memory(LorekeeperModel):
+    """What one entity remembers, believes or feels. Retrieved only on the anchor's lineage."""
+
+    id: Id = default_id("mem")
+    campaign_id: Id
+    observer_entity_id: Id = Field(description="Whose memory this is (observer-scoped).")
+    kind: SubjectiveKind = SubjectiveKind.MEMORY
+    text: Text
+    subject_entity_ids: list[Id] = Field(default_factory=list, description="Who/what it is about.")
+    anchor_turn_id: Id = Field(
+        description="Turn that produced it; retrieved only when this turn is an ancestor of the head."
+    )
+    salience: Confidence = Field(default=0.5, description="How much it matters to the observer.")
+    created_at: UtcDatetime = Field(default_factory=utc_now)
+
+
+class SummaryScope(StrEnum):
+    SCENE = "scene"
+    SESSION = "session"
+    ARC = "arc"  # several scenes
+    CAMPAIGN = "campaign"
+
+
+class Summary(LorekeeperModel):
+    """A summary of the story up to its anchor turn."""
+
+    id: Id = default_id("sum")
+    campaign_id: Id
+    scope: SummaryScope
+    scene_id: Id | None = Field(default=None, description="The scene, for scope 'scene'.")
+    anchor_turn_id: Id = Field(description="Last turn the summary covers.")
+    from_turn_id: Id | None = Field(default=None, description="First turn it covers, if bounded.")
+    text: Text
+    token_count: NonNegativeInt = 0
+    created_at: UtcDatetime = Field(default_factory=utc_now)
+
+    @model_validator(mode="after")
+    def _check_scope(self) -> Self:
+        if self.scope is SummaryScope.SCENE and self.scene_id is None:
+            raise ValueError("a scene summary needs scene_id")
+        return self
+
+
+class PromptSectionKind(StrEnum):
+    """Prompt sections in their required order (stable order keeps the prefix cache warm)."""
+
+    NARRATOR_RULES = "narrator_rules"
+    WORLD_AXIOMS = "world_axioms"
+    SCENE_STATE = "scene_state"
+    RETRIEVED_KNOWLEDGE = "retrieved_knowledge"
+    MEMORIES = "memories"
+    RECENT_TURNS = "recent_turns"
+    PLAYER_INPUT = "player_input"
+
+
+_SECTION_RANK = {kind: rank for rank, kind in enumerate(PromptSectionKind)}
+
+
+class PromptSection(LorekeeperModel):
+    kind: PromptSectionKind
+    token_count: NonNegativeInt
+    content_hash: Sha256Hex = Field(description="sha256 of the section's text.")
+
+
+class PromptSnapshot(LorekeeperModel):
+    """What exactly was sent to the narrator for a turn; the full text is in the object store."""
+
+    id: Id = default_id("psnap")
+    turn_id: Id
+    model: Name
+    sections: list[PromptSection] = Field(
+        min_length=1, description="Sections in prompt order (the PromptSectionKind order)."
+    )
+    content_hash: Sha256Hex = Field(description="sha256 of the whole assembled prompt.")
+    blob_key: BlobKey | None = Field(default=None, description="Object-store key of the prompt.")
+    created_at: UtcDatetime = Field(default_factory=utc_now)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(s.token_count for s in self.sections)
+
+    @model_validator(mode="after")
+    def _check_order(self) -> Self:
+        ranks = [_SECTION_RANK[s.kind] for s in self.sections]
+        if ranks != sorted(ranks):
+            order = " -> ".join(k.value for k in PromptSectionKind)
+            got = " -> ".join(s.kind.value for s in self.sections)
+            raise ValueError(f"prompt sections must follow the order {order}; got {got}")
+        return self
+
+
+class RetrievalLeg(StrEnum):
+    VECTOR = "vector"
+    FULL_TEXT = "full_text"
+    GRAPH = "graph"
+
+
+class RetrievalHit(LorekeeperModel):
+    chunk_id: Id
+    rank: PositiveInt = Field(description="1-based rank after fusion (and rerank).")
+    item_uid: Id | None = None
+    leg_scores: dict[RetrievalLeg, float] = Field(
+        default_factory=dict, description="Raw score from each leg that found the chunk."
+    )
+    fused_score: float | None = None
+    rerank_score: float | None = None
+    used_in_prompt: bool = Field(default=True, description="Whether it made it into the prompt.")
+
+
+class RetrievalRecord(LorekeeperModel):
+    """What retrieval returned for a turn (provenance of the narrator's knowledge)."""
+
+    id: Id = default_id("ret")
+    turn_id: Id
+    query: Text
+    filters: dict[str, list[str]] = Field(
+        default_factory=dict, description="Filters applied, e.g. {'library_type': ['rulebook']}."
+    )
+    hits: list[RetrievalHit] = Field(default_factory=list)
+    error: Text | None = Field(
+        default=None, description="Why retrieval failed; the turn was then narrated without knowledge."
+    )
+    latency_ms: NonNegativeFloat | None = None
+    created_at: UtcDatetime = Field(default_factory=utc_now)
+
+    @model_validator(mode="after")
+    def _check_ranks(self) -> Self:
+        ranks = [h.rank for h in self.hits]
+        if ranks != sorted(set(ranks)):
+            raise ValueError(f"hit ranks must be unique and ascending, got {ranks}")
+        return self
+
+
+# ============================================================================================
+# presentation
+
+
+class NarrationBlock(LorekeeperModel):
+    type: Literal["narration"] = "narration"
+    text: Text
+
+
+class DialogueBlock(LorekeeperModel):
+    type: Literal["dialogue"] = "dialogue"
+    speaker: Speaker
+    text: Text
+
+
+class DiceRollBlock(LorekeeperModel):
+    type: Literal["dice_roll"] = "dice_roll"
+    roll: DiceRoll
+    label: str | None = Field(default=None, description="What was rolled for, e.g. 'Stealth'.")
+    roller: Speaker | None = None
+
+
+class SystemNoteBlock(LorekeeperModel):
+    type: Literal["system_note"] = "system_note"
+    text: Text
+    level: Literal["info", "warning"] = "info"
+
+
+class ImageBlock(LorekeeperModel):
+    type: Literal["image"] = "image"
+    media_asset_id: Id = Field(description="The MediaAsset (or ImageAsset uid) to show.")
+    alt_text: Text
+    caption: str | None = None
+
+
+PresentationBlock = Annotated[
+    NarrationBlock | DialogueBlock | DiceRollBlock | SystemNoteBlock | ImageBlock,
+    Field(discriminator="type"),
+]
+"""One block of a turn as a client shows it, keyed by ``type``."""
+
+
+class TurnPresentation(LorekeeperModel):
+    """A turn laid out for a client: narration, dialogue, rolls, notes and images in order."""
+
+    turn_id: Id
+    take_id: Id | None = None
+    blocks: list[PresentationBlock] = Field(min_length=1)
+
+
+# ============================================================================================
+# why the narrator knew what it knew
+
+
+class ProvenancePassage(LorekeeperModel):
+    """An ingested passage that informed a turn."""
+
+    chunk_id: Id
+    rank: PositiveInt
+    score: float | None = None
+    item_uid: Id | None = None
+    title: str | None = None
+    page_start: PositiveInt | None = None
+    page_end: PositiveInt | None = None
+    heading_path: list[str] = Field(default_factory=list)
+
+
+class TurnProvenance(LorekeeperModel):
+    """Why the narrator knew what it knew at a turn, and what the turn made canon."""
+
+    turn_id: Id
+    prompt: PromptSnapshot | None = None
+    prompt_text: str | None = Field(default=None, description="The exact prompt sent to the model.")
+    retrievals: list[RetrievalRecord] = Field(default_factory=list)
+    passages: list[ProvenancePassage] = Field(default_factory=list)
+    canon_event_ids: list[Id] = Field(default_factory=list, description="Committed events anchored at the turn.")
