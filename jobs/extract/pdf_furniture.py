@@ -1,0 +1,90 @@
+"""Page furniture of a PDF: running heads, footers and page numbers, found and dropped."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from jobs.extract.pdf_items import _MARGIN_Y, _Item, _Page
+
+_MARGIN_X = 0.06
+_PAGE_NUMBER = re.compile(
+    r"^\s*(?:page\s*)?(?:\d+|(?=[ivxlc])c{0,3}(?:x[cl]|l?x{0,3})(?:i[xv]|v?i{0,3}))(?:\s*(?:of|/)\s*\d+)?\s*$",
+    re.IGNORECASE,
+)
+_DIGITS = re.compile(r"\d+")
+
+
+def _furniture_key(text: str) -> str:
+    return " ".join(_DIGITS.sub("#", text.lower()).split())
+
+
+def _slot(it: _Item, page: _Page) -> tuple[Any, ...]:
+    """Where and how a margin line is set: band, position (2 pt), style."""
+    top = it.y1 <= page.height * _MARGIN_Y
+    return (top, round((it.y0 if top else page.height - it.y1) / 2), it.style)
+
+
+def _drop_furniture(pages: list[_Page]) -> int:
+    """Remove running heads, footers and page numbers; returns how many lines were dropped.
+
+    Margin text (the top and bottom bands, and the outer side strips) is page furniture when the
+    same text (digits aside) comes back on a run of nearby pages: within two pages, so that a
+    head printed on odd pages only, or one per chapter, counts; or on many pages anywhere. A
+    page number is furniture wherever it stands in a band. Once furniture has shown where it is
+    set (band, position and style), a short line set the same way on any other page is
+    furniture too: the head of a chapter one page long, or a head that joins the left and right
+    heads on one baseline.
+    """
+    occurrences: dict[str, list[int]] = {}
+    marked: list[tuple[_Page, _Item, str]] = []
+    for page in pages:
+        top, bottom = page.height * _MARGIN_Y, page.height * (1 - _MARGIN_Y)
+        left, right = page.width * _MARGIN_X, page.width * (1 - _MARGIN_X)
+        for it in page.items:
+            if it.kind is not None:
+                continue
+            if it.y1 <= top or it.y0 >= bottom or it.x1 <= left or it.x0 >= right:
+                key = _furniture_key(it.text)
+                marked.append((page, it, key))
+                seen = occurrences.setdefault(key, [])
+                if not seen or seen[-1] != page.number:
+                    seen.append(page.number)
+    many = max(3, int(0.3 * len(pages)))
+    furniture: set[str] = set()
+    for key, numbers in occurrences.items():
+        if len(numbers) >= many:
+            furniture.add(key)
+            continue
+        # a run: three occurrences, each within two pages of the next
+        run = 1
+        for a, b in zip(numbers, numbers[1:], strict=False):
+            run = run + 1 if b - a <= 2 else 1
+            if run >= 3:
+                furniture.add(key)
+                break
+    drop: set[int] = set()
+    slots: Counter[tuple[Any, ...]] = Counter()
+    for page, it, key in marked:
+        if key in furniture or _PAGE_NUMBER.match(it.text):
+            drop.add(id(it))
+            if key in furniture and it.style is not None and it.lines == 1:
+                slots[_slot(it, page)] += 1
+    for page, it, _ in marked:
+        if id(it) not in drop and it.lines == 1 and it.style is not None and slots[_slot(it, page)] >= 3:
+            drop.add(id(it))
+    # A bare page number set a little above the bottom band (or below the top one) is still one
+    # when nothing of the page lies beyond it.
+    for page in pages:
+        for it in page.items:
+            if id(it) in drop or it.kind is not None or it.lines != 1 or not _PAGE_NUMBER.match(it.text):
+                continue
+            last = it.y0 >= page.height * 0.8 and all(o.y0 < it.y0 for o in page.items if o is not it)
+            first = it.y1 <= page.height * 0.15 and all(o.y1 > it.y1 for o in page.items if o is not it)
+            if last or first:
+                drop.add(id(it))
+    if drop:
+        for page in pages:
+            page.items = [it for it in page.items if id(it) not in drop]
+    return len(drop)

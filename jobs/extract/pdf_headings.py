@@ -1,0 +1,293 @@
+"""Headings of a PDF and their levels: the outline, numbering and typographic style (body style,
+heading looks, style ranking and nesting), and the table captions that are never headings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from jobs.document import BlockKind
+from jobs.extract.pdf_items import _GLYPH_START, _MAX_HEADING_CHARS, _MAX_HEADING_LINES, _Item, _Page
+from jobs.extract.typography import Style
+
+_HEADING_SIZE_RATIO = 1.15  # a line this much larger than the body size can be a heading
+_MAX_BOLD_HEADING_WORDS = 14
+_MAX_LEVELS = 6
+_HEADING_NUMBER = re.compile(r"^(?:(?:chapter|part|section|appendix)\s+)?[\dIVXLC]+(?:\.\d+)*[.:)]?\s+", re.I)
+
+
+def _body_style(pages: list[_Page]) -> Style | None:
+    """The style most of the text is set in."""
+    weights: Counter[Style] = Counter()
+    for page in pages[:: max(1, len(pages) // 200)]:  # a sample of pages is plenty
+        for it in page.items:
+            if it.kind is not None:
+                continue
+            if it.style is not None:
+                weights[it.style] += len(it.text)
+            elif it.info:
+                for line in it.info:
+                    if line.first is not None:
+                        weights[line.first] += len(line.text)
+    return weights.most_common(1)[0][0] if weights else None
+
+
+def _body_size(pages: list[_Page]) -> float:
+    weights: Counter[float] = Counter()
+    for page in pages:
+        for it in page.items:
+            if it.size and not it.ocr and it.kind is None:
+                weights[round(it.size * 2) / 2] += len(it.text)
+    return weights.most_common(1)[0][0] if weights else 0.0
+
+
+def _norm_title(text: str) -> str:
+    text = _HEADING_NUMBER.sub("", " ".join(text.split()))
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+_SIZE_STEP = 1.04  # a line this much larger than the body size is set apart by size
+_CAPTION_LABEL = re.compile(
+    r"^(?:table|figure|fig\.|tab\.|illustration|plate|map)\s*(?:[\dIVX]+(?:[.\-–]\d+)*)?\s*[:.—–]\s", re.I
+)
+_NUMBERED = re.compile(r"^(?:(?:chapter|part|section|appendix|book)\s+)?([\dIVXLC]+(?:\.\d+)*)[.:)]?\s+\S", re.I)
+
+
+def _looks(it: _Item, body: Style | None, body_size: float) -> str | None:
+    """'size', 'bold' or 'style' when a block may be a heading by its looks, else None.
+
+    A heading is short, stands alone (a block of its own, set wholly in one style), does not end
+    like a sentence or a clause, is no list item, and is set apart from the body: larger, or bold
+    where the body is not. A bold label that opens a paragraph and runs on is not set wholly in
+    one style, so it is no heading.
+    """
+    if it.kind is not None or it.ocr or it.mono or it.lines > _MAX_HEADING_LINES:
+        return None
+    text = it.text
+    if len(text) > _MAX_HEADING_CHARS or not any(ch.isalpha() for ch in text):
+        return None
+    stripped = " ".join(text.split())
+    if stripped[-1] in ".,;:" or _GLYPH_START.match(stripped):
+        return None
+    style = it.style
+    if style is None or body is None:
+        if it.styled:
+            return None  # several styles: a run-in label, or a paragraph with emphasis
+        # no line styles (the HTML did not match): the coarse rule from size and weight
+        if body_size and it.size >= body_size * _HEADING_SIZE_RATIO:
+            return "size"
+        at_body_size = not body_size or not it.size or it.size >= body_size * 0.95
+        if it.bold and it.lines <= 2 and at_body_size and len(stripped.split()) <= _MAX_BOLD_HEADING_WORDS:
+            return "bold"
+        return None
+    if style[1] >= body[1] * _SIZE_STEP:
+        return "size"
+    if style[1] >= body[1] * 0.93 and style[2] and not body[2]:
+        return "bold" if len(stripped.split()) <= _MAX_BOLD_HEADING_WORDS else None
+    return None
+
+
+def _level_key(it: _Item) -> tuple[Any, ...]:
+    """What ranks a heading: its style and whether it is set in capitals."""
+    letters = [ch for ch in it.text if ch.isalpha()]
+    caps = len(letters) > 1 and all(ch.isupper() for ch in letters)
+    if it.style is not None:
+        return (*it.style, caps)
+    return ("", round(it.size * 2) / 2, it.bold, False, caps)
+
+
+def _captions(pages: list[_Page], looks: dict[int, str]) -> set[int]:
+    """Items that caption a table: a label ("Table 3:", "Figure 2.") or a line just above a table.
+
+    A heading that happens to stand above a table keeps its role when its style also heads
+    text elsewhere: a style mostly seen right above tables is a caption style.
+    """
+    above: set[int] = set()
+    by_key: dict[tuple[Any, ...], list[int]] = {}
+    captions: set[int] = set()
+    for page in pages:
+        items = page.items
+        for n, it in enumerate(items):
+            if it.kind is not None or it.lines > _MAX_HEADING_LINES or len(it.text) > _MAX_HEADING_CHARS:
+                continue
+            text = it.text.lstrip()
+            if text[:1] in "TtFfIiPpMm" and _CAPTION_LABEL.match(text):
+                captions.add(id(it))
+                continue
+            nxt = items[n + 1] if n + 1 < len(items) else None
+            if nxt is not None and nxt.kind is BlockKind.TABLE and 0 <= nxt.y0 - it.y1 < 3 * max(it.size, 8.0):
+                above.add(id(it))
+            if id(it) in looks:
+                by_key.setdefault(_level_key(it), []).append(id(it))
+    for ids in by_key.values():
+        near = [i for i in ids if i in above]
+        if near and len(near) * 2 >= len(ids):
+            captions.update(near)
+    for page in pages:
+        for it in page.items:
+            if id(it) in above and id(it) not in looks:
+                captions.add(id(it))
+    return captions
+
+
+def _nested(ranked: list[tuple[Any, ...]], sequence: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Reorder styles of one size so that a style comes before the styles nested under it.
+
+    Looks tell styles of different sizes apart, not those of one size (bold and bold italic,
+    two families): there the document's own order decides. A style is the child of another
+    when, at most of its occurrences, the nearest heading before it in another style of that
+    size is that other style (it appears between that style's occurrences, always after one),
+    and not the other way round. Styles without such a relation keep their rank.
+    """
+    by_size: dict[Any, list[tuple[Any, ...]]] = {}
+    for key in ranked:
+        by_size.setdefault(key[1], []).append(key)
+    if all(len(group) == 1 for group in by_size.values()):
+        return ranked
+    parents: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for group in by_size.values():
+        if len(group) < 2:
+            continue
+        members = set(group)
+        before: dict[tuple[Any, ...], Counter[tuple[Any, ...]]] = {key: Counter() for key in group}
+        last: tuple[Any, ...] | None = None
+        for key in sequence:
+            if key not in members:
+                if key[1] > group[0][1]:
+                    last = None  # a larger heading opens a new section: nothing before it counts
+                continue
+            if last is not None and last != key:
+                before[key][last] += 1
+            last = key
+        totals = Counter(key for key in sequence if key in members)
+        for key in group:
+            if not before[key]:
+                continue
+            parent, n = before[key].most_common(1)[0]
+            if 2 * n > totals[key] and not 2 * before[parent][key] > totals[parent]:
+                parents[key] = parent
+    out: list[tuple[Any, ...]] = []
+    placed: set[tuple[Any, ...]] = set()
+
+    def place(key: tuple[Any, ...], seen: frozenset[tuple[Any, ...]]) -> None:
+        if key in placed or key in seen:
+            return
+        parent = parents.get(key)
+        if parent is not None:
+            place(parent, seen | {key})
+        placed.add(key)
+        out.append(key)
+
+    for key in ranked:
+        place(key, frozenset())
+    return out
+
+
+def _parents(ranked: list[tuple[Any, ...]], sequence: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    """The style each heading style is nested under: the one most often nearest before it.
+
+    For each occurrence of a style, the nearest heading before it in a style ranked above it is
+    where it sits; the style found there most often is its parent. Two styles under the same
+    parent are siblings and share a level, however their looks rank them.
+    """
+    rank = {key: n for n, key in enumerate(ranked)}
+    last: dict[tuple[Any, ...], int] = {}
+    seen: dict[tuple[Any, ...], Counter[tuple[Any, ...]]] = {}
+    for position, key in enumerate(sequence):
+        r = rank.get(key)
+        if r is None:
+            continue
+        best: tuple[Any, ...] | None = None
+        best_position = -1
+        for above in ranked[:r]:
+            at = last.get(above, -1)
+            if at > best_position:
+                best, best_position = above, at
+        if best is not None:
+            seen.setdefault(key, Counter())[best] += 1
+        last[key] = position
+    return {key: c.most_common(1)[0][0] for key, c in seen.items()}
+
+
+def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
+    """Heading level per item id: the outline, then numbering, then typographic style.
+
+    Candidates are the blocks :func:`_looks` accepts. Their styles (family, size, weight,
+    italics, capitals) are ranked: larger first, bold before regular, capitals before mixed
+    case, and of two otherwise equal styles the rarer first; styles of one size are then put in
+    their nesting order (:func:`_nested`). Styles the outline's entries are set in take the
+    outline's level; the others sit one level below the style they are nested under
+    (:func:`_parents`), else below the style ranked just above them.
+    Headings numbered "2.3.1" take their depth from the numbering when nothing else places
+    them. Table captions are never headings (they become CAPTION blocks, kept with the table).
+    """
+    body = _body_style(pages)
+    body_size = body[1] if body else _body_size(pages)
+    looks: dict[int, str] = {}
+    items: dict[int, _Item] = {}
+    for page in pages:
+        for it in page.items:
+            kind = _looks(it, body, body_size)
+            if kind:
+                looks[id(it)] = kind
+                items[id(it)] = it
+
+    levels: dict[int, int] = {}
+    # 1. The outline, where an entry's title matches a short block of the page it points to.
+    toc_by_page: dict[int, dict[str, int]] = {}
+    for level, title, page_no, *_ in toc:
+        key = _norm_title(str(title))
+        if key and page_no >= 1:
+            toc_by_page.setdefault(page_no, {}).setdefault(key, level)
+    anchors: dict[tuple[Any, ...], Counter[int]] = {}
+    if toc_by_page:
+        for page in pages:
+            wanted = toc_by_page.get(page.number)
+            if not wanted:
+                continue
+            for it in page.items:
+                if it.kind is not None or it.lines > _MAX_HEADING_LINES or len(it.text) > _MAX_HEADING_CHARS:
+                    continue
+                level = wanted.get(_norm_title(it.text))
+                if level is not None:
+                    levels[id(it)] = min(level, _MAX_LEVELS)
+                    if it.style is not None or it.size:
+                        anchors.setdefault(_level_key(it), Counter())[level] += 1
+
+    captions = _captions(pages, looks)
+    for page in pages:
+        for it in page.items:
+            if id(it) in captions and id(it) not in levels:
+                it.kind = BlockKind.CAPTION
+                looks.pop(id(it), None)
+
+    # 2. Typographic style, ranked, anchored to the outline's levels.
+    counts: Counter[tuple[Any, ...]] = Counter(_level_key(items[i]) for i in looks)
+    ranked = sorted(counts, key=lambda k: (-k[1], not k[2], k[3], not k[4], counts[k], str(k[0])))
+    sequence = [_level_key(it) for page in pages for it in page.items if id(it) in looks or id(it) in levels]
+    ranked = _nested(ranked, sequence)
+    anchored = {key: c.most_common(1)[0][0] for key, c in anchors.items()}
+    parents = _parents(ranked, sequence)
+    style_level: dict[tuple[Any, ...], int] = {}
+    current = 0
+    for style_key in ranked:
+        if style_key in anchored:
+            current = anchored[style_key]
+        elif style_key in parents:
+            current = min(style_level[parents[style_key]] + 1, _MAX_LEVELS)
+        else:
+            current = min(current + 1, _MAX_LEVELS)
+        style_level[style_key] = current
+    for item_id in looks:
+        if item_id in levels:
+            continue
+        it = items[item_id]
+        level = style_level[_level_key(it)]
+        numbered = _NUMBERED.match(" ".join(it.text.split()))
+        if numbered and "." in numbered.group(1) and not anchored:
+            # "2.3.1 Cover" sits at depth 3 whatever its size says
+            level = min(numbered.group(1).count(".") + 1, _MAX_LEVELS)
+        levels[item_id] = level
+    return levels

@@ -1,0 +1,227 @@
+"""Tables of a PDF page: regions whose blocks look like table rows, turned into Markdown.
+
+``TableMode.ACCURATE`` builds the cells from the rules drawn in a region (:mod:`jobs.extract.ruling`),
+else from the block geometry, which ``TableMode.FAST`` uses alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import statistics
+from collections import Counter
+from enum import StrEnum
+from typing import Any
+
+import pymupdf
+
+from jobs.document import BlockKind
+from jobs.extract.formats import markdown_table
+from jobs.extract.pdf_items import _MARGIN_Y, _Item
+from jobs.extract.pdf_order import _split
+from jobs.extract.ruling import edges_in, ruled_tables
+
+_log = logging.getLogger("jobs.extract.pdf")  # the PDF reader logs under one name
+
+# Characters of formulas (operators, arrows, set symbols, delimiters drawn as text).
+# Signs, brackets and ≤/≥ are left out: "+4", "(+2)" and "≤ 3" are common in game tables.
+_MATH = frozenset("=×÷·∑∏∫√∞∂∇∈∉∋⊂⊃⊆⊇∪∩∅∀∃¬∧∨⇒⇔→←↔↦≠≈≡∼⊕⊗|{}⟨⟩˙̸")
+# Every path in a content stream starts with a "m" (moveto) or "re" (rectangle) operator, and
+# form XObjects ("Do") can hold paths of their own: a page whose streams have neither draws no rules.
+_PATH_START = re.compile(rb"(?<![^\s()<>\[\]{}/%])(?:m|re|Do)(?![^\s()<>\[\]{}/%])")
+
+
+class TableMode(StrEnum):
+    """How PDF tables are found and turned into Markdown."""
+
+    ACCURATE = "accurate"  # cells from the rules drawn in table-like regions, else block geometry
+    FAST = "fast"  # Markdown from the block layout alone: several times cheaper, no cell ruling
+    OFF = "off"  # tables stay as text blocks
+
+
+def _line_pitch(items: list[_Item]) -> float:
+    """Typical distance between text lines on the page, from its multi-line paragraphs."""
+    pitches = [(it.y1 - it.y0) / it.lines for it in items if it.lines >= 3 and len(it.text) > 40 * it.lines / 2]
+    return statistics.median(pitches) if pitches else 12.0
+
+
+def _cellish(cells: list[str]) -> bool:
+    """Whether text fragments read like table cells rather than pieces of a formula."""
+    math = 0
+    chars = 0
+    for cell in cells:
+        if not any(ch.isalnum() for ch in cell):
+            return False
+        for ch in cell:
+            if not ch.isspace():
+                chars += 1
+                if ch in _MATH or "\ue000" <= ch <= "\uf8ff":
+                    math += 1
+    return math <= 0.15 * chars
+
+
+def _row_like(it: _Item, pitch: float) -> bool:
+    """A block whose lines sit side by side: MuPDF's rendering of a table row (cells as lines)."""
+    # n stacked lines are about n pitches tall; side by side they are one line tall, and a
+    # single line's box can be taller than the pitch (tight leading), so the cut is n - 0.6.
+    if it.lines < 2 or it.y1 - it.y0 >= (it.lines - 0.6) * pitch:
+        return False
+    cells = [c for c in it.text.split("\n") if c.strip()]
+    return all(len(c) <= 60 for c in cells) and _cellish(cells)
+
+
+def _aligned(region: list[_Item]) -> bool:
+    """Whether the cells of a region start at shared x positions, as table columns do."""
+    starts = Counter(round(it.x0 / 3) for it in region)
+    return sum(1 for n in starts.values() if n >= 2) >= 2
+
+
+def _table_regions(items: list[_Item], height: float) -> list[list[_Item]]:
+    """Groups of blocks that look like the rows of one table.
+
+    Evidence is either blocks whose lines sit side by side (MuPDF's rendering of a ruled row),
+    or bands of three or more short blocks whose starts line up with the next band's.
+    Margin text (running heads, footers) is never a table.
+    """
+    top, bottom = height * _MARGIN_Y, height * (1 - _MARGIN_Y)
+    body = items
+    pitch = _line_pitch(body)
+    rows = [it for it in body if _row_like(it, pitch)]
+    strong = set(map(id, rows))
+    short = [it for it in body if it.lines <= 2 and len(it.text) <= 40 and id(it) not in strong]
+    if len(short) >= 3:
+        for band in _split(short, vertical=False):
+            if len(band) >= 3:
+                rows.extend(band)
+    if len(rows) < 2 and not (rows and rows[0].lines >= 12):
+        return []
+    rows.sort(key=lambda it: (it.y0, it.x0))
+    regions: list[list[_Item]] = []
+    for it in rows:
+        for region in regions:
+            last = region[-1]
+            overlaps = it.x0 < max(r.x1 for r in region) and it.x1 > min(r.x0 for r in region)
+            if overlaps and it.y0 - last.y1 < 2.5 * pitch:
+                region.append(it)
+                break
+        else:
+            regions.append([it])
+    kept = []
+    for region in regions:
+        if all(it.y1 <= top or it.y0 >= bottom for it in region):
+            continue  # running heads and footers (a "VerDate … Frm … Fmt" line looks like a row)
+        n_strong = sum(1 for it in region if id(it) in strong)
+        if n_strong >= 2:
+            kept.append(region)
+        elif len(region) == 1 and n_strong == 1:
+            # one block holding a whole table: many side-by-side lines over several rows
+            it = region[0]
+            if it.lines >= 12 and it.y1 - it.y0 >= 3 * pitch:
+                kept.append(region)
+        elif len(region) >= 6 and _aligned(region) and _cellish([it.text for it in region]):
+            kept.append(region)
+    return kept
+
+
+def _geometry_table(region: list[_Item]) -> str | None:
+    """Markdown for a table from block geometry: one row per row-like block or band of blocks.
+
+    Returns None unless most rows have the same number of cells (two or more): formulas and
+    other side-by-side fragments are not tables.
+    """
+    rows: list[list[str]] = []
+    for band in _split(region, vertical=False):
+        if len(band) == 1:
+            rows.append([c.strip() for c in band[0].text.split("\n") if c.strip()])
+        else:
+            rows.append([" ".join(it.text.split()) for it in sorted(band, key=lambda it: it.x0)])
+    if len(rows) < 2:
+        return None
+    width, count = Counter(len(r) for r in rows).most_common(1)[0]
+    if width < 2 or count < max(2, 0.7 * len(rows)):
+        return None
+    return markdown_table(rows)
+
+
+def _region_rect(region: list[_Item]) -> tuple[float, float, float, float]:
+    """The region's box (display space), padded, reaching up for a header row."""
+    rows = sorted(region, key=lambda it: it.y0)
+    # Reach up by two rows: a header row whose cells MuPDF merged into one line is not row-like.
+    reach = 2 * max(rows[0].y1 - rows[0].y0, 10.0)
+    return (
+        min(it.x0 for it in region) - 8,
+        rows[0].y0 - reach - 8,
+        max(it.x1 for it in region) + 8,
+        max(it.y1 for it in region) + 8,
+    )
+
+
+def _may_draw(page: Any) -> bool:
+    """Whether the page's content streams can draw a path (a cheap scan before the drawings pass).
+
+    Reading the streams costs a few hundredths of the time ``get_cdrawings`` takes to interpret
+    the page; a false "yes" (a "m" in a string, say) only costs that pass.
+    """
+    try:
+        return _PATH_START.search(page.read_contents()) is not None
+    except Exception:  # a stream MuPDF cannot decode: let the drawings pass decide
+        return True
+
+
+def _table_item(bbox: Any, markdown: str, index: int, page: int) -> _Item:
+    return _Item(
+        bbox[0], bbox[1], bbox[2], bbox[3], markdown, markdown.count("\n") + 1, index, page, kind=BlockKind.TABLE
+    )
+
+
+def _replace_tables(
+    page: Any, textpage: Any, items: list[_Item], mode: TableMode, rotation_matrix: Any, height: float
+) -> list[_Item]:
+    """Replace the blocks of each table found on the page by one TABLE item (Markdown)."""
+    regions = _table_regions(items, height)
+    if not regions:
+        return items
+    number = items[0].page
+    drawings: list[dict[str, Any]] | None = None
+    words: list[Any] | None = None
+    for region in regions:
+        tables: list[tuple[Any, str]] = []
+        if mode is TableMode.ACCURATE:
+            # Rules and words are read in page space, where the text runs as written (a page
+            # turned by /Rotate is read as drawn, like its text); boxes go back to display space.
+            if drawings is None:
+                drawings = page.get_cdrawings() if _may_draw(page) else []
+            if drawings:
+                if words is None:
+                    words = textpage.extractWORDS()
+                clip = _region_rect(region)
+                if rotation_matrix is not None:
+                    clip = tuple(pymupdf.Rect(clip) * ~rotation_matrix)
+                try:
+                    found = ruled_tables(edges_in(drawings, clip), words)
+                    tables = [(bbox, markdown_table(rows)) for bbox, rows in found]
+                except Exception as exc:  # a table failure must not lose the page's text
+                    _log.warning("ruled tables failed on page %d: %s", number, exc)
+                if rotation_matrix is not None:
+                    tables = [(tuple(pymupdf.Rect(bbox) * rotation_matrix), md) for bbox, md in tables]
+        if not tables:
+            markdown = _geometry_table(region)
+            if markdown is not None:
+                box = (
+                    min(it.x0 for it in region),
+                    min(it.y0 for it in region),
+                    max(it.x1 for it in region),
+                    max(it.y1 for it in region),
+                )
+                tables = [(box, markdown)]
+        for bbox, markdown in tables:
+            x0, y0, x1, y1 = bbox[0] - 2, bbox[1] - 2, bbox[2] + 2, bbox[3] + 2
+            inside = [
+                it
+                for it in items
+                if x0 <= (it.x0 + it.x1) / 2 <= x1 and y0 <= (it.y0 + it.y1) / 2 <= y1 and it.kind is None
+            ]
+            if inside:
+                items = [it for it in items if it not in inside]
+                items.append(_table_item(bbox, markdown, inside[0].index, number))
+    return items
