@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from jobs.document import Block, BlockKind
-from jobs.extract.formats import classify_paragraph, split_list_items
+from jobs.extract.blocks import classify_paragraph, split_list_items
 from jobs.extract.pdf_items import _Item, _Page
 from jobs.extract.typography import clean_text, join_lines
 

@@ -16,7 +16,7 @@ from typing import Any
 import pymupdf
 
 from jobs.document import BlockKind
-from jobs.extract.formats import markdown_table
+from jobs.extract.blocks import markdown_table
 from jobs.extract.pdf_items import _MARGIN_Y, _Item
 from jobs.extract.pdf_order import _split
 from jobs.extract.ruling import edges_in, ruled_tables
