@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TextIO
 
 import typer
 from pydantic import SecretStr
@@ -19,6 +19,11 @@ from rich.table import Table
 
 from schemas.errors import ConfigError, LorekeeperError
 from schemas.knowledge import Classification, LibraryType
+
+if TYPE_CHECKING:
+    from jobs.pipeline import IngestReport
+    from jobs.plan import IngestOptions
+    from schemas.settings import Settings
 
 console = Console(stderr=True)
 
@@ -186,7 +191,25 @@ def ingest(
     ] = 10.0,
 ) -> None:
     """Ingest rulebooks and lore: extract, chunk, embed, find concepts, write to the four stores."""
-    from jobs.pipeline import run_ingest
+    settings, options = _settings_and_options(library, library_type, collection, classification, password, max_file_mb)
+    report = _run_with_progress(paths, options, settings, progress_interval)
+    if as_json:
+        _echo_json(report)
+    _print_summary(report, library)
+    counts = report.counts
+    if counts.get("failed") and not (counts.get("completed") or counts.get("skipped")):
+        raise typer.Exit(1)
+
+
+def _settings_and_options(
+    library: str,
+    library_type: LibraryType,
+    collection: str | None,
+    classification: Classification,
+    password: str | None,
+    max_file_mb: float,
+) -> tuple[Settings, IngestOptions]:
+    """The settings from the environment and the ingest's options; a configuration error exits 2."""
     from jobs.plan import IngestOptions
     from schemas.settings import get_settings
 
@@ -203,6 +226,14 @@ def ingest(
     except ConfigError as exc:
         console.print(f"[red]configuration error[/red] {exc}")
         raise typer.Exit(2) from None
+    return settings, options
+
+
+def _run_with_progress(
+    paths: list[str], options: IngestOptions, settings: Settings, progress_interval: float
+) -> IngestReport:
+    """Run the ingest, showing progress live on a terminal and as lines otherwise; a failure exits 1."""
+    from jobs.pipeline import run_ingest
 
     display: IngestDisplay = (
         LiveProgress(console) if console.is_terminal else PlainProgress(sys.stderr, interval=progress_interval)
@@ -213,19 +244,26 @@ def ingest(
     except LorekeeperError as exc:
         console.print(f"[red]ingest failed[/red] {exc}")
         raise typer.Exit(1) from None
+    return report
 
-    if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "library_uid": report.library_uid,
-                    "embedding_model": report.embedding_model,
-                    "seconds": round(report.seconds, 2),
-                    "files": [vars(f) for f in report.files],
-                    "stage_nodes": {stage: dict(nodes) for stage, nodes in report.stage_nodes.items()},
-                }
-            )
+
+def _echo_json(report: IngestReport) -> None:
+    """The report as JSON on stdout (``--json``)."""
+    typer.echo(
+        json.dumps(
+            {
+                "library_uid": report.library_uid,
+                "embedding_model": report.embedding_model,
+                "seconds": round(report.seconds, 2),
+                "files": [vars(f) for f in report.files],
+                "stage_nodes": {stage: dict(nodes) for stage, nodes in report.stage_nodes.items()},
+            }
         )
+    )
+
+
+def _print_summary(report: IngestReport, library: str) -> None:
+    """The summary on stderr: a row per file, the nodes each stage ran on, the totals."""
     table = Table(title=f"Ingested into {library!r} in {report.seconds:.1f}s ({report.embedding_model})")
     for column in (
         "file",
@@ -260,8 +298,6 @@ def ingest(
         f"{counts.get('failed', 0)} failed; "
         f"{report.pages} pages, {report.chunks} chunks, {report.chunks / max(report.seconds, 1e-9):.1f} chunks/s"
     )
-    if counts.get("failed") and not (counts.get("completed") or counts.get("skipped")):
-        raise typer.Exit(1)
 
 
 def _structure_cells(structure: dict[str, Any] | None) -> tuple[str, str, str]:
