@@ -88,6 +88,7 @@ import jobs.pipeline as pipeline  # noqa: E402
 from jobs.chunk import chunk_document  # noqa: E402
 from jobs.extract import TableMode, extract_document  # noqa: E402
 from jobs.plan import IngestOptions, StagePlan, fit_chunking  # noqa: E402
+from jobs.rows import ChunkRow, ConceptRefs, RowStatus  # noqa: E402
 from jobs.stages import EmbedStage, ExtractStage, WriteStage, embedding_text  # noqa: E402
 from jobs.tokens import TokenCounter  # noqa: E402
 from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder, resolve_model_path  # noqa: E402
@@ -725,16 +726,30 @@ def embed_only(texts: list[str], plan: dict[str, Any], segment_batches: int) -> 
     bare.encode(warm, normalize_embeddings=True)
     stage.embedder.embed_documents(warm)
 
-    def stage_batch_of(part: list[str]) -> dict[str, np.ndarray]:
-        n = len(part)
-        heading = np.empty(n, dtype=object)
-        for i in range(n):
-            heading[i] = np.array([], dtype=object)  # the heading prefix is already in the text
-        return {
-            "chunk_uid": np.array([f"c{i}" for i in range(n)], dtype=object),
-            "heading_path": heading,
-            "text": np.array(part, dtype=object),
-        }
+    def stage_batch_of(part: list[str]) -> dict[str, Any]:
+        """The batch Ray Data hands the stage: chunk rows as the extract stage encodes them."""
+        rows = [
+            ChunkRow(
+                job_id="bench",
+                item_uid="item",
+                chunk_uid=f"c{i}",
+                sequence=i,
+                text=text,
+                heading_path=[],  # the heading prefix is already in the text
+                page_start=None,
+                page_end=None,
+                token_count=0,
+                concepts=ConceptRefs(),
+                item_chunks=len(part),
+                item_pages=0,
+                structure={},
+                status=RowStatus.CHUNK,
+                error=None,
+                extract_node="",
+            )
+            for i, text in enumerate(part)
+        ]
+        return ChunkRow.encode(rows)
 
     segment = max(1, segment_batches) * stage_batch
     busy0, _ = machine_cpu_s()
