@@ -40,7 +40,7 @@ from schemas.knowledge import (
     ItemStatus,
     Library,
 )
-from schemas.settings import BlobBackend, GraphBackend, Settings, TextBackend, VectorBackend, get_settings
+from schemas.settings import BlobBackend, GraphBackend, Settings, TextBackend, VectorBackend
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
 
@@ -224,7 +224,7 @@ def run_ingest(
     inputs: Sequence[str],
     options: IngestOptions,
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     jobs: Sequence[IngestJob] | None = None,
     on_progress: ProgressCallback | None = None,
 ) -> IngestReport:
@@ -233,7 +233,7 @@ def run_ingest(
     Args:
         inputs: paths or S3 URLs; ignored when ``jobs`` are given.
         options: library, type, classification and model settings.
-        settings: the stores to write to (the process settings by default).
+        settings: the stores to write to.
         jobs: existing pending jobs to run (the API and retries); their ``source_ref`` says what to read.
         on_progress: called with ``(event, fields)`` as files finish and chunks are written.
 
@@ -243,7 +243,6 @@ def run_ingest(
     Raises:
         InvalidRequest: an input path that does not exist.
     """
-    settings = settings or get_settings()
     started = time.perf_counter()
     notify = on_progress or (lambda event, fields: None)
     graph = open_graph_store(settings)
