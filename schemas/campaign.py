@@ -28,7 +28,6 @@ __all__ = [
     "Checkpoint",
     "GenerationMetadata",
     "InputMode",
-    "ModelRole",
     "PointOfView",
     "Scene",
     "SceneStatus",
@@ -81,17 +80,6 @@ class StoryProfile(LorekeeperModel):
     tense: Tense = Tense.PRESENT
 
 
-class ModelRole(StrEnum):
-    """Jobs a model does for a campaign; each role maps to a model name."""
-
-    NARRATOR = "narrator"
-    EXTRACTOR = "extractor"  # structured proposals from narration
-    SUMMARIZER = "summarizer"
-    EMBEDDER = "embedder"
-    RERANKER = "reranker"
-    IMAGE = "image"
-
-
 class Campaign(LorekeeperModel):
     """One story played in a world, with its own turn tree."""
 
@@ -102,10 +90,6 @@ class Campaign(LorekeeperModel):
     narrator_rules: list[Text] = Field(
         default_factory=list,
         description="Standing instructions to the narrator, first in every prompt, in order.",
-    )
-    model_roles: dict[ModelRole, Name] = Field(
-        default_factory=dict,
-        description="Model name per role; a missing role uses the deployment's default.",
     )
     active_branch_id: Id = Field(description="Branch the players are on.")
     head_turn_id: Id | None = Field(
