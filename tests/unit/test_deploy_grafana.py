@@ -15,6 +15,7 @@ import helm_python as helm
 import pytest
 import yaml
 
+from tests.packages import PACKAGES
 from tests.unit import deploy_checks as deploy
 
 pytestmark = pytest.mark.unit
@@ -23,7 +24,6 @@ DASHBOARD = deploy.ROOT / "cluster" / "grafana" / "lorekeeper-dashboard.json"
 CHART = deploy.ROOT / "helm" / "lorekeeper"
 CHART_DASHBOARD = CHART / "dashboards" / "lorekeeper.json"
 # Where the code defines its Prometheus metrics.
-PACKAGES = ("jobs", "stores", "serve", "search", "story", "lorekeeper")
 
 # The metrics the serving and search work export under these names and labels (the contract of the
 # dashboard with them); where the code already defines one, its type must agree.

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.packages import PACKAGES
+
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
-PACKAGES = ("schemas", "stores", "models", "story", "search", "narrator", "jobs", "serve", "lorekeeper", "tests")
-_ROOTS = "|".join(PACKAGES)
+_ROOTS = "|".join((*PACKAGES, "tests"))
 _PATH = re.compile(rf"(?<![\w./-])((?:{_ROOTS}|docs|cluster|helm|benchmarks)/[\w./-]*\w)")
 _DOTTED = re.compile(rf"`((?:{_ROOTS})(?:\.\w+)+)`")
 

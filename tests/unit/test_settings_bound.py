@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.packages import PACKAGES
+
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("schemas", "stores", "models", "story", "search", "narrator", "jobs", "serve", "lorekeeper")
 READERS = {"get_settings", "get_serve_settings"}
 # (module, function) pairs allowed to read them; None: the whole module is an entry point
 ENTRY_POINTS = {
