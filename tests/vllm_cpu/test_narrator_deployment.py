@@ -34,21 +34,20 @@ def narrator(tiny_llama: Path) -> Iterator[Any]:
     import ray
     from ray import serve
 
+    from schemas.serving import ServeSettings
     from serve.deployments import DeploymentConfig, build_narrator
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster needs no token
-    env = {
-        **LANE_ENV,
-        "LOREKEEPER_NARRATOR_ENGINE": "vllm",
-        "LOREKEEPER_NARRATOR_MODEL": str(tiny_llama),
-        "LOREKEEPER_NARRATOR_MAX_MODEL_LEN": str(MAX_MODEL_LEN),
-        **{f"LOREKEEPER_{k.upper()}": str(v) for k, v in SMALL_WINDOW.items()},
-    }
+    # The serving settings are bound into the replica, as build_app binds them in production.
+    settings = ServeSettings(
+        narrator_engine="vllm", narrator_model=str(tiny_llama), narrator_max_model_len=MAX_MODEL_LEN, **SMALL_WINDOW
+    )
     started = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": env})
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": dict(LANE_ENV)})
     try:
         # The production builder; only the resources are the CPU lane's.
-        app = build_narrator(DeploymentConfig(num_replicas=1, num_cpus=1, num_gpus=0, max_ongoing_requests=8))
+        config = DeploymentConfig(num_replicas=1, num_cpus=1, num_gpus=0, max_ongoing_requests=8)
+        app = build_narrator(config, settings)
         handle = serve.run(app, name="narrator", route_prefix=None)
         TIMINGS["ray.init + serve.run (Narrator)"] = time.perf_counter() - started
         yield handle
