@@ -97,12 +97,46 @@ def _actors(size: int) -> Any:
     return ray.data.ActorPoolStrategy(size=size)
 
 
+class NodeSpread:
+    """Remote args that place each new actor of a stage on the next alive node in turn (soft affinity).
+
+    Ray Data's default (``SPREAD``) is a preference: with room on the driver's node, a two-node
+    cluster can run a whole job there while the other node idles. Given as ``ray_remote_args_fn``,
+    this is called each time the stage starts an actor, so a pool of n actors lands on n nodes in turn
+    (a replacement for a dead one goes to the next alive node), the driver's own node last: it also
+    runs the driver (and, on a head node, Ray's control plane), so a one-actor stage goes elsewhere.
+    Soft: a node without room, or gone, falls back to anywhere that has room. On one node it asks for
+    nothing.
+    """
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def __call__(self) -> dict[str, Any]:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0)
+        if len(nodes) < 2:
+            return {}
+        here = ray.get_runtime_context().get_node_id()
+        nodes = [n for n in nodes if n != here] + [n for n in nodes if n == here]
+        node = nodes[self._next % len(nodes)]
+        self._next += 1
+        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True)}
+
+
 class ExtractStage:
     """Fetch a file, extract it, chunk it, find its concepts, and record the item in the graph."""
 
     @staticmethod
     def map_options(plan: StagePlan) -> dict[str, Any]:
-        return {"batch_size": 1, "compute": _actors(plan.extract_concurrency), "num_cpus": plan.extract_cpus}
+        return {
+            "batch_size": 1,
+            "compute": _actors(plan.extract_concurrency),
+            "num_cpus": plan.extract_cpus,
+            "ray_remote_args_fn": NodeSpread(),
+        }
 
     def __init__(self, settings: Settings, options: IngestOptions, library: Library, max_model_tokens: int) -> None:
         self.settings = settings
@@ -304,6 +338,7 @@ class EmbedStage:
             "batch_size": plan.embed_batch_size,
             "compute": _actors(plan.embed_concurrency),
             "num_cpus": plan.embed_cpus,
+            "ray_remote_args_fn": NodeSpread(),
         }
         if plan.embed_gpus:
             options["num_gpus"] = plan.embed_gpus

@@ -30,3 +30,26 @@ def test_chunks_fit_the_model_window(library_type: LibraryType) -> None:
     assert fitted.max_tokens <= 256 and fitted.target_tokens <= fitted.max_tokens
     assert fitted.overlap_tokens < fitted.target_tokens
     assert fitted.strategy == chunking_defaults(library_type).strategy
+
+
+def test_node_spread_places_actors_on_the_nodes_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each new actor of a stage asks (softly) for the next alive node with CPUs; one node: nothing."""
+    import ray
+
+    from jobs.stages import NodeSpread
+
+    a, b, c, d = ("a" * 56, "b" * 56, "c" * 56, "d" * 56)  # node ids are 28-byte hex strings
+    nodes = [
+        {"NodeID": b, "Alive": True, "Resources": {"CPU": 4.0}},
+        {"NodeID": a, "Alive": True, "Resources": {"CPU": 4.0}},
+        {"NodeID": c, "Alive": False, "Resources": {"CPU": 4.0}},  # dead
+        {"NodeID": d, "Alive": True, "Resources": {"memory": 1.0}},  # no CPU to run a stage
+    ]
+    monkeypatch.setattr(ray, "nodes", lambda: nodes)
+    here = type("Context", (), {"get_node_id": lambda self: a})()  # the driver runs on node a: it goes last
+    monkeypatch.setattr(ray, "get_runtime_context", lambda: here)
+    spread = NodeSpread()
+    placed = [spread()["scheduling_strategy"] for _ in range(3)]
+    assert [s.node_id for s in placed] == [b, a, b] and all(s.soft for s in placed)
+    monkeypatch.setattr(ray, "nodes", lambda: nodes[:1])
+    assert NodeSpread()() == {}
