@@ -43,6 +43,9 @@ from story.errors import StoryNotFound
 from story.lineage import BranchLine, Lineage, lineage_of
 from story.state import WorldState
 
+# How a missing record is named to a client ("story: no proposal 'x'", not "no proposedchange").
+_NOUNS = {"ProposedChange": "proposal", "PromptSnapshot": "prompt snapshot", "MediaAsset": "media asset"}
+
 
 def commit_uid(campaign_id: str, version: int) -> str:
     return f"{campaign_id}#{version}"
@@ -152,7 +155,7 @@ class StoryGraph:
     def node(self, label: str, uid: str) -> dict[str, Any]:
         rows = self.graph.run(*cypher.node(label, uid))
         if not rows:
-            raise StoryNotFound(f"no {label.lower()} {uid!r}")
+            raise StoryNotFound(f"no {_NOUNS.get(label, label.lower())} {uid!r}")
         return rows[0]["n"]
 
     def nodes(self, statement: Statement) -> list[dict[str, Any]]:

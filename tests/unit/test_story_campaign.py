@@ -494,6 +494,7 @@ def test_what_the_story_does_not_hold_or_refuses_is_a_story_error(story: StorySe
         "no branch 'branch_missing'": lambda: story.switch_branch(campaign.id, "branch_missing"),
         "no take 'take_missing'": lambda: story.select_take(turn_id, "take_missing"),
         "no checkpoint 'ckpt_missing'": lambda: story.restore_checkpoint(campaign.id, "ckpt_missing"),
+        "no proposal 'prop_missing'": lambda: story.get_proposal("prop_missing"),
     }
     for message, call in missing.items():
         with pytest.raises(StoryNotFound) as caught:
