@@ -86,9 +86,7 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
         raise _fail(exc) from None
     finally:
         graph.close()
-    # The replicas get these very settings bound (never their own environment), with the data folder
-    # made absolute: a replica's working folder is not ours.
-    settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
+    # The replicas get these very settings bound (build_application), never their own environment.
     cluster = os.environ.get("RAY_ADDRESS")
     if not cluster:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")

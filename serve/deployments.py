@@ -355,7 +355,9 @@ def build_ingress(
 def build_application(config: AppConfig, settings: Settings, serve_settings: ServeSettings) -> Application:
     """The four deployments with ``settings`` (the stores) and ``serve_settings`` bound into every replica,
     so what the caller decided (host, keys, engines, stores) is what each replica sees; no replica reads
-    the environment for them."""
+    the environment for them. An embedded data folder is made absolute first: it is one folder for every
+    replica, whatever each one's working folder is."""
+    settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
     return build_ingress(
         config,
         build_narrator(config.narrator, serve_settings),
@@ -375,7 +377,4 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
     replica with :func:`build_application`.
     """
     config = AppConfig.model_validate(args or {})
-    settings = get_settings()
-    # an embedded data folder is one folder for every replica, wherever each one's working folder is
-    settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
-    return build_application(config, settings, config.serve or get_serve_settings())
+    return build_application(config, get_settings(), config.serve or get_serve_settings())
