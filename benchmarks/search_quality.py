@@ -204,8 +204,8 @@ def leg_lists(searcher: Any, questions: list[dict[str, Any]]) -> list[dict[str, 
 
 
 def fused_quality(lists: list[dict[str, Any]], weights: dict[str, float], k: int, rows: range | None = None) -> dict:
-    """recall@5 and MRR@10 of RRF over precomputed leg lists (search.fusion.rrf, as the searcher fuses)."""
-    from search.fusion import rrf
+    """recall@5 and MRR@10 of RRF over precomputed leg lists (models.fusion.rrf, as the searcher fuses)."""
+    from models.fusion import rrf
 
     picked = [lists[i] for i in rows] if rows is not None else lists
     r5 = mrr = 0.0

@@ -128,8 +128,7 @@ class Branch(LorekeeperModel):
     def _check_fork(self) -> Self:
         if (self.parent_branch_id is None) != (self.fork_turn_id is None):
             raise ValueError(
-                "give both parent_branch_id and fork_turn_id for a forked branch, "
-                "or neither for a root branch"
+                "give both parent_branch_id and fork_turn_id for a forked branch, or neither for a root branch"
             )
         if self.parent_branch_id == self.id:
             raise ValueError("a branch cannot be its own parent")
@@ -173,8 +172,7 @@ class Speaker(LorekeeperModel):
             raise ValueError("a speaker of kind 'entity' needs entity_id (which entity speaks)")
         if self.kind in (SpeakerKind.GM, SpeakerKind.NARRATOR) and self.entity_id is not None:
             raise ValueError(
-                f"a speaker of kind {self.kind.value!r} has no entity_id; "
-                "use kind 'entity' for an in-world speaker"
+                f"a speaker of kind {self.kind.value!r} has no entity_id; use kind 'entity' for an in-world speaker"
             )
         return self
 
@@ -185,17 +183,13 @@ class GenerationMetadata(LorekeeperModel):
     model: Name = Field(description="Model name that generated the text.")
     prompt_tokens: NonNegativeInt = 0
     completion_tokens: NonNegativeInt = 0
-    cached_prompt_tokens: NonNegativeInt = Field(
-        default=0, description="Prompt tokens served from the prefix cache."
-    )
+    cached_prompt_tokens: NonNegativeInt = Field(default=0, description="Prompt tokens served from the prefix cache.")
     latency_ms: NonNegativeFloat = Field(default=0.0, description="Wall time of the generation.")
     time_to_first_token_ms: NonNegativeFloat | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     seed: int | None = None
     finish_reason: str | None = Field(default=None, description="e.g. 'stop', 'length'.")
-    prompt_snapshot_id: Id | None = Field(
-        default=None, description="The PromptSnapshot this generation used."
-    )
+    prompt_snapshot_id: Id | None = Field(default=None, description="The PromptSnapshot this generation used.")
 
     @model_validator(mode="after")
     def _check_counts(self) -> Self:
@@ -220,9 +214,7 @@ class Turn(LorekeeperModel):
     campaign_id: Id
     branch_id: Id = Field(description="Branch the turn was written on.")
     parent_turn_id: Id | None = Field(default=None, description="Previous turn; null for the first.")
-    depth: NonNegativeInt = Field(
-        default=0, description="Distance from the root turn (0 for the first turn)."
-    )
+    depth: NonNegativeInt = Field(default=0, description="Distance from the root turn (0 for the first turn).")
     input_mode: InputMode = InputMode.ACTION
     speaker: Speaker = Field(default_factory=lambda: Speaker(kind=SpeakerKind.PLAYER))
     text: str = Field(default="", description="The player's input; empty only for 'continue'.")
@@ -231,6 +223,13 @@ class Turn(LorekeeperModel):
     generation: GenerationMetadata | None = None
     status: TurnStatus = TurnStatus.PENDING
     error: str | None = Field(default=None, description="Why generation failed (status 'failed').")
+    scene_id: Id | None = Field(default=None, description="The scene active when the turn was recorded.")
+    ref: str | None = Field(
+        default=None, max_length=500, description="Source reference of an imported turn (a transcript's line id)."
+    )
+    story_time: str | None = Field(
+        default=None, max_length=200, description="When it happened, in the story or at the table (free text)."
+    )
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
     @model_validator(mode="after")

@@ -13,6 +13,11 @@ FILTER_FIELDS: tuple[str, ...] = (
     "classification",
     "campaign",
     "status",
+    # campaign recall (the memory index, story.recall): what a record is, where it sits in the story
+    # tree (lineage keys, see story.recall.lineage_keys) and who witnessed it
+    "kind",
+    "lineage",
+    "observer",
 )
 
 
@@ -28,6 +33,11 @@ class SearchFilters(BaseModel):
     classification: list[str] | None = Field(default=None, description="canon, reference or inspiration.")
     campaign: list[str] | None = Field(default=None, description="Campaign ids (campaign-scoped records).")
     status: list[str] | None = Field(default=None, description="Record status, e.g. active (not superseded).")
+    kind: list[str] | None = Field(default=None, description="Memory records: turn, summary, fact or memory.")
+    lineage: list[str] | None = Field(
+        default=None, description="Memory records: lineage keys of the story positions to recall from."
+    )
+    observer: list[str] | None = Field(default=None, description="Memory records: entity ids who witnessed them.")
 
     @field_validator(*FILTER_FIELDS, mode="before")
     @classmethod

@@ -190,6 +190,11 @@ class Settings(BaseSettings):
 
     text_url: str | None = Field(default=None, description="A tantivy folder, :memory:, or http(s)://OpenSearch")
     text_index: str = Field(default="lorekeeper-chunks", description="Full-text index (OpenSearch) name.")
+    memory_text_index: str = Field(
+        default="lorekeeper-memory",
+        description="Full-text index of campaign recall (OpenSearch name; a tantivy folder beside the text folder).",
+    )
+    memory_collection: str = Field(default="memory", description="Vector collection of campaign recall.")
     text_username: SecretStr | None = None
     text_password: SecretStr | None = None
     text_username_file: Path | None = None
@@ -345,6 +350,15 @@ class Settings(BaseSettings):
             return TextLocation(backend=TextBackend.TANTIVY, path=None, index=self.text_index)
         path = Path(urlsplit(url).path) if url and scheme == "file" else Path(url or self.data_dir / "text")
         return TextLocation(backend=TextBackend.TANTIVY, path=path, index=self.text_index)
+
+    def memory_text_location(self) -> TextLocation:
+        """The full-text index of campaign recall: the same server under ``memory_text_index``, or a
+        tantivy folder beside the knowledge one (``<text folder>-memory``)."""
+        location = self.text_location()
+        if location.path is not None:
+            path = location.path.with_name(f"{location.path.name}-memory")
+            return location.model_copy(update={"path": path, "index": self.memory_text_index})
+        return location.model_copy(update={"index": self.memory_text_index})
 
     def vector_location(self) -> VectorLocation:
         url = self.vector_url

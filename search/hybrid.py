@@ -22,7 +22,7 @@ from models.embedding import Embedder
 from models.rerank import Reranker
 from schemas.errors import ConfigError, NotFound
 from schemas.search import LegWeights, SearchFilters, SearchHit, SearchRequest
-from search.fusion import Fused, rrf
+from models.fusion import Fused, rrf
 from search.graph import GraphLeg, GraphLegConfig, GraphLegResult
 from search.metrics import RERANK_DURATION, SEARCH_DURATION
 from search.scope import ItemScope, Scope, ScopedItem

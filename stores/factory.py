@@ -13,6 +13,7 @@ from schemas.settings import (
     GraphBackend,
     Settings,
     TextBackend,
+    TextLocation,
     VectorBackend,
 )
 from stores.blob.base import BlobStore
@@ -33,7 +34,16 @@ def open_blob_store(settings: Settings) -> BlobStore:
 
 
 def open_text_index(settings: Settings) -> TextIndex:
-    location = settings.text_location()
+    """The knowledge full-text index (chunks)."""
+    return _text_index(settings.text_location(), settings)
+
+
+def open_memory_text_index(settings: Settings) -> TextIndex:
+    """The full-text index of campaign recall (memory records), beside the knowledge one."""
+    return _text_index(settings.memory_text_location(), settings)
+
+
+def _text_index(location: TextLocation, settings: Settings) -> TextIndex:
     if location.backend is TextBackend.OPENSEARCH:
         from stores.text.opensearch import OpenSearchTextIndex
 

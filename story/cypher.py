@@ -333,6 +333,20 @@ def decide_proposals(rows: list[dict[str, Any]]) -> Statement:
 # -- memories and summaries -------------------------------------------------------------------------
 
 
+def turns_of_scene(scene_id: str) -> Statement:
+    return "MATCH (n:Turn) WHERE n.scene_id = $s RETURN n ORDER BY n.depth", {"s": scene_id}
+
+
+def turns_of_campaign(campaign_id: str) -> Statement:
+    """Every turn of a campaign, on every branch (a rebuild of its recall)."""
+    return "MATCH (n:Turn) WHERE n.campaign_id = $c RETURN n ORDER BY n.depth", {"c": campaign_id}
+
+
+def anchored_of_campaign(label: str, campaign_id: str) -> Statement:
+    """Every Memory or Summary of a campaign, on every branch."""
+    return f"MATCH (n:{label}) WHERE n.campaign_id = $c RETURN n ORDER BY n.depth, n.created_at", {"c": campaign_id}
+
+
 def create_anchored(label: str, turn_id: str, props: dict[str, Any]) -> Statement:
     """A Memory or Summary anchored at a turn."""
     return (

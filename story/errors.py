@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from schemas.errors import Conflict, InvalidRequest, NotFound
+from schemas.errors import Conflict, InvalidRequest, NotFound, NotSupported
 
 #: The name a client reads before the message (``StoreError.store``).
 STORY = "story"
@@ -32,6 +32,13 @@ class StoryConflict(Conflict):
 
 class StoryInvalid(InvalidRequest):
     """The story refuses the request as it stands (nothing to undo, an archived campaign, a bad bundle)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(STORY, message)
+
+
+class RecallUnavailable(NotSupported):
+    """Recall was asked of a story service built without a memory index (501)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(STORY, message)

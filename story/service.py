@@ -18,6 +18,7 @@ story, one concern to a module:
   everything a turn reads before the model runs (:meth:`StoryService.turn_context`);
 - :mod:`story.scenes`: scenes, proposals, the gate (:mod:`story.gate`) and retcons;
 - :mod:`story.memory`: memories and summaries;
+- :mod:`story.recall`: the campaign's recall (the memory index follows the commits);
 - :mod:`story.provenance`: prompt snapshots, retrieval records, extraction notes, presentation, media.
 
 What they share (the stores, the write protocol, lineage) is :mod:`story.core`; every Cypher
@@ -38,6 +39,7 @@ from typing import IO, Any, TypeVar
 
 from schemas.common import Authority
 from schemas.media import MediaAsset
+from schemas.recall import RecallHit, RecallKind
 from schemas.story import (
     Axiom,
     Branch,
@@ -77,6 +79,8 @@ from story.live import LiveView
 from story.memory import Memories
 from story.policy import GatePolicy
 from story.provenance import Provenance
+from story.recall import Recollection
+from story.recall_index import RecallIndex
 from story.scenes import Scenes
 from story.snapshots import DEFAULT_SNAPSHOT_INTERVAL
 from story.state import WorldState
@@ -94,6 +98,8 @@ class StoryService:
         policy: how the gate judges proposals (settable later: ``service.policy = ...``).
         snapshot_interval: events between state snapshots along a line of the story.
         max_retries: how often a write retries after losing a race to another process.
+        recall: the memory index the campaign's past is written to and recalled from; None turns
+            recall off (the story engine alone).
     """
 
     def __init__(
@@ -104,6 +110,7 @@ class StoryService:
         policy: GatePolicy | None = None,
         snapshot_interval: int = DEFAULT_SNAPSHOT_INTERVAL,
         max_retries: int = 200,
+        recall: RecallIndex | None = None,
     ) -> None:
         core = StoryCore(
             graph, blobs, policy=policy or GatePolicy(), snapshot_interval=snapshot_interval, max_retries=max_retries
@@ -118,6 +125,7 @@ class StoryService:
         self._scenes = Scenes(core, self._campaigns)
         self._memories = Memories(core)
         self._provenance = Provenance(core)
+        self._recall = Recollection(core, recall)
 
     @property
     def policy(self) -> GatePolicy:
@@ -242,17 +250,35 @@ class StoryService:
         input_mode: InputMode = InputMode.ACTION,
         speaker: Speaker | None = None,
         narration: str | None = None,
+        ref: str | None = None,
+        story_time: str | None = None,
     ) -> Turn:
-        return self._timeline.add_turn(campaign_id, text, input_mode=input_mode, speaker=speaker, narration=narration)
+        turn = self._timeline.add_turn(
+            campaign_id,
+            text,
+            input_mode=input_mode,
+            speaker=speaker,
+            narration=narration,
+            ref=ref,
+            story_time=story_time,
+        )
+        if turn.narration is not None:
+            self._recall.turn_recorded(turn)
+        return turn
 
     def get_turn(self, turn_id: str) -> Turn:
         return self._timeline.get_turn(turn_id)
 
     def add_take(self, turn_id: str, narration: str, *, generation: Any = None, select: bool = True) -> Take:
-        return self._timeline.add_take(turn_id, narration, generation=generation, select=select)
+        take = self._timeline.add_take(turn_id, narration, generation=generation, select=select)
+        if select:
+            self._recall.turn_told(turn_id)
+        return take
 
     def select_take(self, turn_id: str, take_id: str) -> Take:
-        return self._timeline.select_take(turn_id, take_id)
+        take = self._timeline.select_take(turn_id, take_id)
+        self._recall.turn_told(turn_id)
+        return take
 
     def takes(self, turn_id: str) -> list[Take]:
         return self._timeline.takes(turn_id)
@@ -322,7 +348,10 @@ class StoryService:
         return self._scenes.commit(scene_id, proposal_ids)
 
     def end_scene(self, scene_id: str, *, summary: str | None = None) -> GateReport:
-        return self._scenes.end_scene(scene_id, summary=summary)
+        report = self._scenes.end_scene(scene_id, summary=summary)
+        if not report.already_completed:
+            self._recall.scene_ended(self._scenes.get_scene(scene_id))
+        return report
 
     def retcon(
         self,
@@ -351,10 +380,14 @@ class StoryService:
     # -- memories and summaries (story.memory) ------------------------------------------------------
 
     def add_memory(self, memory: Memory) -> Memory:
-        return self._memories.add_memory(memory)
+        memory = self._memories.add_memory(memory)
+        self._recall.memory_added(memory)
+        return memory
 
     def add_summary(self, summary: Summary) -> Summary:
-        return self._memories.add_summary(summary)
+        summary = self._memories.add_summary(summary)
+        self._recall.summary_added(summary)
+        return summary
 
     def memories(
         self, campaign_id: str, *, observer_entity_id: str | None = None, turn_id: str | None = None
@@ -363,6 +396,35 @@ class StoryService:
 
     def summaries(self, campaign_id: str, *, turn_id: str | None = None) -> list[Summary]:
         return self._memories.summaries(campaign_id, turn_id=turn_id)
+
+    # -- recall (story.recall) ------------------------------------------------------------------------
+
+    @property
+    def recall_index(self) -> RecallIndex | None:
+        """The memory index this service writes to and recalls from (None: recall is off)."""
+        return self._recall.index
+
+    def recall(
+        self,
+        campaign_id: str,
+        query: str,
+        *,
+        as_of_turn_id: str | None = None,
+        observer_entity_id: str | None = None,
+        kinds: Sequence[RecallKind] | None = None,
+        limit: int = 10,
+    ) -> list[RecallHit]:
+        return self._recall.recall(
+            campaign_id,
+            query,
+            as_of_turn_id=as_of_turn_id,
+            observer_entity_id=observer_entity_id,
+            kinds=kinds,
+            limit=limit,
+        )
+
+    def rebuild_recall(self, campaign_id: str) -> int:
+        return self._recall.rebuild(campaign_id)
 
     # -- provenance, presentation and media (story.provenance) ---------------------------------------
 

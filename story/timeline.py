@@ -60,17 +60,24 @@ class Timeline:
         input_mode: InputMode = InputMode.ACTION,
         speaker: Speaker | None = None,
         narration: str | None = None,
+        ref: str | None = None,
+        story_time: str | None = None,
     ) -> Turn:
         """Append a turn at the head. Below the tip of the line, this forks a new branch first.
 
         With ``narration``, the turn is recorded with its first take; without it, the turn is
-        pending until :meth:`add_take` records the narration.
+        pending until :meth:`add_take` records the narration. The turn belongs to the scene active
+        when it is recorded, if any.
         """
 
         def build(ctx: CampaignContext, writes: Writes) -> tuple[Turn, dict[str, Any]]:
             branch_id, fork = write_branch(ctx, writes)
             parent = ctx.head
+            active = self.story.nodes(cypher.active_scenes(ctx.id))
             turn = Turn(
+                scene_id=active[0]["uid"] if active else None,
+                ref=ref,
+                story_time=story_time,
                 campaign_id=ctx.id,
                 branch_id=branch_id,
                 parent_turn_id=parent.id if parent else None,

@@ -46,6 +46,7 @@ INDEXED_PROPERTIES: tuple[tuple[str, str], ...] = (
     ("Memory", "campaign_id"),
     ("Summary", "campaign_id"),
     ("Turn", "branch_id"),                 # the turn at a depth of a branch (redo, history)
+    ("Turn", "scene_id"),                  # a scene's turns (recall's repair at scene end)
     ("Fact", "campaign_id"),
     ("Entity", "campaign_id"),
     ("LiveEntity", "campaign_id"),

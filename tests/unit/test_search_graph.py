@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from search.fusion import rrf
+from models.fusion import rrf
 from search.graph import query_names, singular, stem_key
 
 pytestmark = pytest.mark.unit

@@ -21,9 +21,7 @@ class Fused:
     ranks: dict[str, int] = field(default_factory=dict)
 
 
-def rrf(
-    legs: Mapping[str, Sequence[tuple[str, float]]], weights: Mapping[str, float], *, k: int = 60
-) -> list[Fused]:
+def rrf(legs: Mapping[str, Sequence[tuple[str, float]]], weights: Mapping[str, float], *, k: int = 60) -> list[Fused]:
     """Fuse ranked lists of ``(id, raw score)``, best first, into one list, best first.
 
     Args:
