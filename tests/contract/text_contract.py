@@ -62,6 +62,9 @@ FILTER_DOCS = [
             "classification": "canon",
             "campaign": "camp-1",
             "status": "active",
+            "kind": "turn",
+            "lineage": ["b1:0:3", "b1:1:1"],
+            "observer": "ent-1",
         },
     ),
     TextDocument(
@@ -75,6 +78,9 @@ FILTER_DOCS = [
             "classification": "reference",
             "campaign": "camp-2",
             "status": "superseded",
+            "kind": "memory",
+            "lineage": ["b2:0:3"],
+            "observer": ["ent-1", "ent-2"],
         },
     ),
     TextDocument(
@@ -88,6 +94,8 @@ FILTER_DOCS = [
             "classification": "inspiration",
             "campaign": "camp-1",
             "status": "active",
+            "kind": "summary",
+            "lineage": ["b1:0:4", "b1:1:2"],
         },
     ),
     TextDocument(id="f4", text="A dragon with no keyword fields at all."),
@@ -102,6 +110,9 @@ FIELD_CASES = {
     "classification": ("canon", {"f1"}),
     "campaign": ("camp-1", {"f1", "f3"}),
     "status": ("active", {"f1", "f3"}),
+    "kind": ("memory", {"f2"}),
+    "lineage": ("b1:1:1", {"f1"}),
+    "observer": ("ent-1", {"f1", "f2"}),
 }
 assert set(FIELD_CASES) == set(FILTER_FIELDS), "add the new filter field to FIELD_CASES and FILTER_DOCS"
 
