@@ -144,6 +144,7 @@ class RecallIndex:
             vectors = self.embedder.embed_documents([self.indexed_text(r) for r in records])
         if len(vectors) != len(records):
             raise ValueError(f"{len(records)} records but {len(vectors)} vectors")
+        # text first, vectors last: a record the vector collection holds is in both (present() relies on it)
         self.text.upsert([self._document(r) for r in records])
         self.vectors.upsert(
             self.collection,
