@@ -81,7 +81,8 @@ class RecallHit(BaseModel):
     scene_id: str | None = None
     speakers: list[str] = Field(default_factory=list)
     story_time: str | None = None
-    depth: int
+    branch_id: str = Field(description="Branch of the anchor turn.")
+    depth: int = Field(description="Depth of the anchor turn.")
     score: float = Field(description="Fused score, higher is better.")
     scores: dict[str, float] = Field(default_factory=dict, description="Raw score per leg (vector, text).")
     ranks: dict[str, int] = Field(default_factory=dict, description="1-based rank per leg.")

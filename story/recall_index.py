@@ -267,6 +267,7 @@ def _hit(record: RecallRecord, score: float, scores: dict[str, float], ranks: di
         scene_id=record.scene_id,
         speakers=record.speakers,
         story_time=record.story_time,
+        branch_id=record.branch_id,
         depth=record.depth,
         score=score,
         scores=scores,
