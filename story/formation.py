@@ -159,8 +159,10 @@ def content_words(text: str) -> list[str]:
 def centrality(texts: Sequence[str], anchors: Sequence[str] = ()) -> list[float]:
     """Each text's cosine similarity to the TF-IDF centroid of all of them (0 for an empty text).
 
-    ``anchors`` (a scene's title and canon outcomes: what the scene was for) count in the centroid
-    and the document frequencies but are not scored.
+    ``anchors`` (a scene's title and canon outcomes: what the scene established) are not scored but
+    weigh as much in the centroid as all the texts together, so that the sentences that say what
+    became of the scene outrank those that merely repeat its names. A question, which asks rather
+    than tells, scores half.
     """
     bags = [Counter(content_words(t)) for t in texts]
     anchor_bags = [Counter(content_words(t)) for t in anchors]
@@ -168,19 +170,30 @@ def centrality(texts: Sequence[str], anchors: Sequence[str] = ()) -> list[float]
     n = len(texts) + len(anchors)
     idf = {w: math.log((1 + n) / (1 + d)) + 1.0 for w, d in df.items()}
     vectors = [{w: c * idf[w] for w, c in bag.items()} for bag in bags]
-    centroid: Counter[str] = Counter()
-    for vector in [*vectors, *({w: c * idf[w] for w, c in bag.items()} for bag in anchor_bags)]:
-        centroid.update(vector)
+    centroid = _unit(vectors)
+    if anchor_bags:
+        anchored = _unit([{w: c * idf[w] for w, c in bag.items()} for bag in anchor_bags])
+        centroid = {w: centroid.get(w, 0.0) + anchored.get(w, 0.0) for w in centroid.keys() | anchored.keys()}
     centroid_norm = math.sqrt(sum(v * v for v in centroid.values())) or 1.0
     scores = []
-    for vector, bag in zip(vectors, bags, strict=True):
+    for text, vector, bag in zip(texts, vectors, bags, strict=True):
         norm = math.sqrt(sum(v * v for v in vector.values()))
         if not norm:
             scores.append(0.0)
             continue
-        cosine = sum(v * centroid[w] for w, v in vector.items()) / (norm * centroid_norm)
-        scores.append(cosine * min(1.0, sum(bag.values()) / _SHORT))
+        cosine = sum(v * centroid.get(w, 0.0) for w, v in vector.items()) / (norm * centroid_norm)
+        damping = min(1.0, sum(bag.values()) / _SHORT) * (0.5 if text.rstrip("\"”’' ").endswith("?") else 1.0)
+        scores.append(cosine * damping)
     return scores
+
+
+def _unit(vectors: Sequence[dict[str, float]]) -> dict[str, float]:
+    """The sum of ``vectors``, scaled to length 1 (empty when they are)."""
+    total: Counter[str] = Counter()
+    for vector in vectors:
+        total.update(vector)
+    norm = math.sqrt(sum(v * v for v in total.values()))
+    return {w: v / norm for w, v in total.items()} if norm else {}
 
 
 def pick(

@@ -73,6 +73,7 @@ from story.bundle import BundleSummary
 from story.campaigns import Campaigns
 from story.context import TurnContext
 from story.core import Build, StoryCore
+from story.formation import ExtractiveFormer, SceneMemoryFormer, form_at_scene_end
 from story.graph import CampaignContext
 from story.lineage import Lineage
 from story.live import LiveView
@@ -126,6 +127,8 @@ class StoryService:
         self._memories = Memories(core)
         self._provenance = Provenance(core)
         self._recall = Recollection(core, recall)
+        self.memory_former: SceneMemoryFormer | None = ExtractiveFormer()
+        """Forms the memories of those present and the summary when a scene ends (None: none form)."""
 
     @property
     def policy(self) -> GatePolicy:
@@ -350,7 +353,10 @@ class StoryService:
     def end_scene(self, scene_id: str, *, summary: str | None = None) -> GateReport:
         report = self._scenes.end_scene(scene_id, summary=summary)
         if not report.already_completed:
-            self._recall.scene_ended(self._scenes.get_scene(scene_id))
+            scene = self._scenes.get_scene(scene_id)
+            self._recall.scene_ended(scene)
+            if self.memory_former is not None:  # after the gate: a failed formation leaves its canon be
+                form_at_scene_end(self, scene, self.memory_former)
         return report
 
     def retcon(
