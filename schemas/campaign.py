@@ -205,6 +205,8 @@ class TurnStatus(StrEnum):
     ACCEPTED = "accepted"
     FAILED = "failed"
     SUPERSEDED = "superseded"  # replaced (e.g. regenerated after an OOC correction)
+    # kept as it was said, with no narration to wait for: a line of an imported transcript
+    RECORDED = "recorded"
 
 
 class Turn(LorekeeperModel):

@@ -33,9 +33,11 @@ __all__ = [
     "PromptSectionKind",
     "PromptSnapshot",
     "ProvenancePassage",
+    "RecalledHit",
     "RetrievalHit",
     "RetrievalLeg",
     "RetrievalRecord",
+    "RetrievalSource",
     "SubjectiveKind",
     "Summary",
     "SummaryScope",
@@ -71,6 +73,11 @@ class Memory(LorekeeperModel):
     )
     salience: Confidence = Field(default=0.5, description="How much it matters to the observer.")
     created_at: UtcDatetime = Field(default_factory=utc_now)
+    retracted_at: UtcDatetime | None = Field(
+        default=None,
+        description="When it was retracted: it stays in the graph but is no longer listed or recalled.",
+    )
+    retraction_reason: str | None = Field(default=None, max_length=2000, description="Why it was retracted.")
 
 
 class SummaryScope(StrEnum):
@@ -154,6 +161,25 @@ class RetrievalLeg(StrEnum):
     GRAPH = "graph"
 
 
+class RetrievalSource(StrEnum):
+    """What a retrieval searched: the ingested books, or the campaign's own past."""
+
+    KNOWLEDGE = "knowledge"  # the libraries (hits are chunks)
+    RECALL = "recall"  # the campaign's memory index (hits are turns, summaries, facts, memories)
+
+
+class RecalledHit(LorekeeperModel):
+    """A record of the campaign's past that recall returned for a turn, named by the turn it belongs to."""
+
+    record_id: str = Field(min_length=1, max_length=200, description="Graph id of the recalled record.")
+    kind: str = Field(min_length=1, max_length=40, description="turn, summary, fact or memory.")
+    turn_id: Id = Field(description="The turn the record belongs to (for a turn record, the turn itself).")
+    rank: PositiveInt = Field(description="1-based rank after fusion.")
+    leg_scores: dict[RetrievalLeg, float] = Field(default_factory=dict)
+    fused_score: float | None = None
+    used_in_prompt: bool = Field(default=True, description="Whether it made it into the prompt.")
+
+
 class RetrievalHit(LorekeeperModel):
     chunk_id: Id
     rank: PositiveInt = Field(description="1-based rank after fusion (and rerank).")
@@ -171,23 +197,32 @@ class RetrievalRecord(LorekeeperModel):
 
     id: Id = default_id("ret")
     turn_id: Id
+    source: RetrievalSource = RetrievalSource.KNOWLEDGE
     query: Text
     filters: dict[str, list[str]] = Field(
         default_factory=dict, description="Filters applied, e.g. {'library_type': ['rulebook']}."
     )
     hits: list[RetrievalHit] = Field(default_factory=list)
+    recalled: list[RecalledHit] = Field(
+        default_factory=list, description="For source 'recall': the records of the campaign's past, best first."
+    )
     error: Text | None = Field(
-        default=None, description="Why retrieval failed; the turn was then narrated without knowledge."
+        default=None, description="Why retrieval failed; the turn was then narrated without what it would have found."
     )
     latency_ms: NonNegativeFloat | None = None
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
     @model_validator(mode="after")
     def _check_ranks(self) -> Self:
-        ranks = [h.rank for h in self.hits]
-        if ranks != sorted(set(ranks)):
-            raise ValueError(f"hit ranks must be unique and ascending, got {ranks}")
+        for ranks in ([h.rank for h in self.hits], [h.rank for h in self.recalled]):
+            if ranks != sorted(set(ranks)):
+                raise ValueError(f"hit ranks must be unique and ascending, got {ranks}")
         return self
+
+    @property
+    def recalled_turn_ids(self) -> list[str]:
+        """The turns whose records made it into the prompt, in rank order (each once)."""
+        return list(dict.fromkeys(h.turn_id for h in self.recalled if h.used_in_prompt))
 
 
 # ============================================================================================

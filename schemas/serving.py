@@ -26,6 +26,7 @@ from schemas.story import (
     Resolution,
     Speaker,
     StoryProfile,
+    SubjectiveKind,
     WorldStateCheckpointKind,
 )
 
@@ -39,6 +40,8 @@ __all__ = [
     "EngineKind",
     "ExtractedProposal",
     "ExtractionBatch",
+    "MemoryCreate",
+    "MemoryRetract",
     "ProposalCreate",
     "RetconRequest",
     "SceneCreate",
@@ -97,6 +100,9 @@ class ServeSettings(BaseSettings):
     context_tokens: int = Field(default=6144, ge=512, description="Prompt budget for a turn, across its sections.")
     recent_turns: int = Field(default=8, ge=0, le=200, description="Recent turns put in the prompt verbatim.")
     knowledge_hits: int = Field(default=5, ge=0, le=50, description="Retrieved passages put in the prompt.")
+    recall_hits: int = Field(
+        default=6, ge=0, le=50, description="Records of the campaign's past recalled into the prompt (0: no recall)."
+    )
 
     @model_validator(mode="after")
     def _secrets_and_engines(self) -> ServeSettings:
@@ -251,6 +257,25 @@ class RetconRequest(_Body):
     value: str | bool | int | float | None = None
     object_entity_id: Id | None = None
     authority: Authority = Authority.GM
+
+
+class MemoryCreate(_Body):
+    """``POST /api/v1/campaigns/{id}/memories``: what a character remembers, believes or feels."""
+
+    observer_entity_id: Id = Field(description="Whose memory it is (an entity of the campaign at the anchor turn).")
+    text: Text
+    kind: SubjectiveKind = SubjectiveKind.MEMORY
+    subject_entity_ids: list[Id] = Field(default_factory=list, max_length=100, description="Who or what it is about.")
+    anchor_turn_id: Id | None = Field(
+        default=None, description="The turn it belongs to (seen only from that turn's future); the head when unset."
+    )
+    salience: Confidence = 0.5
+
+
+class MemoryRetract(_Body):
+    """``POST /api/v1/campaigns/{id}/memories/{memory_id}/retract``: why the memory no longer holds."""
+
+    reason: Text
 
 
 # ============================================================================================

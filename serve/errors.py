@@ -99,6 +99,7 @@ _ERROR_DESCRIPTIONS = {
     409: "Clashes with what is stored (a concurrent change, an existing import)",
     413: "The request body is over the size limit",
     429: "Over capacity; retry after the Retry-After seconds",
+    501: "Not available on this server (e.g. recall without a memory index)",
     503: "A store or engine is unavailable; retrying later may succeed",
 }
 _CAPACITY_ROUTES = ("/turns", "/takes", "/v1/chat/completions")
@@ -120,8 +121,11 @@ def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> list[i
     writes = method in ("post", "put", "patch", "delete")
     if writes or "requestBody" in operation:
         statuses.add(413)
-    if writes and path.startswith("/api/v1/") and not path.endswith("/search"):
+    reads = path.endswith(("/search", "/recall"))  # POSTed queries: they change nothing
+    if writes and path.startswith("/api/v1/") and not reads:
         statuses.add(409)
+    if path.endswith("/recall"):
+        statuses.add(501)
     if writes and path.endswith(_CAPACITY_ROUTES):
         statuses.add(429)
     return sorted(statuses)

@@ -2,7 +2,8 @@
 
 Tools: ``search_knowledge``, ``search_by_category``, ``list_libraries``, ``list_collections``,
 ``get_item``, ``get_concepts``, ``get_health``; for play ``get_state_as_of``, ``get_provenance`` and
-``propose_change``. Resources: ``lorekeeper://library-types`` and ``lorekeeper://libraries``.
+``propose_change``; for a campaign's memory ``recall``, ``list_memories``, ``add_memory``,
+``retract_memory`` and ``list_summaries``. Resources: ``lorekeeper://library-types`` and ``lorekeeper://libraries``.
 
 Auth is the REST API's: the same ``Authorization: Bearer KEY``, checked before a request reaches the
 MCP session, and the same campaign scopes checked inside each play tool. Every call is logged at
@@ -27,10 +28,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import Counter, Histogram
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from schemas.errors import LorekeeperError, NotFound
+from schemas.errors import InvalidRequest, LorekeeperError, NotFound
 from schemas.knowledge import CHUNKING_DEFAULTS, Classification, LibraryType
+from schemas.recall import RecallKind, RecallRequest, RecallResponse
 from schemas.search import SearchFilters
-from schemas.story import Authority, ChangeType, Evidence
+from schemas.serving import MemoryCreate, MemoryRetract
+from schemas.story import Authority, ChangeType, Evidence, Memory, SubjectiveKind
 from serve.auth import Principal, Unauthorized
 from serve.services import Services
 
@@ -97,7 +100,8 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
         "lorekeeper",
         instructions=(
             "Lorekeeper: search ingested rulebooks and lore (with citations), read the canon of a campaign "
-            "as of any turn, and propose changes that the scene-end gate may make canon."
+            "as of any turn, recall what happened in it by meaning, and propose changes that the scene-end "
+            "gate may make canon."
         ),
         stateless_http=True,
         json_response=True,
@@ -107,6 +111,7 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
     _knowledge_tools(server, services)
     _catalog_tools(server, services)
     _play_tools(server, services)
+    _memory_tools(server, services)
     _resources(server, services)
     return server
 
@@ -260,6 +265,127 @@ def _play_tools(server: FastMCP[Any], services: Services) -> None:
             proposed_by=f"mcp:{caller.key_id}",
         )
         return proposal.model_dump(mode="json")  # type: ignore[no-any-return]
+
+
+def _memory_tools(server: FastMCP[Any], services: Services) -> None:
+    """For tables: recall a campaign's past by meaning, list, add and retract memories, read summaries.
+
+    Scoped like the REST routes (:mod:`serve.routes.memory`): the key's campaigns only, a turn reached
+    through its campaign, and retracting a memory takes a GM (or admin) key.
+    """
+    run = services.run
+
+    async def _at(caller: Principal, campaign_id: str, turn_id: str | None) -> None:
+        caller.require_campaign(campaign_id)
+        if turn_id is not None:
+            await services.turn_in(campaign_id, turn_id)
+
+    @server.tool()
+    @_tool("recall")
+    async def recall(
+        campaign_id: str,
+        query: str,
+        ctx: Context[Any, Any, Any],
+        as_of_turn_id: str | None = None,
+        observer_entity_id: str | None = None,
+        kinds: list[RecallKind] | None = None,
+        limit: int = 10,
+    ) -> dict[str, Any]:
+        """What the campaign remembers about QUERY, by meaning: turns, summaries, canon facts and memories on
+        the line of the head (or of as_of_turn_id), optionally only what observer_entity_id witnessed; each
+        hit names the turn it belongs to."""
+        request = RecallRequest(
+            query=query,
+            as_of_turn_id=as_of_turn_id,
+            observer_entity_id=observer_entity_id,
+            kinds=kinds,
+            limit=max(1, min(limit, 100)),
+        )
+        await _at(_caller(ctx), campaign_id, request.as_of_turn_id)
+        started = time.perf_counter()
+        hits = await run(
+            services.story.recall,
+            campaign_id,
+            request.query,
+            as_of_turn_id=request.as_of_turn_id,
+            observer_entity_id=request.observer_entity_id,
+            kinds=request.kinds,
+            limit=request.limit,
+        )
+        log.debug("mcp_recall_results", tool="recall", hits=len(hits), ms=_ms(started))
+        response = RecallResponse(campaign_id=campaign_id, query=query, as_of_turn_id=as_of_turn_id, hits=hits)
+        return response.model_dump(mode="json")
+
+    @server.tool()
+    @_tool("list_memories")
+    async def list_memories(
+        campaign_id: str,
+        ctx: Context[Any, Any, Any],
+        observer_entity_id: str | None = None,
+        turn_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The memories held on the line of the head (or of turn_id), optionally one entity's; retracted
+        memories are left out."""
+        await _at(_caller(ctx), campaign_id, turn_id)
+        found = await run(services.story.memories, campaign_id, observer_entity_id=observer_entity_id, turn_id=turn_id)
+        return [m.model_dump(mode="json") for m in found]
+
+    @server.tool()
+    @_tool("add_memory")
+    async def add_memory(
+        campaign_id: str,
+        observer_entity_id: str,
+        text: str,
+        ctx: Context[Any, Any, Any],
+        kind: SubjectiveKind = SubjectiveKind.MEMORY,
+        subject_entity_ids: list[str] | None = None,
+        anchor_turn_id: str | None = None,
+        salience: float = 0.5,
+    ) -> dict[str, Any]:
+        """Record what a character remembers, believes (claim) or feels (emotion), anchored to a turn (the
+        head by default): it is recalled only from that turn's future."""
+        body = MemoryCreate(
+            observer_entity_id=observer_entity_id,
+            text=text,
+            kind=kind,
+            subject_entity_ids=subject_entity_ids or [],
+            anchor_turn_id=anchor_turn_id,
+            salience=salience,
+        )
+        await _at(_caller(ctx), campaign_id, body.anchor_turn_id)
+        anchor = body.anchor_turn_id
+        if anchor is None:
+            campaign = await run(services.story.get_campaign, campaign_id)
+            if campaign.head_turn_id is None:
+                raise InvalidRequest("story", f"campaign {campaign_id!r} has no turn yet to anchor a memory to")
+            anchor = campaign.head_turn_id
+        memory = Memory(campaign_id=campaign_id, anchor_turn_id=anchor, **body.model_dump(exclude={"anchor_turn_id"}))
+        added = await run(services.story.add_memory, memory)
+        return added.model_dump(mode="json")  # type: ignore[no-any-return]
+
+    @server.tool()
+    @_tool("retract_memory")
+    async def retract_memory(
+        campaign_id: str, memory_id: str, reason: str, ctx: Context[Any, Any, Any]
+    ) -> dict[str, Any]:
+        """Withdraw a memory that no longer holds (GM): it stays in the story, marked retracted with when and
+        why, and is no longer listed or recalled."""
+        caller = _caller(ctx)
+        caller.require_campaign(campaign_id)
+        caller.require_authority(Authority.GM)
+        body = MemoryRetract(reason=reason)
+        retracted = await run(services.story.retract_memory, campaign_id, memory_id, reason=body.reason)
+        return retracted.model_dump(mode="json")  # type: ignore[no-any-return]
+
+    @server.tool()
+    @_tool("list_summaries")
+    async def list_summaries(
+        campaign_id: str, ctx: Context[Any, Any, Any], turn_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The scene, session and arc summaries on the line of the head (or of turn_id), oldest first."""
+        await _at(_caller(ctx), campaign_id, turn_id)
+        found = await run(services.story.summaries, campaign_id, turn_id=turn_id)
+        return [summary.model_dump(mode="json") for summary in found]
 
 
 def _resources(server: FastMCP[Any], services: Services) -> None:

@@ -15,13 +15,18 @@ cluster runs, and the serving benchmark compares the two paths on the same route
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
 import structlog
 
+from models.embedding import Embedder
 from narrator.engines import NarratorEngine, build_engine
 from narrator.turn import SearchBackend, TurnFlow
 from schemas.errors import ConfigError, InvalidRequest, LorekeeperError, NotFound
@@ -32,6 +37,7 @@ from schemas.story import GateReport, Scene, Turn
 from serve.auth import OPEN, ApiKeys, Principal
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
+from story.recall_index import RecallIndex
 from story.service import StoryService
 
 log = structlog.get_logger(__name__)
@@ -75,6 +81,55 @@ class LocalSearch:
             if rerank:  # asked for re-ranking where no re-ranker is configured: the request's fault
                 raise InvalidRequest("search", f"re-ranking is not available here: {exc.message}") from None
             raise
+
+
+class SharedQueries:
+    """One embedding model behind the knowledge searcher and the memory index, each query embedded once.
+
+    A turn asks both the same question (the player's input) at the same moment, from two threads:
+    the second asker waits for the first one's vector instead of running the model again, and the
+    last few queries' vectors are kept. Documents pass straight through.
+    """
+
+    def __init__(self, inner: Embedder, *, keep: int = 256) -> None:
+        self.inner = inner
+        self.keep = keep
+        self._lock = threading.Lock()
+        self._queries: OrderedDict[str, Future[np.ndarray]] = OrderedDict()
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        with self._lock:
+            pending = self._queries.get(text)
+            owner = pending is None
+            if pending is None:
+                pending = self._queries[text] = Future()
+                while len(self._queries) > self.keep:
+                    self._queries.popitem(last=False)
+            else:
+                self._queries.move_to_end(text)
+        if owner:
+            try:
+                pending.set_result(self.inner.embed_query(text))
+            except BaseException as exc:
+                with self._lock:  # a failure is not kept: the next asker tries again
+                    if self._queries.get(text) is pending:
+                        del self._queries[text]
+                pending.set_exception(exc)
+        return pending.result()
+
+    def __getattr__(self, name: str) -> Any:  # load(), max_tokens … of the model behind
+        return getattr(self.inner, name)
 
 
 class LocalGate:
@@ -249,25 +304,38 @@ def open_services(
     narrator: NarratorRouter | None = None,
     extractor: NarratorEngine | None = None,
     with_search: bool = True,
+    recall: RecallIndex | None = None,
+    with_recall: bool = True,
 ) -> Iterator[Services]:
     """Open the stores and compose the services; the stores close when the block ends.
 
     Backends not given are built in this process from settings: the hybrid searcher on the
-    configured stores (unless ``with_search`` is false), the story service's gate, and the
-    narrator engine of ``LOREKEEPER_NARRATOR_ENGINE``.
+    configured stores (unless ``with_search`` is false), the campaign memory index (unless
+    ``with_recall`` is false), the story service's gate, and the narrator engine of
+    ``LOREKEEPER_NARRATOR_ENGINE``. The searcher and the memory index built here share one embedding
+    model (:class:`SharedQueries`): one model load per process, and a turn's input embedded once for
+    both.
     """
     with ExitStack() as stack:
         graph = open_graph_store(settings)
         stack.callback(graph.close)
         blobs = open_blob_store(settings)
         stack.callback(blobs.close)
-        story = StoryService(graph, blobs)
-        story.prepare()
-        keys = ApiKeys(graph, keys_file=serve.api_keys_file)
+        embedder: SharedQueries | None = None
         if search is None and with_search:
             from search.service import open_searcher
 
-            search = LocalSearch(stack.enter_context(open_searcher(settings)))
+            searcher = stack.enter_context(open_searcher(settings))
+            embedder = searcher.embedder = SharedQueries(searcher.embedder)
+            search = LocalSearch(searcher)
+        if recall is None and with_recall:
+            from story.recall_index import open_recall_index
+
+            recall = open_recall_index(settings, embedder=embedder)
+            stack.callback(recall.close)
+        story = StoryService(graph, blobs, recall=recall)
+        story.prepare()
+        keys = ApiKeys(graph, keys_file=serve.api_keys_file)
         if narrator is None:
             engine = build_engine(serve)
             stack.callback(close_engine, engine)

@@ -355,6 +355,15 @@ def create_anchored(label: str, turn_id: str, props: dict[str, Any]) -> Statemen
     )
 
 
+def retract_memory(memory_id: str, at: str, reason: str) -> Statement:
+    """Mark a memory retracted (it stays, with when and why); returns it, or nothing if it was retracted already."""
+    return (
+        "MATCH (n:Memory {uid: $m}) WHERE n.retracted_at IS NULL "
+        "SET n.retracted_at = $at, n.retraction_reason = $why RETURN n",
+        {"m": memory_id, "at": at, "why": reason},
+    )
+
+
 def anchored_on(label: str, campaign_id: str, branch_ids: list[str]) -> Statement:
     """The Memory or Summary records on a lineage's branches (filtered by depth afterwards)."""
     return (

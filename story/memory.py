@@ -2,18 +2,21 @@
 
 Each is anchored to the turn that produced it, and is seen only from that turn's future: a memory
 made on a branch is not remembered on another branch forked before it (:mod:`story.lineage`).
+
+A memory that no longer holds is retracted, not deleted: like canon, the story keeps what it once
+held, with when and why it was withdrawn, but a retracted memory is no longer listed or recalled.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from schemas.common import EntityStatus
+from schemas.common import EntityStatus, utc_now
 from schemas.story import Memory, Summary, Turn
 from stores.catalog import from_props
 from story import cypher
 from story.core import StoryCore
-from story.errors import StoryInvalid, StoryNotFound
+from story.errors import StoryConflict, StoryInvalid, StoryNotFound
 from story.graph import anchored_on, node_props
 
 
@@ -35,8 +38,35 @@ class Memories:
             raise StoryNotFound(f"observer {memory.observer_entity_id!r} does not exist at turn {turn.id!r}")
         if observer["status"] == EntityStatus.DESTROYED.value:
             raise StoryInvalid(f"observer {memory.observer_entity_id!r} is destroyed")
+        if memory.retracted_at is not None:
+            raise StoryInvalid("a memory is added as it is held; retract it afterwards")
         self._anchor("Memory", memory, turn)
         return memory
+
+    def get_memory(self, campaign_id: str, memory_id: str) -> Memory:
+        """A memory of the campaign, retracted or not; another campaign's answers like a missing one."""
+        rows = self.core.graph.run(*cypher.node("Memory", memory_id))
+        if not rows or rows[0]["n"].get("campaign_id") != campaign_id:
+            raise StoryNotFound(f"no memory {memory_id!r} in campaign {campaign_id!r}")
+        return from_props(Memory, rows[0]["n"], key="id")
+
+    def retract_memory(self, campaign_id: str, memory_id: str, *, reason: str) -> Memory:
+        """Withdraw a memory that no longer holds: it stays in the graph, marked with when and why.
+
+        Raises:
+            StoryNotFound: no such memory in the campaign.
+            StoryInvalid: no reason given.
+            StoryConflict: it was retracted already (the first retraction's when and why stand).
+        """
+        if not reason.strip():
+            raise StoryInvalid("say why the memory is retracted")
+        memory = self.get_memory(campaign_id, memory_id)
+        if memory.retracted_at is not None:
+            raise StoryConflict(f"memory {memory_id!r} was retracted at {memory.retracted_at.isoformat()}")
+        rows = self.core.graph.run(*cypher.retract_memory(memory_id, utc_now().isoformat(), reason.strip()))
+        if not rows:  # retracted by another writer between the read and the write
+            raise StoryConflict(f"memory {memory_id!r} was retracted meanwhile")
+        return from_props(Memory, rows[0]["n"], key="id")
 
     def add_summary(self, summary: Summary) -> Summary:
         """Record a summary of the story up to its anchor turn."""
@@ -53,8 +83,9 @@ class Memories:
     def memories(
         self, campaign_id: str, *, observer_entity_id: str | None = None, turn_id: str | None = None
     ) -> list[Memory]:
-        """Memories whose anchor turn is an ancestor of the head (or of ``turn_id``): the branch's past only."""
-        memories = [from_props(Memory, r, key="id") for r in self._visible("Memory", campaign_id, turn_id)]
+        """Memories whose anchor turn is an ancestor of the head (or of ``turn_id``): the branch's past only,
+        retracted ones left out."""
+        memories = [from_props(Memory, r, key="id") for r in held(self._visible("Memory", campaign_id, turn_id))]
         if observer_entity_id is not None:
             memories = [m for m in memories if m.observer_entity_id == observer_entity_id]
         return memories
@@ -66,3 +97,8 @@ class Memories:
         ctx = self.story.context(campaign_id)
         lineage = self.core.lineage_for(ctx, turn_id)
         return anchored_on(self.story.nodes(cypher.anchored_on(label, campaign_id, lineage.branch_ids)), lineage)
+
+
+def held(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The memory rows not retracted (the records a listing, a prompt or a recall shows)."""
+    return [r for r in rows if r.get("retracted_at") is None]

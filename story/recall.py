@@ -171,6 +171,16 @@ class Recollection:
         if self.index is not None:
             self._write([memory_record(memory, self.story.turn(memory.anchor_turn_id))], "memory")
 
+    def memory_retracted(self, memory_id: str) -> None:
+        """Take a retracted memory out of the index (the graph keeps it, marked retracted)."""
+        if self.index is None:
+            return
+        try:
+            self.index.delete([memory_id])
+        except (LorekeeperError, OSError) as exc:
+            # the retraction is committed; a rebuild leaves retracted memories out
+            log.warning("recall_index_failed", what="retraction", memory_id=memory_id, error=str(exc))
+
     def summary_added(self, summary: Summary) -> None:
         if self.index is not None:
             anchor = self.story.turn(summary.anchor_turn_id)
@@ -239,7 +249,7 @@ class Recollection:
                 records.append(record)
         for row in self.story.nodes(cypher.anchored_of_campaign("Memory", campaign_id)):
             memory = from_props(Memory, row, key="id")
-            if memory.anchor_turn_id in turns:
+            if memory.anchor_turn_id in turns and memory.retracted_at is None:
                 records.append(memory_record(memory, turns[memory.anchor_turn_id]))
         for row in self.story.nodes(cypher.anchored_of_campaign("Summary", campaign_id)):
             summary = from_props(Summary, row, key="id")

@@ -75,6 +75,7 @@ from story.context import TurnContext
 from story.core import Build, StoryCore
 from story.formation import ExtractiveFormer, SceneMemoryFormer, form_at_scene_end
 from story.graph import CampaignContext
+from story.importing import Progress, TranscriptImport, TranscriptImporter
 from story.lineage import Lineage
 from story.live import LiveView
 from story.memory import Memories
@@ -86,6 +87,7 @@ from story.scenes import Scenes
 from story.snapshots import DEFAULT_SNAPSHOT_INTERVAL
 from story.state import WorldState
 from story.timeline import Timeline
+from story.transcripts import Transcript
 
 T = TypeVar("T")
 
@@ -431,6 +433,19 @@ class StoryService:
 
     def rebuild_recall(self, campaign_id: str) -> int:
         return self._recall.rebuild(campaign_id)
+
+    def import_transcript(
+        self,
+        transcript: Transcript,
+        name: str,
+        *,
+        world_id: str | None = None,
+        profile: StoryProfile | None = None,
+        on_progress: Progress | None = None,
+    ) -> tuple[Campaign, TranscriptImport]:
+        """A new campaign whose turns are a transcript's lines, indexed for recall in bulk (:mod:`story.importing`)."""
+        importer = TranscriptImporter(self._core, self._campaigns, self._scenes, self._recall.index)
+        return importer.run(transcript, name, world_id=world_id, profile=profile, on_progress=on_progress)
 
     # -- provenance, presentation and media (story.provenance) ---------------------------------------
 

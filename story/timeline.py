@@ -35,6 +35,7 @@ from story.errors import StoryInvalid, StoryNotFound
 from story.graph import CampaignContext, Writes, anchored_on, node_props, snapshots_visible, turns_in_order
 from story.lineage import Lineage, lineage_of
 from story.live import LiveView, read_live
+from story.memory import held
 from story.snapshots import StateAt
 from story.state import WorldState
 
@@ -268,7 +269,7 @@ class Timeline:
             axioms=axioms,
             state=self._view(ctx, head, built, ctx.head.id if ctx.head else None),
             recent=turns_in_order(past["Turn"]) if back is not None else [],
-            memories=[from_props(Memory, r, key="id") for r in anchored_on(past["Memory"], head)],
+            memories=[from_props(Memory, r, key="id") for r in held(anchored_on(past["Memory"], head))],
             summaries=[from_props(Summary, r, key="id") for r in anchored_on(past["Summary"], head)],
         )
 

@@ -28,6 +28,11 @@ TOOLS = {
     "get_state_as_of",
     "get_provenance",
     "propose_change",
+    "recall",
+    "list_memories",
+    "add_memory",
+    "retract_memory",
+    "list_summaries",
 }
 
 

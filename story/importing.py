@@ -1,0 +1,203 @@
+"""A transcript becomes a campaign: one scene per session, one turn per line, every line recallable.
+
+The campaign is an ordinary one (the engine's own scenes, turns on the main branch, lineage, the
+recall index), written in bulk: a session's turns go in one story transaction (a few UNWIND
+statements, however many lines), not one transaction per line, and their recall records are embedded
+in large batches, so a long conversation loads in about the time its embedding takes.
+
+An imported line is a turn whose ``text`` is what was said, spoken in dialogue by a player named as
+the transcript names the speaker, with its ``ref`` (the line's id in its source) and ``story_time``
+(the line's or its session's time). It has no narration, and none is coming: its status is
+``recorded`` (not ``pending``, which means a narration is being generated). Each session is a scene
+titled with the session and its time, started before its first line and ended after its last.
+
+Importing the same file twice makes two campaigns (a transcript is not an identity); re-indexing
+a campaign (:meth:`story.recall.Recollection.rebuild`) rewrites the same records, since they are
+built by the same :func:`story.recall.turn_record` from the same turns and scenes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, Field
+
+from schemas.recall import RecallRecord
+from schemas.story import Campaign, InputMode, Scene, Speaker, SpeakerKind, StoryProfile, Turn, TurnStatus
+from story import cypher
+from story.campaigns import Campaigns, write_branch
+from story.core import StoryCore
+from story.errors import StoryInvalid
+from story.graph import CampaignContext, Writes, node_props
+from story.recall import turn_record
+from story.recall_index import RecallIndex
+from story.scenes import Scenes
+from story.transcripts import Transcript, TranscriptSession
+
+log = structlog.get_logger(__name__)
+
+#: Turns per story transaction: a session longer than this is written in several.
+TURN_BATCH = 1000
+#: Recall records embedded and written together.
+RECORD_BATCH = 512
+
+#: ``on_progress(stage, n)``: ``n`` more turns written (stage ``"turns"``) or records indexed (``"records"``).
+Progress = Callable[[str, int], None]
+
+
+class TranscriptImport(BaseModel):
+    """What an import wrote, and where its time went."""
+
+    campaign_id: str
+    world_id: str
+    name: str
+    format: str
+    sessions: int = Field(description="Scenes written, one per session.")
+    turns: int = Field(description="Turns written, one per line.")
+    records: int = Field(description="Recall records indexed (0 without a memory index).")
+    graph_seconds: float = Field(description="World, campaign, scenes and turns in the graph.")
+    model_seconds: float = Field(description="Loading the embedding model (nothing when it was loaded already).")
+    embed_seconds: float = Field(description="Embedding the records.")
+    index_seconds: float = Field(description="Writing the records to the text index and the vector collection.")
+    seconds: float = Field(description="The whole import.")
+
+
+class TranscriptImporter:
+    """Writes a transcript as a new campaign through the story's own chapters and write protocol."""
+
+    def __init__(self, core: StoryCore, campaigns: Campaigns, scenes: Scenes, index: RecallIndex | None) -> None:
+        self.core = core
+        self.campaigns = campaigns
+        self.scenes = scenes
+        self.index = index
+
+    def run(
+        self,
+        transcript: Transcript,
+        name: str,
+        *,
+        world_id: str | None = None,
+        profile: StoryProfile | None = None,
+        on_progress: Progress | None = None,
+    ) -> tuple[Campaign, TranscriptImport]:
+        """Create the campaign (and a world, unless ``world_id`` names one) and write every line.
+
+        Raises:
+            TranscriptInvalid: a session's lines are not contiguous.
+            StoryInvalid: the name is blank, or the transcript has no lines.
+            StoryNotFound: ``world_id`` names no world.
+        """
+        started = time.perf_counter()
+        # refuse a bad transcript or name before anything is written
+        if not name.strip():
+            raise StoryInvalid("a campaign imported from a transcript needs a name")
+        name = name.strip()
+        sessions = transcript.sessions()
+        if not sessions:
+            raise StoryInvalid(f"transcript {transcript.name!r} has no lines")
+        if world_id is None:
+            world = self.campaigns.create_world(
+                name, description=f"Imported from the {transcript.format.value} transcript {transcript.name!r}."
+            )
+            world_id = world.id
+        campaign = self.campaigns.create_campaign(world_id, name, profile or StoryProfile(genre="transcript"))
+        turns: list[tuple[Turn, Scene]] = []
+        for session in sessions:
+            scene = self.scenes.start_scene(campaign.id, title=scene_title(session))
+            for start in range(0, len(session.lines), TURN_BATCH):
+                written = self._write_turns(campaign.id, scene, session, start)
+                turns.extend((turn, scene) for turn in written)
+                if on_progress:
+                    on_progress("turns", len(written))
+            # the chapter's end, not the service's: the service would index the scene's turns one
+            # batch per scene with no vectors at hand; they are indexed in bulk below
+            self.scenes.end_scene(scene.id)
+        graph_seconds = time.perf_counter() - started
+        records = [r for turn, scene in turns if (r := turn_record(turn, scene)) is not None]
+        model_seconds, embed_seconds, index_seconds = self._index(records, on_progress)
+        report = TranscriptImport(
+            campaign_id=campaign.id,
+            world_id=world_id,
+            name=name,
+            format=transcript.format.value,
+            sessions=len(sessions),
+            turns=len(turns),
+            records=len(records) if self.index is not None else 0,
+            graph_seconds=round(graph_seconds, 3),
+            model_seconds=round(model_seconds, 3),
+            embed_seconds=round(embed_seconds, 3),
+            index_seconds=round(index_seconds, 3),
+            seconds=round(time.perf_counter() - started, 3),
+        )
+        log.info("transcript_imported", **report.model_dump())
+        return self.campaigns.get_campaign(campaign.id), report
+
+    def _write_turns(self, campaign_id: str, scene: Scene, session: TranscriptSession, start: int) -> list[Turn]:
+        """One transaction: the session's lines from ``start`` as turns appended at the head."""
+        lines = session.lines[start : start + TURN_BATCH]
+
+        def build(ctx: CampaignContext, writes: Writes) -> tuple[list[Turn], dict[str, Any]]:
+            branch_id, fork = write_branch(ctx, writes)
+            parent_id = ctx.head.id if ctx.head else None
+            depth = ctx.head_depth
+            turns = []
+            for line in lines:
+                depth += 1
+                turn = Turn(
+                    campaign_id=ctx.id,
+                    branch_id=branch_id,
+                    parent_turn_id=parent_id,
+                    depth=depth,
+                    input_mode=InputMode.DIALOGUE,
+                    speaker=Speaker(kind=SpeakerKind.PLAYER, name=line.speaker),
+                    text=line.text,
+                    status=TurnStatus.RECORDED,
+                    scene_id=scene.id,
+                    ref=line.ref,
+                    story_time=line.time or session.time,
+                )
+                turns.append(turn)
+                parent_id = turn.id
+            # the same nodes and edges add_turn writes, a session at a time
+            writes.add(*cypher.create_nodes("Turn", [node_props(t, parent_uid=t.parent_turn_id) for t in turns]))
+            links = [(t.id, t.parent_turn_id) for t in turns if t.parent_turn_id is not None]
+            if links:
+                writes.add(*cypher.link_nodes("Turn", "CHILD_OF", "Turn", links))
+            writes.add(*cypher.set_branch_tip(branch_id, turns[-1].id, turns[-1].depth))
+            return turns, {"head_turn_id": turns[-1].id, "active_branch_id": branch_id, **fork}
+
+        return self.core.mutate(campaign_id, "import", build)
+
+    def _index(self, records: Sequence[RecallRecord], on_progress: Progress | None) -> tuple[float, float, float]:
+        """Embed the records in large batches with the index's embedder and write them.
+
+        Returns:
+            Seconds spent loading the model, embedding, and writing to the indexes.
+        """
+        if self.index is None or not records:
+            return 0.0, 0.0, 0.0
+        began = time.perf_counter()
+        self.index.embedder.embed_documents(["warm-up"])  # loads the model (a lazy embedder's first call)
+        model_seconds = time.perf_counter() - began
+        embed_seconds = index_seconds = 0.0
+        for start in range(0, len(records), RECORD_BATCH):
+            batch = records[start : start + RECORD_BATCH]
+            began = time.perf_counter()
+            vectors = self.index.embedder.embed_documents([self.index.indexed_text(r) for r in batch])
+            embedded = time.perf_counter()
+            self.index.write(batch, vectors)
+            embed_seconds += embedded - began
+            index_seconds += time.perf_counter() - embedded
+            if on_progress:
+                on_progress("records", len(batch))
+        return model_seconds, embed_seconds, index_seconds
+
+
+def scene_title(session: TranscriptSession) -> str:
+    """``Session 3 (1:56 pm on 8 May, 2023)``; a session named by words keeps its name."""
+    label = f"Session {session.session}" if session.session.isdigit() else session.session
+    return f"{label} ({session.time})" if session.time else label
+

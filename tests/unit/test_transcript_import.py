@@ -1,0 +1,191 @@
+"""A transcript imported as a campaign, on the embedded stores: a scene per session, a turn per line with
+its ref and time, the story engine's own lineage, and every line recalled by meaning."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
+from schemas.errors import InvalidRequest, NotFound
+from schemas.settings import Settings
+from schemas.story import InputMode, SceneStatus, SpeakerKind, TurnStatus
+from stores.blob.local import LocalBlobStore
+from story.recall_index import RecallIndex, open_recall_index
+from story.service import StoryService
+from story.transcripts import Transcript, TranscriptFormat, TranscriptLine, read_transcript
+from tests.corpus import corpus_file
+
+pytestmark = pytest.mark.servers
+
+LINES = [
+    ("1", "1 May 2023", "Ada", "I finally adopted a puppy from the shelter, a scruffy terrier named Biscuit.", "s1:1"),
+    ("1", "1 May 2023", "Bo", "The quarterly budget review went badly; my manager wants cuts everywhere.", "s1:2"),
+    ("1", "1 May 2023", "Ada", "Did you see the lunar eclipse last night? The moon turned copper red.", "s1:3"),
+    ("2", "9 June 2023", "Bo", "I signed up for a pottery class on Thursdays to get away from screens.", "s2:1"),
+    ("2", "9 June 2023", "Ada", "My grandmother's recipe for plum dumplings finally came out right.", "s2:2"),
+    ("2", "9 June 2023", "Bo", "We are moving to Lisbon in the autumn for my partner's new job.", "s2:3"),
+]
+
+
+def conversation(name: str = "ada-and-bo") -> Transcript:
+    lines = [TranscriptLine(session=s, time=t, speaker=who, text=text, ref=ref) for s, t, who, text, ref in LINES]
+    return Transcript(name=name, format=TranscriptFormat.JSONL, lines=lines)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> SentenceTransformerEmbedder:
+    """One model for the module: loading it is the slow part, and it holds no state between tests."""
+    model = SentenceTransformerEmbedder(EmbeddingConfig())
+    model.load()
+    return model
+
+
+@pytest.fixture
+def recall_index(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[RecallIndex]:
+    index = open_recall_index(Settings(data_dir=tmp_path), embedder=embedder)
+    yield index
+    index.close()
+
+
+@pytest.fixture
+def story(embedded_graph: object, local_blob_store: LocalBlobStore, recall_index: RecallIndex) -> StoryService:
+    service = StoryService(embedded_graph, local_blob_store, recall=recall_index)  # type: ignore[arg-type]
+    service.prepare()
+    return service
+
+
+def refs(hits: list) -> list[str | None]:  # noqa: ANN001 - RecallHit
+    return [h.ref for h in hits]
+
+
+# -- the campaign it makes -------------------------------------------------------------------------
+
+
+def test_a_scene_per_session_and_a_turn_per_line(story: StoryService) -> None:
+    campaign, report = story.import_transcript(conversation(), "Ada and Bo")
+    assert (report.campaign_id, report.sessions, report.turns, report.records) == (campaign.id, 2, 6, 6)
+    assert campaign.name == "Ada and Bo"
+    assert story.get_world(campaign.world_id).name == "Ada and Bo"
+
+    scenes = story.scenes(campaign.id)
+    assert [(s.title, s.status) for s in scenes] == [
+        ("Session 1 (1 May 2023)", SceneStatus.COMPLETED),
+        ("Session 2 (9 June 2023)", SceneStatus.COMPLETED),
+    ]
+    turns = story.history(campaign.id)
+    assert [(t.ref, t.story_time, t.speaker.name, t.text) for t in turns] == [
+        (ref, time, who, text) for _, time, who, text, ref in LINES
+    ]
+    for turn in turns:
+        assert turn.status is TurnStatus.RECORDED and turn.narration is None
+        assert turn.input_mode is InputMode.DIALOGUE and turn.speaker.kind is SpeakerKind.PLAYER
+    assert [t.scene_id for t in turns] == [scenes[0].id] * 3 + [scenes[1].id] * 3
+    assert (scenes[0].end_turn_id, scenes[1].start_turn_id, scenes[1].end_turn_id) == (
+        turns[2].id,
+        turns[2].id,
+        turns[5].id,
+    )
+
+
+def test_the_lineage_is_the_engines_own(story: StoryService) -> None:
+    """Parent links, depths, the branch tip and the head are what six add_turn calls would leave."""
+    campaign, _ = story.import_transcript(conversation(), "Ada and Bo")
+    turns = story.history(campaign.id)
+    assert [t.depth for t in turns] == list(range(6))
+    assert [t.parent_turn_id for t in turns] == [None, *(t.id for t in turns[:-1])]
+    (branch,) = story.branches(campaign.id)
+    assert {t.branch_id for t in turns} == {branch.id} and branch.tip_turn_id == turns[-1].id
+    assert campaign.head_turn_id == turns[-1].id
+    assert [t.id for t in story.history(campaign.id, turn_id=turns[3].id)] == [t.id for t in turns[:4]]
+
+    # play goes on from where the transcript ends, with the engine's undo and redo
+    told = story.add_turn(campaign.id, "And then?", narration="The tide turns.")
+    assert (told.parent_turn_id, told.depth, told.branch_id) == (turns[-1].id, 6, branch.id)
+    story.undo(campaign.id)
+    assert story.get_campaign(campaign.id).head_turn_id == turns[-1].id
+    story.redo(campaign.id)
+    assert story.get_campaign(campaign.id).head_turn_id == told.id
+
+
+def test_into_an_existing_world(story: StoryService) -> None:
+    world = story.create_world("Shared")
+    campaign, report = story.import_transcript(conversation(), "Ada and Bo", world_id=world.id)
+    assert campaign.world_id == report.world_id == world.id
+    assert [c.id for c in story.list_campaigns(world.id)] == [campaign.id]
+
+
+def test_refused_before_anything_is_written(story: StoryService) -> None:
+    with pytest.raises(NotFound, match="no world 'world_missing'"):
+        story.import_transcript(conversation(), "Lost", world_id="world_missing")
+    with pytest.raises(InvalidRequest, match="needs a name"):
+        story.import_transcript(conversation(), "   ")
+    with pytest.raises(InvalidRequest, match="has no lines"):
+        story.import_transcript(Transcript(name="void", format=TranscriptFormat.JSONL, lines=[]), "Void")
+    jumbled = conversation().model_copy(update={"lines": [*conversation().lines, conversation().lines[0]]})
+    with pytest.raises(InvalidRequest, match="resumes after"):
+        story.import_transcript(jumbled, "Jumbled")
+    assert story.list_campaigns() == []
+
+
+# -- recall ------------------------------------------------------------------------------------------
+
+
+def test_recall_finds_a_line_by_meaning_with_its_ref(story: StoryService) -> None:
+    campaign, _ = story.import_transcript(conversation(), "Ada and Bo")
+    assert refs(story.recall(campaign.id, "Which of them owns a dog now?", limit=3))[0] == "s1:1"
+    assert refs(story.recall(campaign.id, "relocating abroad", limit=3))[0] == "s2:3"
+    hit = story.recall(campaign.id, "a ceramics course", limit=1)[0]
+    assert (hit.ref, hit.speakers, hit.story_time) == ("s2:1", ["Bo"], "9 June 2023")
+    assert hit.turn_id == story.history(campaign.id)[3].id
+    assert "vector" in hit.scores
+
+
+def test_recall_follows_the_lineage_of_an_imported_campaign(story: StoryService) -> None:
+    campaign, _ = story.import_transcript(conversation(), "Ada and Bo")
+    turns = story.history(campaign.id)
+    story.create_branch(campaign.id, turns[2].id, name="what if")  # after session 1
+    story.add_turn(campaign.id, "Let us talk about the weather instead.", narration="Clouds gather.")
+    seen = refs(story.recall(campaign.id, "relocating abroad", limit=10))
+    assert seen and not {"s2:1", "s2:2", "s2:3"} & set(seen)  # session 2 lies on the other branch
+    assert "s2:3" in refs(story.recall(campaign.id, "relocating abroad", as_of_turn_id=turns[5].id, limit=3))
+
+
+def test_two_imports_are_two_campaigns_and_reindexing_is_idempotent(
+    story: StoryService, recall_index: RecallIndex
+) -> None:
+    first, _ = story.import_transcript(conversation(), "Ada and Bo")
+    second, _ = story.import_transcript(conversation(), "Ada and Bo")
+    assert first.id != second.id
+    first_turns = {t.id for t in story.history(first.id)}
+    assert recall_index.count(first.id) == recall_index.count(second.id) == 6
+    assert {h.turn_id for h in story.recall(second.id, "moving house", limit=10)}.isdisjoint(first_turns)
+
+    before = [(h.id, h.ref) for h in story.recall(first.id, "a new pet", limit=6)]
+    assert story.rebuild_recall(first.id) == 6
+    assert story.rebuild_recall(first.id) == 6
+    assert recall_index.count(first.id) == 6
+    assert [(h.id, h.ref) for h in story.recall(first.id, "a new pet", limit=6)] == before
+
+
+def test_without_a_memory_index_the_story_is_still_written(embedded_graph: object, local_blob_store: object) -> None:
+    story = StoryService(embedded_graph, local_blob_store)  # type: ignore[arg-type]
+    story.prepare()
+    campaign, report = story.import_transcript(conversation(), "Ada and Bo")
+    assert (report.turns, report.records) == (6, 0)
+    assert len(story.history(campaign.id)) == 6
+
+
+def test_a_locomo_conversation_from_the_corpus(story: StoryService) -> None:
+    transcript = read_transcript(corpus_file("memory/locomo-dev/26.json"))
+    campaign, report = story.import_transcript(transcript, "LoCoMo 26")
+    assert (report.turns, report.sessions, report.records) == (419, 19, 419)
+    turns = story.history(campaign.id)
+    assert [t.ref for t in turns] == [line.ref for line in transcript.lines]
+    assert turns[0].story_time == "1:56 pm on 8 May, 2023"
+    assert story.scenes(campaign.id)[0].title == "Session 1 (1:56 pm on 8 May, 2023)"
+    # the first question of the conversation's QA; its evidence is D1:3
+    hits = story.recall(campaign.id, "When did Caroline go to the LGBTQ support group?", limit=5)
+    assert hits[0].ref == "D1:3"
