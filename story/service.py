@@ -405,6 +405,15 @@ class StoryService:
     def summaries(self, campaign_id: str, *, turn_id: str | None = None) -> list[Summary]:
         return self._memories.summaries(campaign_id, turn_id=turn_id)
 
+    def get_memory(self, campaign_id: str, memory_id: str) -> Memory:
+        return self._memories.get_memory(campaign_id, memory_id)
+
+    def retract_memory(self, campaign_id: str, memory_id: str, *, reason: str) -> Memory:
+        """Withdraw a memory (kept in the graph, marked retracted) and take it out of recall."""
+        memory = self._memories.retract_memory(campaign_id, memory_id, reason=reason)
+        self._recall.memory_retracted(memory.id)
+        return memory
+
     # -- recall (story.recall) ------------------------------------------------------------------------
 
     @property
