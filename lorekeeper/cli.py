@@ -7,14 +7,20 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from schemas.errors import ConfigError, LorekeeperError
+
+if TYPE_CHECKING:
+    from schemas.settings import Settings
+    from story.service import StoryService
 
 app = typer.Typer(
     name="lorekeeper",
@@ -27,6 +33,8 @@ schema_app = typer.Typer(help="The data model's JSON Schemas.", no_args_is_help=
 stores_app = typer.Typer(help="The four stores: check and prepare them.", no_args_is_help=True)
 app.add_typer(schema_app, name="schema")
 app.add_typer(stores_app, name="stores")
+campaign_app = typer.Typer(help="Campaigns: import a transcript as one.", no_args_is_help=True)
+app.add_typer(campaign_app, name="campaign")
 
 
 def _register_ingest() -> None:
@@ -251,7 +259,171 @@ def reindex_command(
     with Progress(console=err_console) as progress:
         task = progress.add_task("reindexing chunks", total=None)
         report = reindex(settings, drop=drop, on_progress=lambda n: progress.advance(task, n))
+        with _story_service(settings, bulk=True) as story:
+            campaigns = story.list_campaigns()
+            task = progress.add_task("rebuilding campaign recall", total=len(campaigns))
+            records = 0
+            for campaign in campaigns:
+                records += story.rebuild_recall(campaign.id)
+                progress.advance(task)
     console.print(f"reindexed {report.chunks} chunks of {report.items} items")
+    console.print(f"rebuilt the recall of {len(campaigns)} campaigns ({records} records)")
+
+
+@contextmanager
+def _story_service(settings: Settings, *, bulk: bool = False) -> Iterator[StoryService]:
+    """The story service on the configured stores, with the campaign memory index; closes them after.
+
+    ``bulk``: the process embeds many records (an import, a rebuild), so its embedder uses every core
+    as the ingest pipeline's embed stage does; otherwise it embeds one query at a time on
+    ``search_threads`` (the recall index's default).
+    """
+    from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
+    from stores.factory import open_blob_store, open_graph_store
+    from story.recall_index import open_recall_index
+    from story.service import StoryService
+
+    embedder = SentenceTransformerEmbedder(EmbeddingConfig()) if bulk else None
+    graph, blobs = open_graph_store(settings), open_blob_store(settings)
+    recall = open_recall_index(settings, embedder=embedder)
+    try:
+        service = StoryService(graph, blobs, recall=recall)
+        service.prepare()
+        yield service
+    finally:
+        recall.close()
+        graph.close()
+        blobs.close()
+
+
+@campaign_app.command("import-transcript")
+def import_transcript(
+    file: Annotated[
+        Path,
+        typer.Argument(help="JSON lines {session, time, speaker, text, ref}, a CRD3 episode or a LoCoMo conversation."),
+    ],
+    name: Annotated[str, typer.Option(help="The new campaign's name.")],
+    world: Annotated[str | None, typer.Option(help="The world (id) to put it in; a new one by default.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print {campaign_id, turns, sessions, seconds, ...} as JSON.")
+    ] = False,
+) -> None:
+    """Create a campaign from a transcript: a scene per session, a turn per line, every line indexed for recall.
+
+    Importing the same file again makes another campaign.
+    """
+    from rich.progress import Progress
+
+    from story.transcripts import read_transcript
+
+    settings = _settings()
+    try:
+        transcript = read_transcript(file)
+        sessions = transcript.sessions()
+    except LorekeeperError as exc:
+        err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    turns = len(transcript.lines)
+    err_console.print(
+        f"{file}: {transcript.format.value}, {len(sessions)} sessions, {turns} lines", markup=False, highlight=False
+    )
+    with _story_service(settings, bulk=True) as story, Progress(console=err_console, transient=True) as progress:
+        tasks = {stage: progress.add_task(f"writing {stage}", total=turns) for stage in ("turns", "records")}
+        try:
+            campaign, report = story.import_transcript(
+                transcript, name, world_id=world, on_progress=lambda stage, n: progress.advance(tasks[stage], n)
+            )
+        except LorekeeperError as exc:
+            err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+    if as_json:
+        typer.echo(json.dumps(report.model_dump()))
+        return
+    console.print(
+        f"imported {report.turns} turns in {report.sessions} scenes as campaign {campaign.id} ({campaign.name!r}) "
+        f"in {report.seconds:.1f}s: graph {report.graph_seconds:.1f}s, model {report.model_seconds:.1f}s, "
+        f"embedding {report.embed_seconds:.1f}s, index {report.index_seconds:.1f}s",
+        markup=False,
+        highlight=False,
+    )
+
+
+@app.command("recall")
+def recall_command(
+    campaign_id: Annotated[str, typer.Argument(help="The campaign whose past to recall.")],
+    query: Annotated[str | None, typer.Argument(help="What to recall, in plain words.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=100, help="How many hits.")] = 10,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per hit (per query with --queries).")
+    ] = False,
+    queries: Annotated[
+        Path | None, typer.Option(help="JSON lines with 'id' and 'query'; loads the model and stores once.")
+    ] = None,
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="Recall along this turn's lineage instead of the head's.")
+    ] = None,
+    observer: Annotated[str | None, typer.Option(help="Only what this entity (id) witnessed or was told.")] = None,
+) -> None:
+    """Recall a campaign's turns, summaries, canon and memories by meaning (vector + full text, fused), along
+    the head's lineage."""
+    if (query is None) == (queries is None):
+        err_console.print("give a QUERY or --queries FILE")
+        raise typer.Exit(2)
+    asked = _read_queries(queries) if queries is not None else [(None, query or "")]
+    settings = _settings()
+    with _story_service(settings) as story:
+        try:
+            story.get_campaign(campaign_id)
+            for qid, text in asked:
+                hits = story.recall(campaign_id, text, as_of_turn_id=as_of, observer_entity_id=observer, limit=limit)
+                if queries is not None:
+                    typer.echo(json.dumps({"id": qid, "hits": [h.model_dump(mode="json") for h in hits]}))
+        except LorekeeperError as exc:
+            err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+    if queries is not None:
+        return
+    if as_json:
+        for hit in hits:
+            typer.echo(json.dumps(hit.model_dump(mode="json")))
+        return
+    if not hits:
+        console.print("nothing recalled (is anything of this campaign indexed? try `lorekeeper reindex`)")
+        return
+    for n, hit in enumerate(hits, start=1):
+        who = ", ".join(hit.speakers)
+        when = f" ({hit.story_time})" if hit.story_time else ""
+        legs = " ".join(f"{leg}#{rank}" for leg, rank in hit.ranks.items())
+        console.rule(f"{n}. {hit.ref or hit.turn_id}  {who}{when}  {hit.score:.4f} {legs}", style="bold")
+        console.print(hit.text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _read_queries(path: Path) -> list[tuple[object, str]]:
+    """The (id, query) pairs of a JSON lines file, all read before any model loads."""
+    try:
+        content = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        err_console.print(f"{path}: cannot read it ({exc})", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    asked: list[tuple[object, str]] = []
+    for line_no, line in enumerate(content.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            qid, text = entry["id"], entry["query"]
+            if not isinstance(text, str) or not text.strip():
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            err_console.print(
+                f"{path}:{line_no}: expected a JSON object with 'id' and a non-empty 'query'",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(2) from None
+        asked.append((qid, text))
+    return asked
 
 
 @app.command("version")

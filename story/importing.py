@@ -200,4 +200,3 @@ def scene_title(session: TranscriptSession) -> str:
     """``Session 3 (1:56 pm on 8 May, 2023)``; a session named by words keeps its name."""
     label = f"Session {session.session}" if session.session.isdigit() else session.session
     return f"{label} ({session.time})" if session.time else label
-
