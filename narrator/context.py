@@ -4,6 +4,12 @@ The order never changes (narrator rules → world axioms → canonical scene sta
 knowledge → memories → recent turns → the input), so consecutive turns of one campaign share the
 longest possible prefix and the model server's prefix cache hits. Each section gets a share of the
 budget and is cut at whole lines; what was cut is counted, never silently mangled.
+
+The memories section holds what the campaign recalls for this input (:mod:`story.recall`): turns,
+summaries, canon facts and memories of the turn's line, best first, each with its kind and the turn
+it belongs to; the turn's recall record names them (a :class:`RetrievalRecord` of source
+``recall``). Without recall (no memory index, or it failed) the section falls back to the line's
+latest summaries and its memories by salience.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.common import sha256_hex
+from schemas.recall import RecallHit, RecallKind
 from schemas.search import SearchHit
 from schemas.story import (
     Campaign,
@@ -20,8 +27,10 @@ from schemas.story import (
     PromptSection,
     PromptSectionKind,
     PromptSnapshot,
+    RecalledHit,
     RetrievalHit,
     RetrievalRecord,
+    RetrievalSource,
     Summary,
     Turn,
     WorldStateView,
@@ -62,6 +71,8 @@ class Assembled:
     text: str
     snapshot: PromptSnapshot
     retrieval: RetrievalRecord | None
+    recall: RetrievalRecord | None = None
+    """What recall returned for the turn (source ``recall``), or why it failed; None without recall."""
     cut: dict[str, int] = field(default_factory=dict)  # lines dropped per section, for the record
 
 
@@ -102,7 +113,15 @@ class PromptAssembler:
         recent: Sequence[Turn],
         player_input: str,
         retrieval_error: str | None = None,
+        recalled: Sequence[RecallHit] | None = None,
+        recall_error: str | None = None,
     ) -> Assembled:
+        """The prompt and its records.
+
+        ``recalled`` (the hits of the turn's recall, best first) fills the memories section; when it is
+        None (no recall, or ``recall_error`` says why it failed) the section holds ``summaries`` and
+        ``memories`` instead.
+        """
         p = campaign.profile
         rules = [
             "You are the narrator of a tabletop role-playing game. Describe what happens; never decide for the "
@@ -118,7 +137,11 @@ class PromptAssembler:
             (PromptSectionKind.WORLD_AXIOMS, [f"- {a}" for a in axioms], "first"),
             (PromptSectionKind.SCENE_STATE, scene_lines(state), "first"),
             (PromptSectionKind.RETRIEVED_KNOWLEDGE, knowledge_lines(hits), "first"),
-            (PromptSectionKind.MEMORIES, memory_lines(memories, summaries, state), "first"),
+            (
+                PromptSectionKind.MEMORIES,
+                recall_lines(recalled) if recalled is not None else memory_lines(memories, summaries, state),
+                "first",
+            ),
             (PromptSectionKind.RECENT_TURNS, turn_lines(recent), "last"),
             (PromptSectionKind.PLAYER_INPUT, [player_input or "(the player waits; narrate on)"], "first"),
         ]
@@ -157,11 +180,40 @@ class PromptAssembler:
             if hits or retrieval_error
             else None
         )
-        return Assembled(messages=messages, text=whole, snapshot=snapshot, retrieval=retrieval, cut=cut)
+        recall = recall_record(turn, query, recalled or [], cut, recall_error) if recalled or recall_error else None
+        return Assembled(
+            messages=messages, text=whole, snapshot=snapshot, retrieval=retrieval, recall=recall, cut=cut
+        )
 
 
-def _shown(cut: dict[str, int], total: int) -> int:
-    return total - cut.get(PromptSectionKind.RETRIEVED_KNOWLEDGE.value, 0)
+def _shown(cut: dict[str, int], total: int, kind: PromptSectionKind = PromptSectionKind.RETRIEVED_KNOWLEDGE) -> int:
+    return total - cut.get(kind.value, 0)
+
+
+def recall_record(
+    turn: Turn, query: str, hits: Sequence[RecallHit], cut: dict[str, int], error: str | None
+) -> RetrievalRecord:
+    """The turn's recall as a retrieval record: each recalled record with the turn it belongs to."""
+    shown = _shown(cut, len(hits), PromptSectionKind.MEMORIES)
+    return RetrievalRecord(
+        turn_id=turn.id,
+        source=RetrievalSource.RECALL,
+        query=query or "(no input)",
+        filters={"lineage_of": [turn.id]},
+        recalled=[
+            RecalledHit(
+                record_id=h.id,
+                kind=h.kind.value,
+                turn_id=h.turn_id,
+                rank=i,
+                leg_scores=_legs(h.scores),
+                fused_score=h.score,
+                used_in_prompt=i <= shown,
+            )
+            for i, h in enumerate(hits, start=1)
+        ],
+        error=error,
+    )
 
 
 def _legs(scores: dict[str, float]) -> dict[Any, float]:
@@ -209,6 +261,20 @@ def memory_lines(memories: Sequence[Memory], summaries: Sequence[Summary], state
     lines = [f"- summary: {s.text}" for s in summaries[-3:]]
     for m in sorted(memories, key=lambda m: -m.salience):
         lines.append(f"- {names.get(m.observer_entity_id, m.observer_entity_id)} ({m.kind.value}): {m.text}")
+    return lines
+
+
+def recall_lines(hits: Sequence[RecallHit]) -> list[str]:
+    """Recalled records, best first: when (the turn, and the story's time if known), what kind, the text."""
+    lines = []
+    for h in hits:
+        when = f"turn {h.depth + 1}" + (f", {h.story_time}" if h.story_time else "")
+        parts = [" ".join(p.split()) for p in h.text.splitlines() if p.strip()]
+        if h.kind is RecallKind.TURN and len(parts) == len(h.speakers):
+            text = " ".join(f"{who}: {what}" for who, what in zip(h.speakers, parts, strict=True))
+        else:
+            text = " ".join(parts)
+        lines.append(f"- ({when}) {h.kind.value}: {text}")
     return lines
 
 

@@ -3,9 +3,11 @@
 1. The turn is recorded at the campaign's head (pending), so a crash mid-generation leaves a
    visible, retryable turn rather than nothing.
 2. The prompt is assembled in its fixed order (:mod:`narrator.context`), with retrieved knowledge
-   scoped to the campaign and memories filtered to the head's lineage.
+   scoped to the campaign and what the campaign recalls for the input (its own past on the turn's
+   line, by meaning: :meth:`story.service.StoryService.recall`).
 3. The narration streams from the engine; time to first token and tokens are measured.
-4. The narration becomes the turn's take, with its prompt snapshot and retrieval record.
+4. The narration becomes the turn's take, with its prompt snapshot and retrieval records (the
+   knowledge passages, and the recalled records with the turns they belong to).
 5. The extractor writes proposals as structured output against the typed schema
    (:mod:`narrator.extraction`); each one is validated, repaired where that is safe, or dropped with
    the reason recorded on the turn. They are *staged* on the scene: only the gate makes canon.
@@ -27,6 +29,7 @@ from narrator.engines import NarratorEngine
 from narrator.extraction import extraction_messages, extraction_schema, parse_extraction
 from narrator.metrics import NARRATOR_OUTPUT_TOKENS, NARRATOR_REQUESTS, NARRATOR_TTFT
 from schemas.errors import LorekeeperError, NotFound
+from schemas.recall import RecallHit, RecallKind
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, TurnRequest
 from schemas.story import GenerationMetadata, SceneStatus, Turn, WorldStateView
@@ -53,6 +56,9 @@ class TurnOutcome(BaseModel):
     generation: dict[str, Any] = Field(default_factory=dict)
     retrieval_error: str | None = Field(
         default=None, description="Set when the knowledge search failed: the turn was narrated without it."
+    )
+    recall_error: str | None = Field(
+        default=None, description="Set when recall failed: the turn was narrated without the campaign's past."
     )
 
 
@@ -157,6 +163,7 @@ class TurnFlow:
             dropped=dropped,
             generation=generation.model_dump(mode="json"),
             retrieval_error=assembled.retrieval.error if assembled.retrieval else None,
+            recall_error=assembled.recall.error if assembled.recall else None,
         )
         yield {"event": "done", **outcome.model_dump(mode="json")}
 
@@ -166,12 +173,19 @@ class TurnFlow:
         """The prompt, and the state it shows (the extractor reuses it).
 
         Everything the story holds for the turn comes in one call (:meth:`StoryService.turn_context`,
-        a few graph round trips); the knowledge search (mostly the query embedding, which releases the
-        GIL) runs beside it.
+        a few graph round trips); the knowledge search and the recall (one embedding of the input,
+        shared, which releases the GIL, and two index queries each) run beside it.
         """
         search = self._pool.submit(self._knowledge, campaign_id, text)
+        recall = self._pool.submit(self._recall, campaign_id, turn, text)
         context = self.story.turn_context(campaign_id, turn=turn, recent=self.settings.recent_turns)
         hits, retrieval_error = search.result()
+        recalled, recall_error = recall.result()
+        if recalled is not None:
+            # the turn itself and the recent turns are in the prompt verbatim already
+            verbatim = {turn.id, *(t.id for t in context.recent)}
+            recalled = [h for h in recalled if not (h.kind is RecallKind.TURN and h.turn_id in verbatim)]
+            recalled = recalled[: self.settings.recall_hits]
         assembled = self.assembler.assemble(
             turn=turn,
             model=model,
@@ -185,6 +199,8 @@ class TurnFlow:
             recent=context.recent,
             player_input=text,
             retrieval_error=retrieval_error,
+            recalled=recalled,
+            recall_error=recall_error,
         )
         return assembled, context.state
 
@@ -205,14 +221,33 @@ class TurnFlow:
             log.warning("turn_search_failed", campaign_id=campaign_id, error=exc.message)
             return [], f"knowledge search failed: {exc.client_message}"
 
+    def _recall(self, campaign_id: str, turn: Turn, text: str) -> tuple[list[RecallHit] | None, str | None]:
+        """What the campaign recalls for the input on the turn's line, or None and why it could not.
+
+        None without an input, a memory index or ``recall_hits`` (the prompt then lists the line's
+        memories instead). Recall is a help, like knowledge: when it fails the turn goes on without
+        it (event ``recall_failed``), and its record and the response say why.
+        """
+        if self.story.recall_index is None or not text.strip() or not self.settings.recall_hits:
+            return None, None
+        # enough to fill the section after the recent turns (already in the prompt) are taken out
+        limit = min(100, self.settings.recall_hits + self.settings.recent_turns + 1)
+        try:
+            return self.story.recall(campaign_id, text, as_of_turn_id=turn.id, limit=limit), None
+        except Exception as exc:  # noqa: BLE001 - the memory index is derived and optional: never fail a turn on it
+            message = exc.client_message if isinstance(exc, LorekeeperError) else type(exc).__name__
+            log.warning("recall_failed", campaign_id=campaign_id, turn_id=turn.id, error=repr(exc))
+            return None, f"recall failed: {message}"
+
     def _keep(self, turn: Turn, narration: str, generation: GenerationMetadata, assembled: Assembled) -> str:
         """The take, the prompt snapshot and the retrieval record: independent writes, made side by side."""
         take = self._pool.submit(self.story.add_take, turn.id, narration, generation=generation)
         writes: list[Future[Any]] = [
             self._pool.submit(self.story.record_prompt, turn.id, assembled.text, assembled.snapshot)
         ]
-        if assembled.retrieval is not None:
-            writes.append(self._pool.submit(self.story.record_retrieval, assembled.retrieval))
+        for record in (assembled.retrieval, assembled.recall):
+            if record is not None:
+                writes.append(self._pool.submit(self.story.record_retrieval, record))
         for write in writes:  # every write finishes (or raises) before the turn is done
             write.result()
         return take.result().id
