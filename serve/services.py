@@ -28,10 +28,11 @@ import structlog
 
 from models.embedding import Embedder
 from narrator.engines import NarratorEngine, build_engine
+from narrator.formation import LLMFormer
 from narrator.turn import SearchBackend, TurnFlow
 from schemas.errors import ConfigError, InvalidRequest, LorekeeperError, NotFound
 from schemas.search import SearchFilters, SearchHit
-from schemas.serving import ServeSettings
+from schemas.serving import EngineKind, ServeSettings
 from schemas.settings import Settings
 from schemas.story import GateReport, Scene, Turn
 from serve.auth import OPEN, ApiKeys, Principal
@@ -343,6 +344,12 @@ def open_services(
         if extractor is None and serve.extractor_engine is not None:
             extractor = build_engine(serve, role="extractor")
             stack.callback(close_engine, extractor)
+        if serve.extractor_engine is EngineKind.VLLM:  # not a second in-process model just for scene ends
+            log.info("memory_formation_extractive", reason="an in-process vLLM extractor is not shared with scene ends")
+        elif serve.extractor_engine is not None:  # scenes end in worker threads: an engine and a loop of its own
+            former = LLMFormer(build_engine(serve, role="extractor"), max_tokens=serve.extractor_max_tokens)
+            stack.callback(former.close)
+            story.memory_former = former
         flow = TurnFlow(
             story,
             narrator.default,

@@ -10,7 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from schemas.recall import RecallKind
-from schemas.story import InputMode, Memory, Scene, Speaker, SubjectiveKind, SummaryScope, Turn
+from schemas.story import InputMode, Memory, Scene, Speaker, SpeakerKind, SubjectiveKind, SummaryScope, Turn
 from story.formation import (
     ExtractiveFormer,
     FormedScene,
@@ -21,8 +21,6 @@ from story.formation import (
 )
 from story.service import StoryService
 from tests.unit.test_story_campaign import gm_entity, new_campaign
-
-pytestmark = pytest.mark.servers
 
 KEY = "The Millbrook caravan never arrived."
 
@@ -48,16 +46,21 @@ FORGE: list[tuple[str | None, InputMode, str, str | None]] = [
         '"The drivers were seen at the Old Mill crossing," Brenna says. '
         "She warns us that wolves have been hunting near the crossing.",
     ),
-    ("bram", InputMode.ACTION, "We promise to look for it.", "Brenna nods and hands Aria a worn map of the north road."),
+    (
+        "bram",
+        InputMode.ACTION,
+        "We promise to look for it.",
+        "Brenna nods and hands Aria a worn map of the north road.",
+    ),
 ]
 
 
 def _speaker(who: str | None, ids: dict[str, str]) -> Speaker:
     if who is None:
-        return Speaker(kind="gm")
+        return Speaker(kind=SpeakerKind.GM)
     if who == "brenna":
-        return Speaker(kind="entity", entity_id=ids[who])
-    return Speaker(kind="player", entity_id=ids[who])
+        return Speaker(kind=SpeakerKind.ENTITY, entity_id=ids[who])
+    return Speaker(kind=SpeakerKind.PLAYER, entity_id=ids[who])
 
 
 def _memories(formed: FormedScene, observer: str, kind: SubjectiveKind | None = None) -> list[Memory]:
@@ -208,6 +211,7 @@ def _play_forge(story: StoryService, campaign_id: str, ids: dict[str, str]) -> S
     return scene
 
 
+@pytest.mark.servers
 def test_scene_end_forms_indexes_and_recalls_memories_per_observer(recalling_story: StoryService) -> None:
     story = recalling_story
     campaign = new_campaign(story)
@@ -245,6 +249,7 @@ def test_scene_end_forms_indexes_and_recalls_memories_per_observer(recalling_sto
     assert summaries[0].id == summary.id
 
 
+@pytest.mark.servers
 def test_forming_is_idempotent(recalling_story: StoryService) -> None:
     story = recalling_story
     campaign = new_campaign(story)
@@ -265,6 +270,7 @@ def test_forming_is_idempotent(recalling_story: StoryService) -> None:
     assert index.count(campaign.id) == records
 
 
+@pytest.mark.servers
 def test_the_gms_summary_is_the_scene_summary_and_memories_still_form(story: StoryService) -> None:
     campaign = new_campaign(story)
     story.add_turn(campaign.id, "We ride into Oakhollow", narration="The village smells of coal smoke.")
@@ -282,6 +288,7 @@ class _Broken:
         raise RuntimeError("the former fell over")
 
 
+@pytest.mark.servers
 def test_a_failing_former_keeps_the_gates_canon(story: StoryService) -> None:
     campaign = new_campaign(story)
     story.add_turn(campaign.id, "We ride into Oakhollow", narration="The village smells of coal smoke.")
@@ -298,6 +305,7 @@ def test_a_failing_former_keeps_the_gates_canon(story: StoryService) -> None:
     assert "fell over" in failed["error"] and failed["scene_id"] == scene.id
 
 
+@pytest.mark.servers
 def test_no_former_forms_nothing(story: StoryService) -> None:
     campaign = new_campaign(story)
     story.add_turn(campaign.id, "We ride into Oakhollow", narration="The village smells of coal smoke.")
