@@ -342,7 +342,7 @@ def import_transcript(
     console.print(
         f"imported {report.turns} turns in {report.sessions} scenes as campaign {campaign.id} ({campaign.name!r}) "
         f"in {report.seconds:.1f}s: graph {report.graph_seconds:.1f}s, model {report.model_seconds:.1f}s, "
-        f"embedding {report.embed_seconds:.1f}s, index {report.index_seconds:.1f}s",
+        f"embedding and indexing {report.recall_seconds:.1f}s",
         markup=False,
         highlight=False,
     )

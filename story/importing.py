@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from itertools import groupby
 from typing import Any
 
 import structlog
@@ -41,7 +42,8 @@ log = structlog.get_logger(__name__)
 
 #: Turns per story transaction: a session longer than this is written in several.
 TURN_BATCH = 1000
-#: Recall records embedded and written together.
+#: Recall records embedded and written together, at least (whole sessions, so each turn's neighbours go
+#: with it: the index may embed a turn with its neighbours as context).
 RECORD_BATCH = 512
 
 #: ``on_progress(stage, n)``: ``n`` more turns written (stage ``"turns"``) or records indexed (``"records"``).
@@ -60,8 +62,9 @@ class TranscriptImport(BaseModel):
     records: int = Field(description="Recall records indexed (0 without a memory index).")
     graph_seconds: float = Field(description="World, campaign, scenes and turns in the graph.")
     model_seconds: float = Field(description="Loading the embedding model (nothing when it was loaded already).")
-    embed_seconds: float = Field(description="Embedding the records.")
-    index_seconds: float = Field(description="Writing the records to the text index and the vector collection.")
+    recall_seconds: float = Field(
+        description="Embedding the records and writing them to the text index and the vector collection."
+    )
     seconds: float = Field(description="The whole import.")
 
 
@@ -117,7 +120,7 @@ class TranscriptImporter:
             self.scenes.end_scene(scene.id)
         graph_seconds = time.perf_counter() - started
         records = [r for turn, scene in turns if (r := turn_record(turn, scene)) is not None]
-        model_seconds, embed_seconds, index_seconds = self._index(records, on_progress)
+        model_seconds, recall_seconds = self._index(records, on_progress)
         report = TranscriptImport(
             campaign_id=campaign.id,
             world_id=world_id,
@@ -128,8 +131,7 @@ class TranscriptImporter:
             records=len(records) if self.index is not None else 0,
             graph_seconds=round(graph_seconds, 3),
             model_seconds=round(model_seconds, 3),
-            embed_seconds=round(embed_seconds, 3),
-            index_seconds=round(index_seconds, 3),
+            recall_seconds=round(recall_seconds, 3),
             seconds=round(time.perf_counter() - started, 3),
         )
         log.info("transcript_imported", **report.model_dump())
@@ -171,32 +173,37 @@ class TranscriptImporter:
 
         return self.core.mutate(campaign_id, "import", build)
 
-    def _index(self, records: Sequence[RecallRecord], on_progress: Progress | None) -> tuple[float, float, float]:
-        """Embed the records in large batches with the index's embedder and write them.
+    def _index(self, records: Sequence[RecallRecord], on_progress: Progress | None) -> tuple[float, float]:
+        """Write the records to the memory index in large batches of whole sessions; the index embeds them
+        (one call per batch), so what it embeds is what a rebuild would embed.
 
         Returns:
-            Seconds spent loading the model, embedding, and writing to the indexes.
+            Seconds spent loading the model, and embedding and writing the records.
         """
         if self.index is None or not records:
-            return 0.0, 0.0, 0.0
+            return 0.0, 0.0
         began = time.perf_counter()
         self.index.embedder.embed_documents(["warm-up"])  # loads the model (a lazy embedder's first call)
         model_seconds = time.perf_counter() - began
-        embed_seconds = index_seconds = 0.0
-        for start in range(0, len(records), RECORD_BATCH):
-            batch = records[start : start + RECORD_BATCH]
-            began = time.perf_counter()
-            vectors = self.index.embedder.embed_documents([self.index.indexed_text(r) for r in batch])
-            embedded = time.perf_counter()
-            self.index.write(batch, vectors)
-            embed_seconds += embedded - began
-            index_seconds += time.perf_counter() - embedded
+        began = time.perf_counter()
+        for batch in _batches(records, RECORD_BATCH):
+            self.index.write(batch)
             if on_progress:
                 on_progress("records", len(batch))
-        return model_seconds, embed_seconds, index_seconds
+        return model_seconds, time.perf_counter() - began
 
 
 def scene_title(session: TranscriptSession) -> str:
     """``Session 3 (1:56 pm on 8 May, 2023)``; a session named by words keeps its name."""
     label = f"Session {session.session}" if session.session.isdigit() else session.session
     return f"{label} ({session.time})" if session.time else label
+
+
+def _batches(records: Sequence[RecallRecord], size: int) -> list[list[RecallRecord]]:
+    """Consecutive records in batches of whole scenes, each batch closed once it holds ``size`` or more."""
+    batches: list[list[RecallRecord]] = [[]]
+    for _, group in groupby(records, key=lambda r: r.scene_id):
+        if len(batches[-1]) >= size:
+            batches.append([])
+        batches[-1].extend(group)
+    return [b for b in batches if b]

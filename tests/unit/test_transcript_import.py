@@ -10,6 +10,7 @@ import pytest
 
 from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
 from schemas.errors import InvalidRequest, NotFound
+from schemas.recall import RecallHit
 from schemas.settings import Settings
 from schemas.story import InputMode, SceneStatus, SpeakerKind, TurnStatus
 from stores.blob.local import LocalBlobStore
@@ -59,6 +60,16 @@ def story(embedded_graph: object, local_blob_store: LocalBlobStore, recall_index
 
 def refs(hits: list) -> list[str | None]:  # noqa: ANN001 - RecallHit
     return [h.ref for h in hits]
+
+
+def found(story: StoryService, campaign_id: str, query: str, ref: str, *, limit: int = 3) -> RecallHit:
+    """The hit of ``ref`` among the first ``limit``, which the vector leg ranked first: the line was found by
+    its meaning (fusion and re-scoring are the recall index's to tune, and may place a neighbour above it)."""
+    hits = story.recall(campaign_id, query, limit=limit)
+    hit = next((h for h in hits if h.ref == ref), None)
+    assert hit is not None, f"{ref} not in {refs(hits)} for {query!r}"
+    assert hit.ranks.get("vector") == 1, (query, hit.ranks)
+    return hit
 
 
 # -- the campaign it makes -------------------------------------------------------------------------
@@ -135,12 +146,11 @@ def test_refused_before_anything_is_written(story: StoryService) -> None:
 
 def test_recall_finds_a_line_by_meaning_with_its_ref(story: StoryService) -> None:
     campaign, _ = story.import_transcript(conversation(), "Ada and Bo")
-    assert refs(story.recall(campaign.id, "Which of them owns a dog now?", limit=3))[0] == "s1:1"
-    assert refs(story.recall(campaign.id, "relocating abroad", limit=3))[0] == "s2:3"
-    hit = story.recall(campaign.id, "a ceramics course", limit=1)[0]
-    assert (hit.ref, hit.speakers, hit.story_time) == ("s2:1", ["Bo"], "9 June 2023")
+    found(story, campaign.id, "Which of them owns a dog now?", "s1:1")
+    found(story, campaign.id, "relocating abroad", "s2:3")
+    hit = found(story, campaign.id, "a ceramics course", "s2:1")
+    assert (hit.speakers, hit.story_time) == (["Bo"], "9 June 2023")
     assert hit.turn_id == story.history(campaign.id)[3].id
-    assert "vector" in hit.scores
 
 
 def test_recall_follows_the_lineage_of_an_imported_campaign(story: StoryService) -> None:
@@ -151,6 +161,7 @@ def test_recall_follows_the_lineage_of_an_imported_campaign(story: StoryService)
     seen = refs(story.recall(campaign.id, "relocating abroad", limit=10))
     assert seen and not {"s2:1", "s2:2", "s2:3"} & set(seen)  # session 2 lies on the other branch
     assert "s2:3" in refs(story.recall(campaign.id, "relocating abroad", as_of_turn_id=turns[5].id, limit=3))
+    assert "s2:3" not in refs(story.recall(campaign.id, "relocating abroad", as_of_turn_id=turns[2].id, limit=10))
 
 
 def test_two_imports_are_two_campaigns_and_reindexing_is_idempotent(
@@ -187,5 +198,4 @@ def test_a_locomo_conversation_from_the_corpus(story: StoryService) -> None:
     assert turns[0].story_time == "1:56 pm on 8 May, 2023"
     assert story.scenes(campaign.id)[0].title == "Session 1 (1:56 pm on 8 May, 2023)"
     # the first question of the conversation's QA; its evidence is D1:3
-    hits = story.recall(campaign.id, "When did Caroline go to the LGBTQ support group?", limit=5)
-    assert hits[0].ref == "D1:3"
+    assert "D1:3" in refs(story.recall(campaign.id, "When did Caroline go to the LGBTQ support group?", limit=5))
