@@ -15,9 +15,6 @@ from story.recall_index import RecallIndex, lineage_cover, lineage_keys
 from story.service import StoryService
 from tests.unit.test_story_campaign import new_campaign
 
-pytestmark = pytest.mark.servers
-
-
 def _visible(keys: list[str], cover: list[str]) -> bool:
     return bool(set(keys) & set(cover))
 
@@ -65,6 +62,7 @@ def _texts(hits: list[Any]) -> list[str]:
     return [h.text for h in hits]
 
 
+@pytest.mark.servers
 def test_recall_finds_by_meaning_and_only_on_the_lineage(recalling_story: StoryService) -> None:
     story = recalling_story
     campaign = new_campaign(story)
@@ -89,6 +87,7 @@ def test_recall_finds_by_meaning_and_only_on_the_lineage(recalling_story: StoryS
     assert all("goblin" not in h.text for h in then)
 
 
+@pytest.mark.servers
 def test_index_writes_are_idempotent_and_rebuild_restores_the_same_records(recalling_story: StoryService) -> None:
     story = recalling_story
     index = story.recall_index
@@ -105,6 +104,7 @@ def test_index_writes_are_idempotent_and_rebuild_restores_the_same_records(recal
     assert {h.id for h in story.recall(campaign.id, "lantern", limit=10)} == before
 
 
+@pytest.mark.servers
 def test_observer_sees_only_what_they_witnessed(recalling_story: StoryService) -> None:
     from tests.unit.test_story_campaign import gm_entity
 
@@ -140,6 +140,7 @@ class _DownText:
         return getattr(self.inner, name)
 
 
+@pytest.mark.servers
 def test_a_failed_index_write_keeps_the_turn_and_the_scene_end_repairs_it(
     embedded_graph: Any, local_blob_store: Any, recall_index: RecallIndex
 ) -> None:
