@@ -268,6 +268,64 @@ def latency(
         index.close()
 
 
+# -- 3. import throughput --------------------------------------------------------------------------------
+
+
+def import_throughput(data: Path, *, files: int) -> dict[str, Any]:
+    """Import LoCoMo conversations through the story service, and embed the same texts alone, same run."""
+    from models.embedding import SentenceTransformerEmbedder
+    from stores.factory import open_blob_store, open_graph_store
+    from story.recall import turn_record
+    from story.recall_index import open_recall_index
+    from story.service import StoryService
+    from story.transcripts import read_transcript
+
+    embedder = SentenceTransformerEmbedder()
+    embedder.load()
+    settings = Settings(data_dir=data / "import")
+    graph, blobs = open_graph_store(settings), open_blob_store(settings)
+    index = open_recall_index(settings, embedder=embedder)
+    story = StoryService(graph, blobs, recall=index)
+    story.prepare()
+    rows: list[dict[str, Any]] = []
+    try:
+        for path in sorted(LOCOMO.glob("*.json"))[:files]:
+            transcript = read_transcript(path)
+            t0 = time.perf_counter()
+            campaign, report = story.import_transcript(transcript, path.stem)
+            import_s = time.perf_counter() - t0
+            turns = story.history(campaign.id)
+            texts = [index.indexed_text(r) for t in turns if (r := turn_record(t)) is not None]
+            t0 = time.perf_counter()
+            embedder.embed_documents(texts)
+            embed_s = time.perf_counter() - t0
+            rows.append(
+                {
+                    "file": path.name,
+                    "turns": report.turns,
+                    "import_s": round(import_s, 2),
+                    "graph_s": report.graph_seconds,
+                    "recall_s": report.recall_seconds,
+                    "embed_alone_s": round(embed_s, 2),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    finally:
+        index.close()
+        graph.close()
+        blobs.close()
+    turns_total = sum(int(r["turns"]) for r in rows)
+    import_tps = turns_total / sum(float(r["import_s"]) for r in rows)
+    embed_tps = turns_total / sum(float(r["embed_alone_s"]) for r in rows)
+    return {
+        "files": rows,
+        "turns": turns_total,
+        "import_turns_per_s": round(import_tps, 1),
+        "embed_turns_per_s": round(embed_tps, 1),
+        "ratio": round(import_tps / embed_tps, 2),
+    }
+
+
 def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -328,6 +386,10 @@ def main() -> None:
             data, lines, records=args.records, embedded=args.embedded, queries=args.queries, seed=args.seed
         )
         print(json.dumps(results["latency"]), flush=True)
+        if LOCOMO.is_dir():
+            print("import throughput ...", flush=True)
+            results["import"] = import_throughput(data, files=2 if args.quick else 5)
+            print(json.dumps({k: v for k, v in results["import"].items() if k != "files"}), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "recall_scale.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     plot(results, args.out / "recall_scale.png")
