@@ -20,15 +20,21 @@ order when it has not. Other campaigns spread over the replicas.
 **Embedded stores.** The embedded vector engine is owned by one process, so with embedded stores
 Search runs one replica; the embedded graph is shared by every process on the node (it attaches to
 one server), so Ingress and Gate replicas can read and write it together.
+
+**Campaign recall.** The memory index (a vector collection and a full-text folder) lives with the
+knowledge indexes in the Search deployment, which embeds with the model it already holds; Ingress
+(turns, takes, memories, recall) and Gate (scene-end outcomes and formed memories) reach it through
+:class:`RemoteRecallIndex`, so no other process opens those stores.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import ExitStack
 from typing import Any
 
+import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
@@ -37,11 +43,14 @@ from ray.serve.config import RequestRouterConfig
 from ray.serve.handle import DeploymentHandle
 
 from narrator.engines import Message, NarratorEngine, build_engine
+from schemas.recall import RecallHit, RecallKind, RecallRecord
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, get_serve_settings
 from schemas.settings import Settings, VectorBackend, get_settings
 from schemas.story import GateReport
 from search.metrics import SEARCH_DURATION
+from story.lineage import Lineage
+from story.recall_index import RecallIndex
 
 log = structlog.get_logger(__name__)
 
@@ -156,20 +165,53 @@ class NarratorReplica:
 
 
 class SearchReplica:
-    """Hybrid search on the stores of the application's settings."""
+    """Hybrid search on the stores of the application's settings, and the campaigns' memory index."""
 
     def __init__(self, settings: Settings) -> None:
         from search.service import open_searcher
-        from serve.services import LocalSearch
+        from serve.services import LocalSearch, SharedQueries
+        from story.recall_index import open_recall_index
 
         self._stack = ExitStack()
-        self.searcher = LocalSearch(self._stack.enter_context(open_searcher(settings)))
+        searcher = self._stack.enter_context(open_searcher(settings))
+        searcher.embedder = SharedQueries(searcher.embedder)  # one model for knowledge and recall
+        self.searcher = LocalSearch(searcher)
         self.searcher.warm()  # the first table's first turn should not wait for the models
+        self.recall = open_recall_index(settings, embedder=searcher.embedder)
+        self._stack.callback(self.recall.close)
 
     def search(
         self, query: str, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
     ) -> list[SearchHit]:
         return self.searcher.search(query, filters=filters, limit=limit, rerank=rerank)
+
+    # the memory index, for RemoteRecallIndex
+
+    def recall_write(self, records: list[RecallRecord], vectors: np.ndarray | None = None) -> int:
+        return self.recall.write(records, vectors)
+
+    def recall_present(self, ids: list[str]) -> set[str]:
+        return self.recall.present(ids)
+
+    def recall_delete(self, ids: list[str]) -> None:
+        self.recall.delete(ids)
+
+    def recall_delete_campaign(self, campaign_id: str) -> None:
+        self.recall.delete_campaign(campaign_id)
+
+    def recall_count(self, campaign_id: str) -> int:
+        return self.recall.count(campaign_id)
+
+    def recall_search(
+        self,
+        campaign_id: str,
+        query: str,
+        lineage: Lineage,
+        observer: str | None,
+        kinds: list[RecallKind] | None,
+        limit: int,
+    ) -> list[RecallHit]:
+        return self.recall.search(campaign_id, query, lineage=lineage, observer=observer, kinds=kinds, limit=limit)
 
     def __del__(self) -> None:
         stack = getattr(self, "_stack", None)  # None when the constructor failed
@@ -178,15 +220,19 @@ class SearchReplica:
 
 
 class GateReplica:
-    """The scene-end gate on the graph: commits are serialised per campaign inside the story service."""
+    """The scene-end gate on the graph: commits are serialised per campaign inside the story service.
 
-    def __init__(self, settings: Settings) -> None:
+    What a scene's end adds to recall (its canon outcomes, the memories and summary formed) goes to
+    the memory index of the Search deployment (``search``).
+    """
+
+    def __init__(self, settings: Settings, search: DeploymentHandle | None = None) -> None:
         from serve.services import LocalGate
         from stores.factory import open_blob_store, open_graph_store
         from story.service import StoryService
 
         self.graph, self.blobs = open_graph_store(settings), open_blob_store(settings)
-        story = StoryService(self.graph, self.blobs)
+        story = StoryService(self.graph, self.blobs, recall=RemoteRecallIndex(search) if search else None)
         story.prepare()
         self.gate = LocalGate(story)
 
@@ -220,6 +266,52 @@ class RemoteSearch:
         # not serve: the ingress times the whole search (the hop included) where it is scraped.
         SEARCH_DURATION.labels(search_type="hybrid").observe(time.perf_counter() - started)
         return hits
+
+
+class RemoteRecallIndex(RecallIndex):
+    """The memory index of the Search deployment, behind :class:`~story.recall_index.RecallIndex`'s methods
+    (called from worker threads, like :class:`RemoteSearch`): the records are embedded there, by the
+    model the Search replica holds, and no other process opens the memory stores."""
+
+    def __init__(self, handle: DeploymentHandle) -> None:  # the stores are the Search replica's
+        self.handle = handle
+
+    def ensure(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def write(self, records: Sequence[RecallRecord], vectors: np.ndarray | None = None) -> int:
+        return self.handle.recall_write.remote(list(records), vectors).result()  # type: ignore[no-any-return]
+
+    def present(self, ids: Sequence[str]) -> set[str]:
+        return self.handle.recall_present.remote(list(ids)).result()  # type: ignore[no-any-return]
+
+    def delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            self.handle.recall_delete.remote(list(ids)).result()
+
+    def delete_campaign(self, campaign_id: str) -> None:
+        self.handle.recall_delete_campaign.remote(campaign_id).result()
+
+    def count(self, campaign_id: str) -> int:
+        return self.handle.recall_count.remote(campaign_id).result()  # type: ignore[no-any-return]
+
+    def search(
+        self,
+        campaign_id: str,
+        query: str,
+        *,
+        lineage: Lineage,
+        observer: str | None = None,
+        kinds: Iterable[RecallKind] | None = None,
+        limit: int = 10,
+        query_vector: np.ndarray | None = None,
+    ) -> list[RecallHit]:
+        kind_list = list(kinds) if kinds is not None else None
+        hits = self.handle.recall_search.remote(campaign_id, query, lineage, observer, kind_list, limit).result()
+        return hits  # type: ignore[no-any-return]
 
 
 class RemoteGate:
@@ -307,6 +399,7 @@ class IngressReplica:
                 search=RemoteSearch(search),
                 gate=RemoteGate(gate),
                 narrator=RemoteNarrator(narrator, model),
+                recall=RemoteRecallIndex(search),
             )
         )
         services.open = check_binding(serve_settings, services.keys)
@@ -335,8 +428,9 @@ def build_search(config: DeploymentConfig, settings: Settings) -> Application:
     return serve.deployment(name="Search", **options)(SearchReplica).bind(settings)
 
 
-def build_gate(config: DeploymentConfig, settings: Settings) -> Application:
-    return serve.deployment(name="Gate", **config.options())(GateReplica).bind(settings)
+def build_gate(config: DeploymentConfig, settings: Settings, search: Application | None = None) -> Application:
+    """Gate replicas; given the Search application, a scene's end reaches the memory index through it."""
+    return serve.deployment(name="Gate", **config.options())(GateReplica).bind(settings, search)
 
 
 def build_ingress(
@@ -358,11 +452,12 @@ def build_application(config: AppConfig, settings: Settings, serve_settings: Ser
     the environment for them. An embedded data folder is made absolute first: it is one folder for every
     replica, whatever each one's working folder is."""
     settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
+    search = build_search(config.search, settings)
     return build_ingress(
         config,
         build_narrator(config.narrator, serve_settings),
-        build_search(config.search, settings),
-        build_gate(config.gate, settings),
+        search,
+        build_gate(config.gate, settings, search),
         serve_settings=serve_settings,
         settings=settings,
     )
