@@ -19,10 +19,10 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.embedding import Embedder
+from models.fusion import Fused, rrf
 from models.rerank import Reranker
 from schemas.errors import ConfigError, NotFound
 from schemas.search import LegWeights, SearchFilters, SearchHit, SearchRequest
-from models.fusion import Fused, rrf
 from search.graph import GraphLeg, GraphLegConfig, GraphLegResult
 from search.metrics import RERANK_DURATION, SEARCH_DURATION
 from search.scope import ItemScope, Scope, ScopedItem

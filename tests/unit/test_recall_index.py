@@ -15,6 +15,7 @@ from story.recall_index import RecallIndex, lineage_cover, lineage_keys
 from story.service import StoryService
 from tests.unit.test_story_campaign import new_campaign
 
+
 def _visible(keys: list[str], cover: list[str]) -> bool:
     return bool(set(keys) & set(cover))
 
