@@ -52,7 +52,7 @@ def test_turns_over_http_with_vllm(tiny_llama: Path) -> None:
     assert isinstance(engine, VLLMEngine)
     try:
         with open_services(
-            get_settings(), serve_settings, narrator=SingleEngine(engine), with_search=False
+            get_settings(), serve_settings, narrator=SingleEngine(engine), with_search=False, with_recall=False
         ) as services:
             services.open = check_binding(serve_settings, services.keys)
             app = create_app(services, plugins=[], mcp=False)
