@@ -16,6 +16,8 @@ turn after the fork, :class:`story.lineage.Segment` ``seq_cutoff``) are dropped 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import structlog
@@ -30,6 +32,7 @@ from stores.factory import open_memory_text_index, open_vector_index
 from stores.text.base import TextDocument, TextIndex
 from stores.vector.base import VectorIndex, VectorPoint, VectorSpace
 from story.lineage import Lineage
+from story.recall_cues import named_speakers, story_date, time_range
 
 log = structlog.get_logger(__name__)
 
@@ -59,28 +62,75 @@ def lineage_cover(lineage: Lineage) -> list[str]:
 
 
 class RecallConfig(BaseModel):
-    """How records are indexed and how a recall ranks them (the levers the recall benchmark measures).
+    """How records are indexed and how a recall ranks them (the levers ``benchmarks/memory_recall.py``
+    measures; the defaults are the ones that held up there, on conversations not fitted to).
+
+    Indexing (changing these needs a rebuild of the index):
+
+    Attributes:
+        time_in_text: index the record's ``story_time`` with its text.
+        speakers_in_text: index who spoke with the text.
+        text_layout: ``joined``: the full-text document is one text, ``(time) speakers: text``, with
+            its window around it; ``fields``: speakers as the title (boosted x2 by the text index),
+            the time as the heading (x0.5), the text in the body.
+        window_before, window_after: turn records of the same scene written in the same batch (a bulk
+            import, a rebuild, a scene's repair) lend their text to their neighbours' full-text
+            document, this many before and after: a reply is found by the words of the question it
+            answers. A record written alone keeps the ``context`` its builder gave it.
+        context_in_vector: embed the window (or ``context``) too; off, the vector is the record's own.
+
+    Ranking:
 
     Attributes:
         vector_weight, text_weight: RRF weights of the two legs.
         rrf_k: the RRF constant.
         candidates: how many hits each leg brings to fusion.
-        time_in_text: index the record's ``story_time`` with its text (as the heading).
-        speakers_in_text: index who spoke with the text (as the title).
+        neighbour_share: a candidate turn gains this share of the fused score of each candidate turn
+            next to it in the same scene (what is recalled together was told together).
+        time_boost: when the query names a calendar time (:func:`story.recall_cues.time_range`), the
+            score of a record whose ``story_time`` falls in it (or up to ``time_after_days`` after)
+            is multiplied by ``1 + time_boost``.
+        speaker_boost: when the query names some (not all) of the candidates' speakers, the score of
+            a record they spoke is multiplied by ``1 + speaker_boost``.
+        expand_share: a candidate memory, summary or fact lends this share of its fused score to the
+            candidate turns of its scene (recall through what was remembered of a scene).
         recency_weight: adds ``weight * depth / head depth`` to the fused score (0 = off).
         salience_weight: adds ``weight * salience`` to the fused score (0 = off).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    vector_weight: float = Field(default=1.0, ge=0)
-    text_weight: float = Field(default=1.0, ge=0)
-    rrf_k: int = Field(default=60, ge=1)
-    candidates: int = Field(default=50, ge=1, le=1000)
     time_in_text: bool = True
     speakers_in_text: bool = True
+    text_layout: Literal["joined", "fields"] = "joined"
+    window_before: int = Field(default=2, ge=0, le=8)
+    window_after: int = Field(default=1, ge=0, le=8)
+    context_in_vector: bool = False
+
+    vector_weight: float = Field(default=1.0, ge=0)
+    text_weight: float = Field(default=3.0, ge=0)
+    rrf_k: int = Field(default=60, ge=1)
+    candidates: int = Field(default=100, ge=1, le=1000)
+    neighbour_share: float = Field(default=0.1, ge=0, le=1)
+    time_boost: float = Field(default=0.5, ge=0)
+    time_after_days: int = Field(default=14, ge=0)
+    speaker_boost: float = Field(default=0.0, ge=0)
+    expand_share: float = Field(default=0.0, ge=0)
     recency_weight: float = Field(default=0.0, ge=0)
     salience_weight: float = Field(default=0.0, ge=0)
+
+
+@dataclass(slots=True)
+class Candidates:
+    """What the legs of one recall found, before ranking: each leg's ids in rank order with their raw
+    scores, and the records by id. :meth:`RecallIndex.rank` ranks them under any configuration, so a
+    benchmark searches once and compares rankings."""
+
+    query: str
+    lineage: Lineage
+    legs: dict[str, list[tuple[str, float]]]
+    records: dict[str, RecallRecord]
+    kinds: frozenset[RecallKind] | None = None
 
 
 class RecallIndex:
@@ -124,28 +174,63 @@ class RecallIndex:
 
     # -- writes ---------------------------------------------------------------------------------------
 
-    def indexed_text(self, record: RecallRecord) -> str:
-        """The text a record is embedded as: when, who, the context, then the record itself."""
+    def head(self, record: RecallRecord) -> str:
+        """What the record is prefixed with where it is indexed as one text: ``(time) speakers:``."""
         parts = []
         if self.config.time_in_text and record.story_time:
             parts.append(f"({record.story_time})")
         if self.config.speakers_in_text and record.speakers:
             parts.append(", ".join(record.speakers) + ":")
-        head = " ".join(parts)
-        body = f"{record.context}\n{record.text}" if record.context else record.text
-        return f"{head} {body}" if head else body
+        return " ".join(parts)
+
+    def indexed_text(self, record: RecallRecord, context: str | None = None) -> str:
+        """The text a record is embedded as: when, who, then the record itself, after its context when
+        ``context_in_vector`` (``context`` if given, else the record's own)."""
+        head = self.head(record)
+        body = f"{head} {record.text}" if head else record.text
+        context = record.context if context is None else context
+        if self.config.context_in_vector and context:
+            return f"{context}\n{body}"
+        return body
+
+    def windows(self, records: Sequence[RecallRecord]) -> dict[str, str]:
+        """The context of each turn record from its neighbours in ``records``: the turns of the same
+        scene and branch at the depths just before and after (``window_before``, ``window_after``),
+        as ``speakers: text`` lines in story order. Records without a neighbour in the batch are left
+        out (they keep their own ``context``)."""
+        cfg = self.config
+        if cfg.window_before == 0 and cfg.window_after == 0:
+            return {}
+        by_place: dict[tuple[str, str, str, int], RecallRecord] = {}
+        for record in records:
+            if record.kind is RecallKind.TURN and record.scene_id is not None:
+                by_place[(record.campaign_id, record.branch_id, record.scene_id, record.depth)] = record
+        out: dict[str, str] = {}
+        for (campaign, branch, scene, depth), record in by_place.items():
+            lines = []
+            for offset in [*range(-cfg.window_before, 0), *range(1, cfg.window_after + 1)]:
+                other = by_place.get((campaign, branch, scene, depth + offset))
+                if other is not None:
+                    who = ", ".join(other.speakers)
+                    lines.append((offset, f"{who}: {other.text}" if who else other.text))
+            if lines:
+                out[record.id] = "\n".join(line for _, line in sorted(lines))
+        return out
 
     def write(self, records: Sequence[RecallRecord], vectors: np.ndarray | None = None) -> int:
-        """Upsert records into both indexes (idempotent by id); embeds them unless ``vectors`` are given."""
+        """Upsert records into both indexes (idempotent by id); embeds them unless ``vectors`` are given.
+
+        Turn records of one scene written together get their neighbours as context (:meth:`windows`).
+        """
         if not records:
             return 0
         self.ensure()
+        windows = self.windows(records)
         if vectors is None:
-            vectors = self.embedder.embed_documents([self.indexed_text(r) for r in records])
+            vectors = self.embedder.embed_documents([self.indexed_text(r, windows.get(r.id)) for r in records])
         if len(vectors) != len(records):
             raise ValueError(f"{len(records)} records but {len(vectors)} vectors")
-        # text first, vectors last: a record the vector collection holds is in both (present() relies on it)
-        self.text.upsert([self._document(r) for r in records])
+        self.text.upsert([self._document(r, windows.get(r.id)) for r in records])
         self.vectors.upsert(
             self.collection,
             [
@@ -166,12 +251,21 @@ class RecallIndex:
             fields["observer"] = list(record.observers)
         return fields
 
-    def _document(self, record: RecallRecord) -> TextDocument:
+    def _document(self, record: RecallRecord, window: str | None = None) -> TextDocument:
+        context = window if window is not None else record.context
+        if self.config.text_layout == "joined":
+            head = self.head(record)
+            body = f"{head} {record.text}" if head else record.text
+            title = heading = ""
+        else:
+            body = record.text
+            title = ", ".join(record.speakers) if self.config.speakers_in_text else ""
+            heading = (record.story_time or "") if self.config.time_in_text else ""
         return TextDocument(
             id=record.id,
-            text=f"{record.context}\n{record.text}" if record.context else record.text,
-            title=", ".join(record.speakers) if self.config.speakers_in_text else "",
-            heading=(record.story_time or "") if self.config.time_in_text else "",
+            text=f"{context}\n{body}" if context else body,
+            title=title,
+            heading=heading,
             fields=self._fields(record),
             data={"record": record.model_dump(mode="json", exclude={"context"})},
         )
@@ -218,17 +312,42 @@ class RecallIndex:
         limit: int = 10,
         query_vector: np.ndarray | None = None,
     ) -> list[RecallHit]:
-        """Hybrid recall (vector + BM25, fused by RRF) of the records on ``lineage``, best first."""
+        """Hybrid recall (vector + BM25, fused by RRF, then re-scored) of the records on ``lineage``, best first."""
+        found = self.gather(
+            campaign_id, query, lineage=lineage, observer=observer, kinds=kinds, limit=limit, query_vector=query_vector
+        )
+        return self.rank(found, limit=limit)
+
+    def gather(
+        self,
+        campaign_id: str,
+        query: str,
+        *,
+        lineage: Lineage,
+        observer: str | None = None,
+        kinds: Iterable[RecallKind] | None = None,
+        limit: int = 10,
+        query_vector: np.ndarray | None = None,
+        depth: int | None = None,
+    ) -> Candidates:
+        """Run the legs: the ``depth`` best records of each (``candidates`` by default) on ``lineage``.
+
+        With ``expand_share`` on and turns asked for, the legs search every kind, so a memory or a
+        summary can lead to its scene's turns; :meth:`rank` keeps only the kinds asked for.
+        """
         self.ensure()
-        kind_values = sorted({k.value for k in kinds}) if kinds else None
+        cfg = self.config
+        wanted = frozenset(kinds) if kinds else None
+        searched = wanted
+        if wanted is not None and cfg.expand_share > 0 and RecallKind.TURN in wanted:
+            searched = None
         filters = SearchFilters(
             campaign=[campaign_id],
             lineage=lineage_cover(lineage),
             observer=[observer] if observer else None,
-            kind=kind_values,
+            kind=sorted(k.value for k in searched) if searched else None,
         )
-        cfg = self.config
-        depth = max(cfg.candidates, limit)
+        depth = max(depth or cfg.candidates, limit)
         records: dict[str, RecallRecord] = {}
         legs: dict[str, list[tuple[str, float]]] = {}
         if cfg.vector_weight > 0:
@@ -242,19 +361,83 @@ class RecallIndex:
             legs["text"] = [(h.id, h.score) for h in text_hits]
             for th in text_hits:
                 records.setdefault(th.id, RecallRecord.model_validate(th.data["record"]))
-        fused = rrf(legs, {"vector": cfg.vector_weight, "text": cfg.text_weight}, k=cfg.rrf_k)
-        head_depth = max(lineage.depth, 1)
-        hits_out: list[RecallHit] = []
+        return Candidates(query=query, lineage=lineage, legs=legs, records=records, kinds=wanted)
+
+    def rank(self, found: Candidates, *, limit: int = 10, config: RecallConfig | None = None) -> list[RecallHit]:
+        """Fuse and re-score what :meth:`gather` found (under ``config``, this index's by default), best first.
+
+        Steps, each off at 0: RRF of the legs (each cut to ``candidates``); the time and speaker
+        boosts; a share of each neighbouring turn's score; a share of each memory's, summary's or
+        fact's score to its scene's turns; recency and salience. Records off the lineage (the few
+        a keyword cannot judge) and kinds not asked for are dropped.
+        """
+        cfg = config or self.config
+        weights = {"vector": cfg.vector_weight, "text": cfg.text_weight}
+        legs = {leg: hits[: cfg.candidates] for leg, hits in found.legs.items() if weights.get(leg, 0) > 0}
+        fused = rrf(legs, weights, k=cfg.rrf_k)
+        lineage = found.lineage
+        records = {}
         for doc in fused:
-            record = records[doc.id]
-            if not lineage.contains(record.branch_id, record.depth, record.seq):
+            record = found.records[doc.id]
+            if lineage.contains(record.branch_id, record.depth, record.seq):
+                records[doc.id] = record
+        scores = {doc.id: doc.score for doc in fused if doc.id in records}
+        if cfg.time_boost > 0 and (when := time_range(found.query)) is not None:
+            for rid, record in records.items():
+                day = story_date(record.story_time)
+                if day is not None and when.holds(day, after_days=cfg.time_after_days):
+                    scores[rid] *= 1 + cfg.time_boost
+        if cfg.speaker_boost > 0:
+            speakers = {s for r in records.values() for s in r.speakers}
+            named = named_speakers(found.query, speakers)
+            if named and named != speakers:
+                for rid, record in records.items():
+                    if named.intersection(record.speakers):
+                        scores[rid] *= 1 + cfg.speaker_boost
+        if cfg.neighbour_share > 0 or cfg.expand_share > 0:
+            scores = _spread(records, scores, cfg.neighbour_share, cfg.expand_share)
+        head_depth = max(lineage.depth, 1)
+        final: list[tuple[float, str]] = []
+        for rid, record in records.items():
+            if found.kinds is not None and record.kind not in found.kinds:
                 continue
-            score = doc.score
+            score = scores[rid]
             score += cfg.recency_weight * record.depth / head_depth
             score += cfg.salience_weight * record.salience
-            hits_out.append(_hit(record, score, doc.scores, doc.ranks))
-        hits_out.sort(key=lambda h: (-h.score, h.id))
-        return hits_out[:limit]
+            final.append((-score, rid))
+        final.sort()
+        by_id = {doc.id: doc for doc in fused}
+        return [_hit(records[rid], -neg, by_id[rid].scores, by_id[rid].ranks) for neg, rid in final[:limit]]
+
+
+def _spread(
+    records: dict[str, RecallRecord], scores: dict[str, float], neighbour_share: float, expand_share: float
+) -> dict[str, float]:
+    """Scores after each candidate turn takes ``neighbour_share`` of the scores of the candidate turns
+    next to it (same branch and scene, depth +-1) and ``expand_share`` of the scores of the candidate
+    memories, summaries and facts of its scene. Shares are taken from the scores before spreading."""
+    turns: dict[tuple[str, str | None, int], str] = {}
+    by_scene: dict[tuple[str, str], list[str]] = {}
+    for rid, record in records.items():
+        if record.kind is RecallKind.TURN:
+            turns[(record.branch_id, record.scene_id, record.depth)] = rid
+            if record.scene_id is not None:
+                by_scene.setdefault((record.branch_id, record.scene_id), []).append(rid)
+    out = dict(scores)
+    if neighbour_share > 0:
+        for (branch, scene, depth), rid in turns.items():
+            if scene is None:
+                continue
+            for other in (turns.get((branch, scene, depth - 1)), turns.get((branch, scene, depth + 1))):
+                if other is not None:
+                    out[rid] += neighbour_share * scores[other]
+    if expand_share > 0:
+        for rid, record in records.items():
+            if record.kind is RecallKind.TURN or record.scene_id is None:
+                continue
+            for turn_id in by_scene.get((record.branch_id, record.scene_id), ()):
+                out[turn_id] += expand_share * scores[rid]
+    return out
 
 
 def _hit(record: RecallRecord, score: float, scores: dict[str, float], ranks: dict[str, int]) -> RecallHit:

@@ -1,0 +1,126 @@
+"""Cues a recall query carries besides its words: a calendar time it names, and people it names.
+
+A query such as "what did Maria donate in December 2023?" names a time; the records told then (or
+shortly after: people tell of a thing in the days that follow it) are the likely answers, and a
+ranking can favour them (:class:`story.recall_index.RecallConfig` ``time_boost``). Only explicit
+calendar dates in English are read ("8 May 2023", "May 8, 2023", "2023-05-08", "May 2023",
+"in 2023"); an in-world calendar ("the third day of Frostfall") or a relative expression ("last
+week") yields nothing, so a campaign whose story times are not calendar dates is ranked as before.
+Both sides use the same reader: :func:`time_range` for a query, :func:`story_date` for a record's
+``story_time``.
+
+People: a record's speakers are named in a query when their name, or a first name of three letters
+or more, occurs in it as a word (:func:`named_speakers`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, timedelta
+from functools import lru_cache
+
+MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_MONTH = "(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"(\d{4})"
+_DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE)
+_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE)
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.IGNORECASE)
+_YEAR_ALONE = re.compile(r"\b(?:in|during|of|throughout)\s+(\d{4})\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeRange:
+    """A span of calendar days a query names: ``start`` included, ``end`` excluded."""
+
+    start: date
+    end: date
+    text: str  # the words that named it
+
+    def holds(self, day: date, *, after_days: int = 0) -> bool:
+        """Whether ``day`` lies in the span or up to ``after_days`` after it."""
+        return self.start <= day < self.end + timedelta(days=after_days)
+
+
+def _date(year: str, month: int, day: str | int) -> date | None:
+    try:
+        return date(int(year), month, int(day))
+    except ValueError:  # "31 February 2023" names no day
+        return None
+
+
+def _next_month(day: date) -> date:
+    return date(day.year + 1, 1, 1) if day.month == 12 else date(day.year, day.month + 1, 1)
+
+
+def time_range(query: str) -> TimeRange | None:
+    """The first calendar time ``query`` names, most precise first (a day, then a month, then a year)."""
+    for pattern, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy")):
+        if m := pattern.search(query):
+            d, mo, y = (m[1], m[2], m[3]) if order == "dmy" else (m[2], m[1], m[3])
+            if (day := _date(y, MONTHS[mo.lower()], d)) is not None:
+                return TimeRange(day, day + timedelta(days=1), m[0])
+    if (m := _ISO.search(query)) and (day := _date(m[1], int(m[2]), m[3])) is not None:
+        return TimeRange(day, day + timedelta(days=1), m[0])
+    if m := _MONTH_YEAR.search(query):
+        first = date(int(m[2]), MONTHS[m[1].lower()], 1)
+        return TimeRange(first, _next_month(first), m[0])
+    if m := _YEAR_ALONE.search(query):
+        year = int(m[1])
+        return TimeRange(date(year, 1, 1), date(year + 1, 1, 1), m[0])
+    return None
+
+
+@lru_cache(maxsize=65536)
+def story_date(story_time: str | None) -> date | None:
+    """The calendar day a record's ``story_time`` names ("1:56 pm on 8 May, 2023"), or None."""
+    if not story_time:
+        return None
+    found = time_range(story_time)
+    if found is None or found.end - found.start != timedelta(days=1):
+        return None  # a month or a year is not a day
+    return found.start
+
+
+def name_forms(name: str) -> list[str]:
+    """How a speaker may be named in a query: the whole name, and its first word when it is a name."""
+    name = name.strip()
+    forms = [name] if name else []
+    first = name.split()[0] if " " in name else ""
+    if len(first) >= 3:
+        forms.append(first)
+    return forms
+
+
+def named_speakers(query: str, speakers: set[str]) -> set[str]:
+    """Which of ``speakers`` the query names (whole words, case-insensitive)."""
+    lowered = query.lower()
+    named = set()
+    for speaker in speakers:
+        for form in name_forms(speaker):
+            if re.search(rf"(?<!\w){re.escape(form.lower())}(?!\w)", lowered):
+                named.add(speaker)
+                break
+    return named

@@ -1,0 +1,212 @@
+"""The recall levers of story.recall_index (windows, layout, neighbour share, time and speaker boosts,
+expansion through summaries) and the query cues they read (story.recall_cues); no model is loaded:
+vectors are given, and ranking runs on candidates built here."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models.embedding import SentenceTransformerEmbedder
+from schemas.recall import RecallKind, RecallRecord
+from schemas.settings import Settings
+from stores.factory import open_memory_text_index, open_vector_index
+from story.lineage import Lineage, Segment
+from story.recall_cues import named_speakers, story_date, time_range
+from story.recall_index import Candidates, RecallConfig, RecallIndex
+
+pytestmark = pytest.mark.unit
+
+# -- cues -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("What did Gina find on 1 February, 2023?", date(2023, 2, 1), date(2023, 2, 2)),
+        ("What painting did Melanie show on October 13, 2023?", date(2023, 10, 13), date(2023, 10, 14)),
+        ("what happened on the 3rd of May 2022", date(2022, 5, 3), date(2022, 5, 4)),
+        ("logs from 2023-05-08", date(2023, 5, 8), date(2023, 5, 9)),
+        ("What did Maria donate in December 2023?", date(2023, 12, 1), date(2024, 1, 1)),
+        ("How many times did she go to the beach in 2023?", date(2023, 1, 1), date(2024, 1, 1)),
+        ("31 February 2023", date(2023, 2, 1), date(2023, 3, 1)),  # no such day: the month
+    ],
+)
+def test_a_query_names_a_calendar_time(query: str, start: date, end: date) -> None:
+    found = time_range(query)
+    assert found is not None and (found.start, found.end) == (start, end)
+    assert found.text in query
+
+
+@pytest.mark.parametrize(
+    "query", ["When did Caroline go to the support group?", "the third day of Frostfall", "May I?", "in 20 minutes"]
+)
+def test_no_calendar_time_where_none_is_named(query: str) -> None:
+    assert time_range(query) is None
+
+
+def test_a_story_time_is_a_day_or_nothing() -> None:
+    assert story_date("1:56 pm on 8 May, 2023") == date(2023, 5, 8)
+    assert story_date("May 8, 2023, evening") == date(2023, 5, 8)
+    assert story_date("May 2023") is None  # a month is not a day
+    assert story_date("the third day of Frostfall") is None
+    assert story_date(None) is None
+    found = time_range("in May 2023")
+    assert found is not None and found.holds(date(2023, 6, 10), after_days=14)
+    assert not found.holds(date(2023, 6, 20), after_days=14)
+
+
+def test_speakers_named_in_a_query() -> None:
+    speakers = {"Caroline", "Melanie", "Old Tom Bombadil", "GM"}
+    assert named_speakers("What did Caroline research?", speakers) == {"Caroline"}
+    assert named_speakers("what did melanie and caroline paint?", speakers) == {"Caroline", "Melanie"}
+    assert named_speakers("Where did Old go?", speakers) == {"Old Tom Bombadil"}  # a first name of 3 letters
+    assert named_speakers("What did Carolines say?", speakers) == set()  # whole words only
+
+
+# -- indexing -------------------------------------------------------------------------------------
+
+
+def _turn(
+    depth: int, text: str, *, speaker: str = "Ava", scene: str = "s1", branch: str = "b", **kw: object
+) -> RecallRecord:
+    return RecallRecord(
+        id=f"t{branch}{depth}",
+        kind=RecallKind.TURN,
+        campaign_id="c",
+        anchor_turn_id=f"t{branch}{depth}",
+        branch_id=branch,
+        depth=depth,
+        scene_id=scene,
+        speakers=[speaker],
+        text=text,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> RecallIndex:
+    settings = Settings(data_dir=tmp_path)
+    built = RecallIndex(open_memory_text_index(settings), open_vector_index(settings), SentenceTransformerEmbedder())
+    yield built
+    built.close()
+
+
+def test_windows_join_the_neighbours_of_a_scene_in_story_order(index: RecallIndex) -> None:
+    records = [
+        _turn(1, "What are you reading?", speaker="Ben"),
+        _turn(2, "'Low Tide', couldn't put it down."),
+        _turn(3, "Nice!", speaker="Ben"),
+        _turn(4, "Bye!"),
+        _turn(5, "A new scene begins.", scene="s2"),
+        _turn(3, "Elsewhere on another branch.", branch="x"),
+    ]
+    windows = index.windows(records)  # default: two before, one after
+    assert windows["tb2"] == "Ben: What are you reading?\nBen: Nice!"
+    assert windows["tb4"] == "Ava: 'Low Tide', couldn't put it down.\nBen: Nice!"
+    assert "tb5" not in windows and "tx3" not in windows  # nothing of its scene and branch in the batch
+    index.config = RecallConfig(window_before=0, window_after=0)
+    assert index.windows(records) == {}
+
+
+def _write(index: RecallIndex, records: list[RecallRecord]) -> None:
+    rng = np.random.default_rng(0)
+    index.write(records, vectors=rng.normal(size=(len(records), index.embedder.dim)).astype(np.float32))
+
+
+def test_a_reply_is_found_by_the_words_of_the_question_before_it(index: RecallIndex) -> None:
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=10),))
+    records = [_turn(1, "What are you reading these days?", speaker="Ben"), _turn(2, "'Low Tide', by Mira Calder.")]
+    filler = [_turn(d, f"small talk number {d}", scene="s9") for d in range(3, 8)]
+    _write(index, [*records, *filler])
+    found = index.gather("c", "reading", lineage=lineage, kinds=[RecallKind.TURN])
+    assert "tb2" in [h.id for h in index.rank(found, config=RecallConfig(vector_weight=0))]
+    # the hit shows the record, not its window
+    assert next(h for h in index.rank(found) if h.id == "tb2").text == "'Low Tide', by Mira Calder."
+
+    index.config = RecallConfig(window_before=0, window_after=0)
+    _write(index, [*records, *filler])  # re-indexed without windows
+    found = index.gather("c", "reading", lineage=lineage, kinds=[RecallKind.TURN])
+    assert "tb2" not in [h.id for h in index.rank(found, config=RecallConfig(vector_weight=0))]
+
+
+def test_the_vector_holds_the_record_and_the_context_only_when_asked(index: RecallIndex) -> None:
+    record = _turn(2, "Low Tide.", story_time="8 May 2023", context="What are you reading?")
+    assert index.indexed_text(record) == "(8 May 2023) Ava: Low Tide."
+    assert index.indexed_text(record, "Ben: hi") == "(8 May 2023) Ava: Low Tide."
+    index.config = RecallConfig(context_in_vector=True, time_in_text=False)
+    assert index.indexed_text(record) == "What are you reading?\nAva: Low Tide."
+    assert index.indexed_text(record, "Ben: hi") == "Ben: hi\nAva: Low Tide."
+
+
+# -- ranking --------------------------------------------------------------------------------------
+
+
+def _found(
+    query: str, text_leg: list[RecallRecord], *, kinds: set[RecallKind] | None = None, max_depth: int = 100
+) -> Candidates:
+    return Candidates(
+        query=query,
+        lineage=Lineage(segments=(Segment(branch_id="b", max_depth=max_depth),)),
+        legs={"text": [(r.id, 1.0) for r in text_leg]},
+        records={r.id: r for r in text_leg},
+        kinds=frozenset(kinds) if kinds else None,
+    )
+
+
+PLAIN = RecallConfig(neighbour_share=0, time_boost=0, speaker_boost=0, expand_share=0)
+
+
+def _ids(index: RecallIndex, found: Candidates, **levers: object) -> list[str]:
+    return [h.id for h in index.rank(found, config=PLAIN.model_copy(update=levers))]
+
+
+def test_a_turn_gains_a_share_of_its_neighbours_scores(index: RecallIndex) -> None:
+    far, a, b = _turn(20, "far"), _turn(5, "a"), _turn(6, "b")
+    found = _found("q", [far, a, b])
+    assert _ids(index, found) == ["tb20", "tb5", "tb6"]
+    assert _ids(index, found, neighbour_share=0.5)[:2] == ["tb5", "tb6"]  # told together, recalled together
+    other_scene = _found("q", [far, a, _turn(6, "b", scene="s2")])
+    assert _ids(index, other_scene, neighbour_share=0.5)[0] == "tb20"  # a scene boundary is not a neighbour
+
+
+def test_a_named_date_favours_what_was_told_then(index: RecallIndex) -> None:
+    june = _turn(1, "june", story_time="20 June 2023")
+    may = _turn(2, "may", story_time="1:56 pm on 8 May, 2023")
+    found = _found("What did Ava do on May 7, 2023?", [june, may])
+    assert _ids(index, found) == ["tb1", "tb2"]
+    assert _ids(index, found, time_boost=0.5) == ["tb2", "tb1"]  # the day after is within time_after_days
+    assert _ids(index, found, time_boost=0.5, time_after_days=0) == ["tb1", "tb2"]
+
+
+def test_a_named_speaker_favours_what_they_said(index: RecallIndex) -> None:
+    found = _found("What did Ben paint?", [_turn(1, "x", speaker="Ava"), _turn(2, "y", speaker="Ben")])
+    assert _ids(index, found) == ["tb1", "tb2"]
+    assert _ids(index, found, speaker_boost=0.3) == ["tb2", "tb1"]
+    both = _found("What did Ben and Ava paint?", [_turn(1, "x", speaker="Ava"), _turn(2, "y", speaker="Ben")])
+    assert _ids(index, both, speaker_boost=0.3) == ["tb1", "tb2"]  # naming everyone favours no one
+
+
+def test_a_summary_leads_to_the_turns_of_its_scene_and_only_asked_kinds_come_back(index: RecallIndex) -> None:
+    summary = RecallRecord(
+        id="sum1",
+        kind=RecallKind.SUMMARY,
+        campaign_id="c",
+        anchor_turn_id="tb9",
+        branch_id="b",
+        depth=9,
+        scene_id="s2",
+        text="They spoke of the caravan.",
+    )
+    found = _found("caravan", [summary, _turn(1, "x"), _turn(8, "y", scene="s2")], kinds={RecallKind.TURN})
+    assert _ids(index, found) == ["tb1", "tb8"]  # the summary itself is not a turn
+    assert _ids(index, found, expand_share=0.5) == ["tb8", "tb1"]
+    assert _ids(index, _found("caravan", [summary, _turn(1, "x")]))[0] == "sum1"  # all kinds asked
+
+
+def test_records_off_the_lineage_are_dropped(index: RecallIndex) -> None:
+    found = _found("q", [_turn(50, "later"), _turn(1, "early")], max_depth=10)
+    assert _ids(index, found) == ["tb1"]
