@@ -295,11 +295,15 @@ def test_every_filter_holds_on_every_leg(searcher: HybridSearcher, world: World,
         # nothing that passes the filter and was found unfiltered is lost... within the same depth
         expected = {c for c in unfiltered if filters.matches(_fields(world, c))}
         assert expected <= {h.chunk_id for h in hits}, filters
-    # campaign and status: library chunks carry neither, on any leg
+    # campaign and status, and the recall fields (memory records): library chunks carry none, on any leg
     assert leg.search(query, filters=SearchFilters(campaign="camp-1"), limit=5) == []
     assert leg.search(query, filters=SearchFilters(status="active"), limit=5) == []
+    assert leg.search(query, filters=SearchFilters(kind="turn"), limit=5) == []
+    assert leg.search(query, filters=SearchFilters(lineage="b:0:0"), limit=5) == []
+    assert leg.search(query, filters=SearchFilters(observer="ent-1"), limit=5) == []
     assert set(FILTER_FIELDS) == {
-        "library", "library_type", "collection", "item", "classification", "campaign", "status"
+        "library", "library_type", "collection", "item", "classification", "campaign", "status",
+        "kind", "lineage", "observer",
     }, "a new filter field needs a case here"
 
 
