@@ -9,7 +9,7 @@ alternate takes with one selected; checkpoints are named pointers to turns. Re-e
 from enum import StrEnum
 from typing import Self
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, model_validator
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, field_validator, model_validator
 
 from schemas.common import (
     Id,
@@ -19,6 +19,7 @@ from schemas.common import (
     UtcDatetime,
     utc_now,
 )
+from schemas.knowledge import Classification
 from schemas.story_ids import default_id
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "Checkpoint",
     "GenerationMetadata",
     "InputMode",
+    "LibraryPin",
     "PointOfView",
     "Scene",
     "SceneStatus",
@@ -80,6 +82,39 @@ class StoryProfile(LorekeeperModel):
     tense: Tense = Tense.PRESENT
 
 
+class LibraryPin(LorekeeperModel):
+    """A library, or one item of it, that a campaign draws on, and as what it uses it."""
+
+    library_id: Id | None = Field(default=None, description="A library: every item in it, now and later.")
+    item_id: Id | None = Field(default=None, description="One item (one edition of a work).")
+    use: Classification | None = Field(
+        default=None,
+        description="How the campaign uses it: canon (may back source-authority facts), reference or "
+        "inspiration; null = as each item is classified.",
+    )
+
+    @model_validator(mode="after")
+    def _check_target(self) -> Self:
+        if (self.library_id is None) == (self.item_id is None):
+            raise ValueError("a library pin names exactly one of library_id or item_id")
+        return self
+
+    @property
+    def target(self) -> tuple[str, str]:
+        """``("library" | "item", id)``: what the pin names."""
+        return ("item", self.item_id) if self.item_id is not None else ("library", str(self.library_id))
+
+
+def check_library_pins(pins: list[LibraryPin]) -> list[LibraryPin]:
+    """Refuse a library or item pinned twice (which of the two uses would hold?)."""
+    seen: set[tuple[str, str]] = set()
+    for pin in pins:
+        if pin.target in seen:
+            raise ValueError(f"{pin.target[0]} {pin.target[1]!r} is pinned twice; pin it once, with one use")
+        seen.add(pin.target)
+    return pins
+
+
 class Campaign(LorekeeperModel):
     """One story played in a world, with its own turn tree."""
 
@@ -91,6 +126,12 @@ class Campaign(LorekeeperModel):
         default_factory=list,
         description="Standing instructions to the narrator, first in every prompt, in order.",
     )
+    library_pins: list[LibraryPin] = Field(
+        default_factory=list,
+        max_length=500,
+        description="The libraries and items the campaign draws on: the narrator's knowledge search and "
+        "the gate use only those. Empty = the whole library, each item as it is classified.",
+    )
     active_branch_id: Id = Field(description="Branch the players are on.")
     head_turn_id: Id | None = Field(
         default=None,
@@ -98,6 +139,8 @@ class Campaign(LorekeeperModel):
     )
     created_at: UtcDatetime = Field(default_factory=utc_now)
     updated_at: UtcDatetime | None = None
+
+    _check_pins = field_validator("library_pins")(check_library_pins)
 
 
 class BranchDisposition(StrEnum):

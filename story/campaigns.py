@@ -8,11 +8,16 @@ branches, restoring a checkpoint or undoing only move pointers, and nothing is d
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from pydantic import ValidationError
+
+from schemas.campaign import LibraryPin
 from schemas.common import Authority, new_id
+from schemas.search import SearchFilters
 from schemas.story import (
     Axiom,
     Branch,
@@ -29,8 +34,9 @@ from stores.catalog import from_props
 from story import cypher
 from story.bundle import BundleSummary, export_campaign, import_campaign
 from story.core import SKIP, StoryCore
-from story.errors import StoryInvalid, StoryNotFound
+from story.errors import StoryInvalid, StoryNotFound, validation_message
 from story.graph import CampaignContext, Writes, node_props
+from story.library_pins import check_pins, knowledge_filters
 from story.lineage import BranchLine
 
 #: The records anchored on a branch that keep it from being deleted: canon is never deleted.
@@ -88,21 +94,38 @@ class Campaigns:
     # -- campaigns --------------------------------------------------------------------------------
 
     def create_campaign(
-        self, world_id: str, name: str, profile: StoryProfile, *, narrator_rules: Sequence[str] = ()
+        self,
+        world_id: str,
+        name: str,
+        profile: StoryProfile,
+        *,
+        narrator_rules: Sequence[str] = (),
+        library_pins: Sequence[LibraryPin] = (),
     ) -> Campaign:
-        """A new campaign in a world, with its main branch and no turns yet."""
+        """A new campaign in a world, with its main branch and no turns yet.
+
+        Raises:
+            StoryNotFound: no such world, or a pin names a library or item the catalog does not hold.
+        """
         self.get_world(world_id)
+        check_pins(self.graph, library_pins)
         campaign_id = new_id("camp")
         branch = Branch(campaign_id=campaign_id, name="main")
-        campaign = Campaign(
-            id=campaign_id,
-            world_id=world_id,
-            name=name,
-            profile=profile,
-            narrator_rules=list(narrator_rules),
-            active_branch_id=branch.id,
-        )
+        try:
+            campaign = Campaign(
+                id=campaign_id,
+                world_id=world_id,
+                name=name,
+                profile=profile,
+                narrator_rules=list(narrator_rules),
+                library_pins=list(library_pins),
+                active_branch_id=branch.id,
+            )
+        except ValidationError as exc:
+            raise StoryInvalid(validation_message(exc)) from None
         props = node_props(campaign, campaign_id=campaign_id, world_uid=world_id, version=0, event_seq=0)
+        props.pop("library_pins", None)  # kept as library_pins_json only: an empty list stored bare would shadow it
+        props.update({k: v for k, v in _pins_props(campaign.library_pins).items() if v is not None})
         with self.graph.transaction() as tx:
             tx.run(*cypher.create_campaign(world_id, props))
             tx.run(*cypher.create_branch(campaign_id, node_props(branch, fork_depth=-1, fork_seq=0, tip_depth=-1)))
@@ -113,6 +136,28 @@ class Campaigns:
 
     def list_campaigns(self, world_id: str | None = None) -> list[Campaign]:
         return [from_props(Campaign, r, key="id") for r in self.story.nodes(cypher.campaigns(world_id))]
+
+    def set_library_pins(self, campaign_id: str, pins: Sequence[LibraryPin]) -> Campaign:
+        """Replace the libraries and items a campaign draws on (none: the whole library again).
+
+        A versioned change of the campaign, like any other: the next turn searches the new pins and
+        the next gate judges evidence by them.
+
+        Raises:
+            StoryNotFound: no such campaign, or a pin names a library or item the catalog does not hold.
+            StoryInvalid: a library or item is pinned twice.
+        """
+        check_pins(self.graph, pins)
+
+        def build(ctx: CampaignContext, writes: Writes) -> tuple[Campaign, dict[str, Any]]:
+            campaign = ctx.campaign.validated_copy(library_pins=list(pins))
+            return campaign, _pins_props(campaign.library_pins)
+
+        return self.core.mutate(campaign_id, "library", build)
+
+    def knowledge_filters(self, campaign_id: str) -> SearchFilters:
+        """The filters that keep a campaign's knowledge search to what it draws on (see :mod:`story.library_pins`)."""
+        return knowledge_filters(self.graph, self.get_campaign(campaign_id).library_pins)
 
     def archive_campaign(self, campaign_id: str, archived: bool = True) -> None:
         """Make a campaign read-only (or writable again). Nothing is deleted."""
@@ -310,6 +355,12 @@ class Campaigns:
 
 
 # -- forking -----------------------------------------------------------------------------------------
+
+
+def _pins_props(pins: Sequence[LibraryPin]) -> dict[str, Any]:
+    """The campaign property holding its pins (None removes it: no pins)."""
+    data = [p.model_dump(mode="json", exclude_none=True) for p in pins]
+    return {"library_pins_json": json.dumps(data, sort_keys=True) if data else None}
 
 
 def write_branch(ctx: CampaignContext, writes: Writes) -> tuple[str, dict[str, Any]]:

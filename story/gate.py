@@ -1,9 +1,10 @@
 """The scene-end canonization gate: judge every pending proposal, write the accepted ones as canon.
 
-For each pending proposal, in the order they were made: the authority policy
-(:func:`story.policy.authority_verdict`), then the contradiction check against current canon on
-this branch (:func:`story.policy.resolve_contradictions`), then the semantic rules against the
-world as it stands after the proposals accepted before it (:func:`story.rules.check_events`).
+For each pending proposal, in the order they were made: whether its evidence holds
+(:mod:`story.citations`: the chunks and turns it cites exist, are the campaign's and drawn on), the
+authority policy (:func:`story.policy.authority_verdict`), then the contradiction check against
+current canon on this branch (:func:`story.policy.resolve_contradictions`), then the semantic rules
+against the world as it stands after the proposals accepted before it (:func:`story.rules.check_events`).
 A proposal is accepted whole or rejected whole, with its rationale. All accepted proposals become
 canon in the one transaction of the commit (:meth:`story.graph.StoryGraph.commit`): the state events,
 the canon nodes they establish with canon level, authority and confidence, SUPPORTED_BY edges to the
@@ -29,6 +30,7 @@ from schemas.story import (
 )
 from stores.catalog import from_props
 from story import cypher
+from story.citations import Citations
 from story.graph import CampaignContext, Writes, commit_uid
 from story.policy import GatePolicy, authority_verdict, proposal_events, resolve_contradictions
 from story.rules import check_events
@@ -82,8 +84,13 @@ def judge(
     head_turn_id: str | None,
     scene_id: str,
     first_seq: int,
+    citations: Citations,
 ) -> tuple[list[ProposalDecision], CanonBatch, WorldState]:
     """Decide each proposal in order against a state that grows with the accepted ones.
+
+    Args:
+        citations: what the proposals cite, read once for the batch (:func:`story.citations.read_citations`);
+            a proposal whose evidence does not hold is rejected before its authority is weighed.
 
     Returns:
         The decisions, the accepted events with their justification, and the state after them.
@@ -92,7 +99,7 @@ def judge(
     batch = CanonBatch()
     seq = first_seq
     for proposal in proposals:
-        refusal = authority_verdict(proposal, policy)
+        refusal = citations.verdict(proposal) or authority_verdict(proposal, policy)
         if refusal is not None:
             decisions.append(_rejected(proposal, refusal))
             continue

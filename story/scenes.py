@@ -28,6 +28,7 @@ from schemas.story import (
 from stores.catalog import from_props
 from story import cypher
 from story.campaigns import Campaigns, write_branch
+from story.citations import read_citations
 from story.core import SKIP, StoryCore
 from story.errors import StoryInvalid, StoryNotFound, validation_message
 from story.gate import CanonBatch, decision_writes, judge, scene_of, scene_outcomes, write_canon
@@ -137,7 +138,8 @@ class Scenes:
 
         Raises:
             StoryInvalid: the scene has ended, or the proposal is malformed (with the schema's message).
-            StoryNotFound: the scene, or a turn it cites, does not exist.
+            StoryNotFound: the scene, or a turn or chunk it cites, does not exist (the gate checks
+                again, and also the campaign's library pins: :mod:`story.citations`).
         """
         scene = self.get_scene(scene_id)
         if scene.status is not SceneStatus.ACTIVE:
@@ -146,12 +148,11 @@ class Scenes:
             proposal = ProposedChange.model_validate({**fields, "scene_id": scene_id, "status": "pending"})
         except ValidationError as exc:
             raise StoryInvalid(f"malformed proposal: {validation_message(exc)}") from None
-        cited = [*proposal.evidence.turn_ids, *([proposal.turn_id] if proposal.turn_id else [])]
-        if cited:
-            rows = self.graph.run(*cypher.turns_in_campaign(cited, scene.campaign_id))
-            missing = sorted(set(cited) - {r["uid"] for r in rows})
-            if missing:
-                raise StoryNotFound(f"the proposal cites turns not in this campaign: {', '.join(missing)}")
+        chunks, turns = read_citations(self.graph, scene.campaign_id, [proposal]).missing(proposal)
+        if turns:
+            raise StoryNotFound(f"the proposal cites turns not in this campaign: {', '.join(turns)}")
+        if chunks:
+            raise StoryNotFound(f"the proposal cites chunks that do not exist: {', '.join(chunks)}")
         props = node_props(proposal, campaign_id=scene.campaign_id, scene_uid=scene_id)
         self.graph.run(*cypher.create_proposal(scene_id, props))
         return proposal
@@ -203,8 +204,15 @@ class Scenes:
             built = self.core.snapshots.state_at(ctx.id, ctx.lineage())
             first_seq = ctx.event_seq + 1
             head = ctx.head.id if ctx.head else None
+            citations = read_citations(self.graph, ctx.id, pending, ctx.campaign.library_pins)
             decisions, batch, state = judge(
-                pending, built.state, self.core.policy, head_turn_id=head, scene_id=scene_id, first_seq=first_seq
+                pending,
+                built.state,
+                self.core.policy,
+                head_turn_id=head,
+                scene_id=scene_id,
+                first_seq=first_seq,
+                citations=citations,
             )
             branch_id, fork = write_branch(ctx, writes) if batch.events else (ctx.campaign.active_branch_id, {})
             if batch.events:

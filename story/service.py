@@ -37,9 +37,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from schemas.campaign import LibraryPin
 from schemas.common import Authority
 from schemas.media import MediaAsset
 from schemas.recall import RecallHit, RecallKind
+from schemas.search import SearchFilters
 from schemas.story import (
     Axiom,
     Branch,
@@ -186,12 +188,26 @@ class StoryService:
         return self._campaigns.axioms(world_id)
 
     def create_campaign(
-        self, world_id: str, name: str, profile: StoryProfile, *, narrator_rules: Sequence[str] = ()
+        self,
+        world_id: str,
+        name: str,
+        profile: StoryProfile,
+        *,
+        narrator_rules: Sequence[str] = (),
+        library_pins: Sequence[LibraryPin] = (),
     ) -> Campaign:
-        return self._campaigns.create_campaign(world_id, name, profile, narrator_rules=narrator_rules)
+        return self._campaigns.create_campaign(
+            world_id, name, profile, narrator_rules=narrator_rules, library_pins=library_pins
+        )
 
     def get_campaign(self, campaign_id: str) -> Campaign:
         return self._campaigns.get_campaign(campaign_id)
+
+    def set_library_pins(self, campaign_id: str, pins: Sequence[LibraryPin]) -> Campaign:
+        return self._campaigns.set_library_pins(campaign_id, pins)
+
+    def knowledge_filters(self, campaign_id: str) -> SearchFilters:
+        return self._campaigns.knowledge_filters(campaign_id)
 
     def list_campaigns(self, world_id: str | None = None) -> list[Campaign]:
         return self._campaigns.list_campaigns(world_id)

@@ -13,6 +13,7 @@ from schemas.story import DiceRoll, ProposalStatus, Resolution
 from story.graph import Writes
 from story.policy import ContradictionPolicy, GatePolicy
 from story.service import StoryService
+from tests.unit.test_gate_provenance import write_book
 from tests.unit.test_story_campaign import gm_entity, new_campaign, play
 
 pytestmark = pytest.mark.servers
@@ -36,6 +37,7 @@ def _setup(story: StoryService) -> tuple[str, str, dict[str, str], str]:
 
 def test_the_gate_judges_each_proposal_by_its_authority(story: StoryService) -> None:
     campaign_id, scene_id, ids, turn_id = _setup(story)
+    _, (chunk, _) = write_book(story.graph, "Rangers")  # a source cites a passage that exists
     fact = {"subject_entity_id": ids["ayla"], "predicate": "title"}
     made = {
         "source": story.propose(
@@ -44,7 +46,7 @@ def test_the_gate_judges_each_proposal_by_its_authority(story: StoryService) -> 
             content={**fact, "value": "Ranger"},
             authority="source",
             confidence=1.0,
-            evidence={"chunk_ids": ["chunk_x"]},
+            evidence={"chunk_ids": [chunk]},
         ),
         "gm": story.propose(
             scene_id,
@@ -233,13 +235,14 @@ def test_malformed_proposals_are_refused_at_the_door(story: StoryService) -> Non
 
 def test_contradicting_higher_authority_is_rejected_or_disputed(story: StoryService) -> None:
     campaign_id, scene_id, ids, turn_id = _setup(story)
+    _, (chunk, _) = write_book(story.graph, "Bestiary")
     story.propose(
         scene_id,
         type="fact",
         content={"subject_entity_id": ids["orc"], "predicate": "species", "value": "orc"},
         authority="source",
         confidence=1.0,
-        evidence={"chunk_ids": ["chunk_bestiary"]},
+        evidence={"chunk_ids": [chunk]},
     )
     story.end_scene(scene_id)
     scene = story.start_scene(campaign_id)
