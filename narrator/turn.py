@@ -84,7 +84,8 @@ class TurnFlow:
         self.searcher = searcher
         self.settings = settings
         self.assembler = PromptAssembler(budget=settings.context_tokens)
-        self.campaign_filters = campaign_filters or (lambda campaign_id: SearchFilters())
+        # what the campaign draws on (its library pins; none: the whole library), read each turn
+        self.campaign_filters = campaign_filters or story.knowledge_filters
 
     async def play(self, campaign_id: str, request: TurnRequest) -> AsyncIterator[dict[str, Any]]:
         """Events of one turn: ``turn`` (recorded), ``delta`` (narration pieces), ``done`` (the outcome)."""

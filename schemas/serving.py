@@ -12,9 +12,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.campaign import LibraryPin, check_library_pins
 from schemas.common import Authority, Confidence, Id, Name, Text
 from schemas.errors import ConfigError
 from schemas.settings import ENV_PREFIX
@@ -34,6 +35,7 @@ __all__ = [
     "ApiKeyInfo",
     "BranchCreate",
     "CampaignCreate",
+    "CampaignLibrary",
     "CheckpointCreate",
     "CommitRequest",
     "EndSceneRequest",
@@ -201,6 +203,21 @@ class CampaignCreate(_Body):
     name: Name
     profile: StoryProfile
     narrator_rules: list[Text] = Field(default_factory=list, max_length=200)
+    library_pins: list[LibraryPin] = Field(
+        default_factory=list,
+        max_length=500,
+        description="The libraries and items the campaign draws on (empty: the whole library).",
+    )
+
+    _check_pins = field_validator("library_pins")(check_library_pins)
+
+
+class CampaignLibrary(_Body):
+    """The libraries and items a campaign draws on, each with its use; empty = the whole library."""
+
+    pins: list[LibraryPin] = Field(default_factory=list, max_length=500)
+
+    _check_pins = field_validator("pins")(check_library_pins)
 
 
 class TurnRequest(_Body):

@@ -35,12 +35,14 @@ from typing import IO, Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from schemas.campaign import Campaign
 from schemas.common import Id
 from stores.blob.base import BlobStore
 from stores.blob.layout import validate_key
+from stores.catalog import from_props
 from stores.graph.base import GraphStore
 from story import cypher
-from story.errors import StoryConflict, StoryInvalid
+from story.errors import StoryConflict, StoryInvalid, validation_message
 from story.gate import resolution_uid
 from story.graph import commit_uid
 from story.live import live_uid
@@ -292,6 +294,7 @@ def parse(manifest: dict[str, Any], members: dict[str, bytes]) -> ParsedBundle:
         nodes[label][uid] = props
     if set(nodes.get("Campaign", {})) != {campaign_id} or set(nodes.get("World", {})) != {world_id}:
         raise StoryInvalid("the bundle does not hold exactly the campaign and world its manifest names")
+    _check_campaign(nodes["Campaign"][campaign_id])
     for label, records in nodes.items():
         for uid, props in records.items():
             _check_derived_id(label, uid, props, campaign_id, world_id)
@@ -308,6 +311,16 @@ def parse(manifest: dict[str, Any], members: dict[str, bytes]) -> ParsedBundle:
     edges = [_parse_edge(record, nodes) for record in _json_lines(members[EDGES_MEMBER], EDGES_MEMBER)]
     carried = {name.removeprefix(BLOBS_PREFIX): data for name, data in members.items() if name.startswith(BLOBS_PREFIX)}
     return ParsedBundle(campaign_id, world_id, dict(nodes), edges, carried, dict(references))
+
+
+def _check_campaign(props: dict[str, Any]) -> None:
+    """The campaign record must read back as a campaign (its profile, its library pins …): every later
+    read of the campaign depends on it, so a malformed one would leave it unreadable once imported."""
+    try:
+        from_props(Campaign, props, key="id")
+    except (ValidationError, ValueError) as exc:  # a JSON property that does not parse is a ValueError
+        why = validation_message(exc) if isinstance(exc, ValidationError) else "a property is not valid JSON"
+        raise StoryInvalid(f"the bundle's campaign record is malformed: {why}") from None
 
 
 def _is_uid(value: Any) -> bool:

@@ -1,4 +1,5 @@
-"""Worlds and campaigns: create and read them, and carry a campaign out and in as a bundle."""
+"""Worlds and campaigns: create and read them, set the library they draw on, and carry a campaign out and in
+as a bundle."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from schemas.errors import InvalidRequest
-from schemas.serving import CampaignCreate, WorldCreate
-from schemas.story import Campaign, World
+from schemas.serving import CampaignCreate, CampaignLibrary, WorldCreate
+from schemas.story import Authority, Campaign, World
 from serve.deps import API, AdminDep, PrincipalDep, ServicesDep
 
 
@@ -28,7 +29,12 @@ def router() -> APIRouter:
     @r.post("/campaigns", status_code=201, response_model=Campaign)
     async def create_campaign(s: ServicesDep, _: AdminDep, body: CampaignCreate) -> Campaign:
         return await s.run(  # type: ignore[no-any-return]
-            s.story.create_campaign, body.world_id, body.name, body.profile, narrator_rules=body.narrator_rules
+            s.story.create_campaign,
+            body.world_id,
+            body.name,
+            body.profile,
+            narrator_rules=body.narrator_rules,
+            library_pins=body.library_pins,
         )
 
     @r.get("/campaigns", response_model=list[Campaign])
@@ -40,6 +46,24 @@ def router() -> APIRouter:
     async def get_campaign(s: ServicesDep, caller: PrincipalDep, campaign_id: str) -> Campaign:
         caller.require_campaign(campaign_id)
         return await s.run(s.story.get_campaign, campaign_id)  # type: ignore[no-any-return]
+
+    # the library it draws on ------------------------------------------------------------------
+
+    @r.get("/campaigns/{campaign_id}/library", response_model=CampaignLibrary)
+    async def get_library(s: ServicesDep, caller: PrincipalDep, campaign_id: str) -> CampaignLibrary:
+        caller.require_campaign(campaign_id)
+        campaign: Campaign = await s.run(s.story.get_campaign, campaign_id)
+        return CampaignLibrary(pins=campaign.library_pins)
+
+    @r.put("/campaigns/{campaign_id}/library", response_model=CampaignLibrary)
+    async def set_library(
+        s: ServicesDep, caller: PrincipalDep, campaign_id: str, body: CampaignLibrary
+    ) -> CampaignLibrary:
+        """Replace what the campaign draws on (a GM's call); an empty list draws on the whole library again."""
+        caller.require_campaign(campaign_id)
+        caller.require_authority(Authority.GM)
+        campaign: Campaign = await s.run(s.story.set_library_pins, campaign_id, body.pins)
+        return CampaignLibrary(pins=campaign.library_pins)
 
 
     # export and import ------------------------------------------------------------------------

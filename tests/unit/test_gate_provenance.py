@@ -28,7 +28,7 @@ from stores.graph.base import GraphStore, GraphTransaction, Record
 from story.citations import CITED_QUERY
 from story.service import StoryService
 from tests.fixtures.story import FANTASY
-from tests.unit.test_story_bundle import _stores
+from tests.unit.test_story_bundle import _crafted, _stores
 from tests.unit.test_story_campaign import gm_entity, new_campaign, play
 
 pytestmark = pytest.mark.servers
@@ -314,3 +314,25 @@ def test_knowledge_filters_keep_to_the_pins(story: StoryService) -> None:
     assert story.knowledge_filters(campaign.id) == SearchFilters(library=["lib_extra"])
     story.set_library_pins(campaign.id, [LibraryPin(item_id=manual.uid), LibraryPin(library_id="lib_extra")])
     assert story.knowledge_filters(campaign.id) == SearchFilters(item=sorted([manual.uid, guide.uid, tome.uid]))
+
+
+def test_a_bundle_carries_the_pins(story: StoryService, other_story: StoryService) -> None:
+    manual, _ = write_book(story.graph, "Monster Manual")
+    campaign = new_campaign(story)
+    pins = [LibraryPin(item_id=manual.uid, use=Classification.CANON), LibraryPin(library_id="lib_srd")]
+    story.set_library_pins(campaign.id, pins)
+    buffer = io.BytesIO()
+    story.export_campaign(campaign.id, buffer)
+    bundle = buffer.getvalue()
+
+    def both_targets(node: dict[str, Any]) -> None:
+        if node["label"] == "Campaign":
+            node["props"]["library_pins_json"] = '[{"item_id": "a", "library_id": "b"}]'
+
+    with pytest.raises(InvalidRequest, match="campaign record is malformed.*exactly one of library_id or item_id"):
+        other_story.import_campaign(_crafted(bundle, edit=both_targets))
+    with pytest.raises(NotFound):
+        other_story.get_campaign(campaign.id)  # refused whole
+
+    other_story.import_campaign(bundle)  # a store without those books: the pins travel as they are
+    assert other_story.get_campaign(campaign.id).library_pins == pins
