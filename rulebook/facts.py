@@ -1,0 +1,823 @@
+"""The deterministic parser: one rulebook entry in, its fields out as typed source facts.
+
+:func:`extract_facts` is a pure function of an :class:`~schemas.rulefacts.EntrySection` and the
+family tables (:mod:`rulebook.tables`): the same section and tables always give the same facts, in
+the same order. It
+
+1. prepares the text (:func:`section_text`: NFKC, one minus sign, Markdown bold read as bold terms,
+   list bullets dropped);
+2. finds each kind's labels: at the start of a line in any case; inside a line only as printed (or in
+   capitals) and only where the field before it on that line has ended right there ("Armor Class 17
+   (natural armor) Hit Points 135 (18d10+36) Speed 10 ft." set as one line) or where the label is set
+   in bold — so a capitalised word in the prose is not taken for a label;
+3. decides the kind (:func:`detect_kind`): each kind scores the cues it finds — its labels, its
+   unlabelled lines ("3rd-level evocation"), its header rows ("STR DEX CON …"), a chapter in the
+   heading path, the entry's name — and the best kind at or above its ``min_score`` wins; an entry no
+   kind claims gets only the generic fields;
+4. reads each field's value as its type, where the value ends where its grammar ends (PDFs run a
+   value into the description: "Duration: Instantaneous You hurl…"); parentheticals, trailing words
+   and keyed lists become their own predicates; then the kind's lines, rows, prose sentences and
+   remaining paragraphs; then the generic "Label: value" lines and bold "Label." paragraphs.
+
+Confidence: 0.97 for a label at a line start whose value is read to its end, less when the value runs
+on into other words, when the label was found inside a line, for prose sentences (the table's
+``confidence``), for generic fields (``generic_confidence``), and a little less when the kind only
+just reached its ``min_score``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rulebook.tables import FamilyTable, FieldSpec, KindSpec, group_field
+from schemas.common import EntityKind
+from schemas.rulefacts import (
+    DistanceValue,
+    EntrySection,
+    FactSubject,
+    FlagValue,
+    ListValue,
+    NumberValue,
+    RuleValue,
+    SourceFact,
+    TextValue,
+    ValueType,
+    clean_text,
+    entry_key,
+    parse_dice,
+    parse_distance,
+    parse_duration,
+    parse_list,
+    parse_number,
+    scan_value,
+)
+
+__all__ = ["GENERIC_KIND", "KindMatch", "detect_kind", "extract_facts", "section_text"]
+
+GENERIC_KIND = "entry"
+"""The subject kind of an entry no kind of the tables claims (its generic fields only)."""
+
+_CONF_LINE_START = 0.97
+_CONF_INLINE = 0.93
+_CONF_RUN_ON = 0.9  # the value was read, then the description runs on after it
+_CONF_PARTIAL = 0.75  # the value was read, then other words that are not a new sentence
+_CONF_LINES = 0.95
+_CONF_ROWS = 0.93
+_CONF_PARAGRAPHS = 0.85
+
+
+# ============================================================================================
+# text
+
+
+def section_text(section: EntrySection) -> str:
+    """The section's text as the parser reads it; a fact's ``offset`` points into this text.
+
+    NFKC and the cleaning of :func:`schemas.rulefacts.clean_text`, Markdown ``**bold**`` unwrapped,
+    list bullets at line starts dropped, trailing spaces of lines removed.
+    """
+    return _prepare(section)[0]
+
+
+_MD_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
+_MD_ITALIC = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
+_BULLET = re.compile(r"(?m)^[ \t]*(?:[*•▪◦‣·]|-(?=[ \t]))[ \t]+")
+
+
+def _prepare(section: EntrySection) -> tuple[str, set[str]]:
+    bold = {_label_key(t) for t in section.bold_terms if t.strip()}
+    text = clean_text(section.text.replace("\r\n", "\n").replace("\r", "\n"))
+
+    def unwrap(m: re.Match[str]) -> str:
+        inner = m.group(1) or m.group(2)
+        bold.add(_label_key(inner))
+        return inner
+
+    text = _MD_BOLD.sub(unwrap, text)
+    text = _MD_ITALIC.sub(lambda m: m.group(1), text)
+    text = _BULLET.sub("", text)
+    text = "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")
+    return text, bold
+
+
+def _label_key(label: str) -> str:
+    return " ".join(clean_text(label).casefold().strip(" .:").split())
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "_", clean_text(text).casefold()).strip("_")
+    if not slug:
+        return ""
+    return slug if slug[0].isalpha() else f"field_{slug}"
+
+
+@dataclass(slots=True)
+class _Lines:
+    """Line spans of a text, to answer "where does the line holding this offset start and end"."""
+
+    starts: list[int]
+    ends: list[int]
+
+    @classmethod
+    def of(cls, text: str) -> _Lines:
+        starts = [0]
+        ends = []
+        for m in re.finditer("\n", text):
+            ends.append(m.start())
+            starts.append(m.end())
+        ends.append(len(text))
+        return cls(starts, ends)
+
+    def index(self, pos: int) -> int:
+        lo, hi = 0, len(self.starts) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.starts[mid] <= pos:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def end_of(self, pos: int) -> int:
+        return self.ends[self.index(pos)]
+
+
+# ============================================================================================
+# labels of a kind
+
+
+@dataclass(slots=True)
+class _Compiled:
+    kind: KindSpec
+    by_label: dict[str, FieldSpec]
+    line_re: re.Pattern[str] | None
+    inline_re: re.Pattern[str] | None
+    rows: list[tuple[re.Pattern[str], list[str]]]
+
+
+_COMPILED: dict[int, tuple[KindSpec, _Compiled]] = {}
+_SEP = r"(?P<sep>[ \t]*:[ \t]*|\.[ \t]+|[ \t]+)(?=\S)"
+
+
+def _compiled(kind: KindSpec) -> _Compiled:
+    hit = _COMPILED.get(id(kind))
+    if hit is not None and hit[0] is kind:
+        return hit[1]
+    by_label: dict[str, FieldSpec] = {}
+    exact: set[str] = set()
+    for spec in kind.labelled:
+        for label in spec.labels:
+            by_label.setdefault(_label_key(label), spec)
+            clean = clean_text(label).strip()
+            exact |= {clean, clean.upper()}
+    labels = sorted(by_label, key=len, reverse=True)
+    line_re = inline_re = None
+    if labels:
+        alternatives = "|".join(re.escape(label).replace(r"\ ", r"[ \t]+") for label in labels)
+        line_re = re.compile(rf"^[ \t]*(?P<label>{alternatives}){_SEP}", re.I | re.M)
+        variants = "|".join(re.escape(v).replace(r"\ ", r"[ \t]+") for v in sorted(exact, key=len, reverse=True))
+        inline_re = re.compile(rf"(?<=[ \t])(?P<label>{variants}){_SEP}")
+    rows = [
+        (re.compile(r"(?<![\w])" + r"[\s|]*".join(re.escape(h) for h in row.header) + r"(?![\w])", re.I), row.fields)
+        for row in kind.rows
+    ]
+    compiled = _Compiled(kind, by_label, line_re, inline_re, rows)
+    _COMPILED[id(kind)] = (kind, compiled)
+    return compiled
+
+
+@dataclass(slots=True)
+class _Candidate:
+    start: int
+    value_start: int
+    spec: FieldSpec
+    label: str
+    line_start: bool
+    end: int = 0  # where its value's extent ends (the next label on its line, or the line's end)
+
+
+@dataclass(slots=True)
+class _Fact:
+    predicate: str
+    value: Any
+    start: int
+    end: int
+    confidence: float
+    label: str | None = None
+
+
+@dataclass(slots=True)
+class _Read:
+    facts: list[_Fact]
+    end: int
+    complete: bool
+
+
+# ============================================================================================
+# reading one field's value
+
+_PAREN = re.compile(r"[ \t]*\(([^()]*)\)")
+_TOKEN_START = re.compile(r"(?<=[\s(])(?=[^\s(])")
+_NEW_SENTENCE = re.compile(r"^[ \t]*[A-Z]")
+
+
+def _scan_typed(spec_type: ValueType, spec: FieldSpec, text: str) -> tuple[Any, int] | None:
+    """A value of ``spec_type`` at the start of ``text``, with the field's fallbacks (bare unit, words)."""
+    vocabulary = tuple(spec.vocabulary) if spec.vocabulary is not None and spec_type is ValueType.LIST else None
+    found = scan_value(spec_type, text, vocabulary=vocabulary)
+    if found is None and spec_type is ValueType.DISTANCE and spec.unit:
+        number = scan_value(ValueType.NUMBER, text)
+        if (
+            number is not None
+            and isinstance(number[0], NumberValue)
+            and number[0].unit is None
+            and number[0].value >= 0
+        ):
+            unit: Any = spec.unit
+            found = (DistanceValue(amount=number[0].value, unit=unit), number[1])
+    if found is None and spec.words and spec_type is ValueType.NUMBER:
+        m = re.match(r"\s*([A-Za-z][\w'-]*)", text)
+        if m and m.group(1).casefold() in spec.words:
+            end = m.end()
+            paren = re.match(r"\s*\(\s*[+-]?\d+\s*\)", text[end:])
+            found = (NumberValue(value=spec.words[m.group(1).casefold()]), end + (paren.end() if paren else 0))
+    return found
+
+
+def _read_sub(sub_type: ValueType, text: str) -> Any:
+    """A parenthetical or trailing words read as a sub-field's type (the whole text, or None)."""
+    text = text.strip(" \t,;.")
+    if not text:
+        return None
+    if sub_type is ValueType.LIST:
+        return parse_list(text)
+    if sub_type is ValueType.TEXT:
+        return TextValue(text=text)
+    found = scan_value(sub_type, text)
+    if found is None:
+        return None
+    value, end = found
+    rest = text[end:].strip(" \t,;.")
+    # "50 XP" reads whole; "XP 50; PB +2" does not: a sub-field is all or nothing
+    return value if not rest else None
+
+
+def _read_plain(spec: FieldSpec, text: str, start: int, end: int, confidence: float) -> _Read | None:
+    found = _scan_typed(spec.type, spec, text[start:end])
+    if found is None:
+        return None
+    value, used = found
+    pos = start + used
+    facts = [_Fact(spec.name, value, start, pos, confidence)]
+    if spec.paren is not None:
+        m = _PAREN.match(text, pos, end)
+        if m:
+            sub = _read_sub(spec.paren.type, m.group(1))
+            if sub is not None:
+                facts.append(_Fact(spec.paren.field, sub, m.start(1), m.end(1), confidence - 0.02))
+            pos = m.end()
+    if spec.rest is not None:
+        rest = text[pos:end]
+        sub = _read_sub(spec.rest.type, rest)
+        if sub is not None:
+            facts.append(_Fact(spec.rest.field, sub, pos + len(rest) - len(rest.lstrip()), end, confidence - 0.05))
+            pos = end
+    remainder = text[pos:end]
+    complete = not remainder.strip(" \t.,;:")
+    if not complete:
+        penalty = _CONF_RUN_ON if _NEW_SENTENCE.match(remainder) else _CONF_PARTIAL
+        for fact in facts:
+            fact.confidence = min(fact.confidence, penalty)
+    return _Read(facts, pos, complete)
+
+
+def _split_items(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    depth = 0
+    a = start
+    for i in range(start, end):
+        ch = text[i]
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif ch in ",;" and depth == 0:
+            spans.append((a, i))
+            a = i + 1
+    spans.append((a, end))
+    return spans
+
+
+def _read_keyed(spec: FieldSpec, text: str, start: int, end: int, confidence: float) -> _Read | None:
+    keyed = spec.keyed
+    assert keyed is not None
+    facts: list[_Fact] = []
+    pos = start
+    complete = True
+    for a, b in _split_items(text, start, end):
+        item = text[a:b]
+        if not item.strip():
+            continue
+        hit = None
+        for m in _TOKEN_START.finditer(" " + item):
+            p = m.start() - 1 if m.start() else 0
+            key = _label_key(re.sub(r"\([^)]*\)", " ", item[:p]))
+            key = keyed.aliases.get(key, key)
+            kind = keyed.types.get(key, spec.type)
+            found = _scan_typed(kind, spec, item[p:])
+            if found is not None:
+                hit = (p, key, found)
+                break
+            if len(item[:p].split()) > 4:
+                break  # a key is a few words: this item is prose
+        if hit is None:
+            if not facts:
+                return None
+            complete = False
+            break
+        p, key, (value, used) = hit
+        value_end = a + p + used
+        rest = text[value_end:b]
+        rest_plain = re.sub(r"\([^)]*\)", " ", rest).strip(" \t.")
+        if not key and rest_plain and len(rest_plain.split()) <= 3 and not _NEW_SENTENCE.match(rest):
+            key = keyed.aliases.get(_label_key(rest_plain), _label_key(rest_plain))  # "+3 Fight"
+            rest_plain = ""
+        predicate = keyed.name.format(key=_slug(key)) if key else keyed.bare
+        if predicate and _slug(predicate) == predicate:
+            facts.append(_Fact(predicate, value, a + p, value_end, confidence))
+        paren = _PAREN.match(text, value_end, b)
+        pos = paren.end() if paren else value_end
+        if rest_plain:
+            complete = False
+            break
+        pos = max(pos, b if not rest.strip(" \t.()") else pos)
+    if not facts:
+        return None
+    if not complete:
+        for fact in facts:
+            fact.confidence = min(fact.confidence, _CONF_RUN_ON)
+    return _Read(facts, pos, complete)
+
+
+def _read_field(spec: FieldSpec, text: str, start: int, end: int, confidence: float) -> _Read | None:
+    if spec.confidence is not None:
+        confidence = min(confidence, spec.confidence)
+    if spec.keyed is not None:
+        return _read_keyed(spec, text, start, end, confidence)
+    return _read_plain(spec, text, start, end, confidence)
+
+
+# ============================================================================================
+# labelled fields of one kind
+
+
+def _candidates(compiled: _Compiled, text: str, lines: _Lines) -> list[_Candidate]:
+    found: dict[int, _Candidate] = {}
+    for regex, at_line_start in ((compiled.line_re, True), (compiled.inline_re, False)):
+        if regex is None:
+            continue
+        for m in regex.finditer(text):
+            key = _label_key(m.group("label"))
+            spec = compiled.by_label.get(key)
+            if spec is None:
+                continue
+            start = m.start("label")
+            line_start = at_line_start or not text[lines.starts[lines.index(start)] : start].strip()
+            old = found.get(start)
+            if old is None or len(old.label) < len(key):
+                found[start] = _Candidate(start, m.end(), spec, m.group("label"), line_start)
+    ordered = sorted(found.values(), key=lambda c: c.start)
+    out: list[_Candidate] = []
+    for cand in ordered:  # a shorter label inside a longer one found first is no label
+        if out and cand.start < out[-1].value_start:
+            continue
+        out.append(cand)
+    return out
+
+
+def _is_free(spec: FieldSpec) -> bool:
+    """A field whose value has no grammar of its own: it runs to the end of its extent."""
+    return spec.keyed is None and (
+        spec.type is ValueType.TEXT or (spec.type is ValueType.LIST and spec.vocabulary is None)
+    )
+
+
+def _accept(cands: list[_Candidate], text: str, lines: _Lines, bold: set[str]) -> list[_Candidate]:
+    accepted: list[_Candidate] = []
+    for cand in cands:
+        if cand.line_start:
+            accepted.append(cand)
+            continue
+        line_start = lines.starts[lines.index(cand.start)]
+        prev = accepted[-1] if accepted and accepted[-1].start >= line_start else None
+        if _label_key(cand.label) in bold:
+            accepted.append(cand)
+            continue
+        if prev is None:
+            continue
+        if not _is_free(prev.spec):
+            read = _read_field(prev.spec, text, prev.value_start, cand.start, 1.0)
+            if read is not None and not text[read.end : cand.start].strip(" \t,;.:"):
+                accepted.append(cand)
+            continue
+        # after a free-text field only a typed value confirms the label ("… Common Challenge 1/4")
+        if not _is_free(cand.spec):
+            own = _read_field(cand.spec, text, cand.value_start, lines.end_of(cand.start), 1.0)
+            if own is not None and own.complete:
+                accepted.append(cand)
+    for n, cand in enumerate(accepted):
+        line_end = lines.end_of(cand.start)
+        nxt = accepted[n + 1].start if n + 1 < len(accepted) else len(text)
+        cand.end = min(line_end, nxt)
+    return accepted
+
+
+@dataclass(slots=True)
+class _KindRead:
+    table: FamilyTable
+    name: str
+    kind: KindSpec
+    score: float
+    cues: list[str]
+    accepted: list[_Candidate] = field(default_factory=list)
+
+
+def _line_spans(text: str, lines: _Lines, window: int) -> list[tuple[int, int]]:
+    spans = []
+    for a, b in zip(lines.starts, lines.ends, strict=True):
+        if text[a:b].strip():
+            spans.append((a, b))
+        if len(spans) >= window:
+            break
+    return spans
+
+
+def _score_kind(
+    table: FamilyTable, name: str, kind: KindSpec, section: EntrySection, text: str, lines: _Lines, bold: set[str]
+) -> _KindRead:
+    compiled = _compiled(kind)
+    accepted = _accept(_candidates(compiled, text, lines), text, lines, bold)
+    score = 0.0
+    cues: list[str] = []
+    seen: set[str] = set()
+    for cand in accepted:
+        if cand.spec.name in seen:
+            continue
+        if not _is_free(cand.spec) and _read_field(cand.spec, text, cand.value_start, cand.end, 1.0) is None:
+            continue  # "Range of the spell…": a label whose value does not read is no cue
+        seen.add(cand.spec.name)
+        score += cand.spec.cue
+        cues.append(f"label:{cand.spec.name}")
+    window = _line_spans(text, lines, kind.line_window)
+    for n, line in enumerate(kind.lines):
+        if any(line.regex.search(text[a:b].strip()) for a, b in window):
+            score += line.cue
+            cues.append(f"line:{n}")
+    for n, (regex, _) in enumerate(compiled.rows):
+        if regex.search(text):
+            score += kind.rows[n].cue
+            cues.append(f"row:{n}")
+    above = [entry_key(h) for h in section.heading_path[:-1]]
+    if kind.chapter_patterns and any(p.fullmatch(h) for p in kind.chapter_patterns for h in above):
+        score += kind.chapter_cue
+        cues.append("chapter")
+    if kind.names and entry_key(section.heading) in {entry_key(n) for n in kind.names}:
+        score += kind.names_cue
+        cues.append("name")
+    return _KindRead(table, name, kind, score, cues, accepted)
+
+
+@dataclass(frozen=True, slots=True)
+class KindMatch:
+    """The kind an entry was read as: family, kind name, the score and the cues that made it."""
+
+    family: str
+    kind: str
+    entity_kind: EntityKind
+    score: float
+    min_score: float
+    cues: tuple[str, ...]
+
+
+def _tables(tables: FamilyTable | Sequence[FamilyTable]) -> list[FamilyTable]:
+    out = [tables] if isinstance(tables, FamilyTable) else list(tables)
+    if not out:
+        raise ValueError("extract_facts needs at least one family table (rulebook.builtin_table('generic'))")
+    return out
+
+
+def _best_kind(
+    section: EntrySection, tables: list[FamilyTable], text: str, lines: _Lines, bold: set[str]
+) -> _KindRead | None:
+    best: _KindRead | None = None
+    for table in tables:
+        for name, kind in table.kinds.items():
+            read = _score_kind(table, name, kind, section, text, lines, bold)
+            if read.score >= kind.min_score and read.score > 0 and (best is None or read.score > best.score):
+                best = read
+    return best
+
+
+def detect_kind(section: EntrySection, tables: FamilyTable | Sequence[FamilyTable]) -> KindMatch | None:
+    """The kind of entry ``section`` is, by the tables' cues; None when no kind reaches its ``min_score``.
+
+    Ties go to the table and kind listed first.
+    """
+    text, bold = _prepare(section)
+    best = _best_kind(section, _tables(tables), text, _Lines.of(text), bold)
+    if best is None:
+        return None
+    return KindMatch(
+        best.table.family, best.name, best.kind.entity_kind, best.score, best.kind.min_score, tuple(best.cues)
+    )
+
+
+# ============================================================================================
+# the other readers: lines, rows, sentences, paragraphs, generic fields
+
+
+def _read_group(spec: FieldSpec, raw: str) -> Any:
+    raw = raw.strip()
+    if spec.type is ValueType.FLAG:
+        return FlagValue(value=bool(raw))
+    if spec.type is ValueType.LIST:
+        return parse_list(raw)
+    if spec.type is ValueType.TEXT:
+        return TextValue(text=raw.casefold() if raw.isupper() else raw) if raw else None
+    found = _scan_typed(spec.type, spec, raw)
+    if found is None:
+        return None
+    value, used = found
+    return value if not raw[used:].strip(" .,;") else None
+
+
+def _read_lines(kind: KindSpec, text: str, lines: _Lines, taken: list[tuple[int, int]]) -> list[_Fact]:
+    facts: list[_Fact] = []
+    got: set[str] = set()
+    window = [(a, b) for a, b in _line_spans(text, lines, kind.line_window) if not _overlaps(a, b, taken)]
+    for line in kind.lines:
+        for a, b in window:
+            raw = text[a:b]
+            stripped = raw.strip()
+            m = line.regex.search(stripped)
+            if not m:
+                continue
+            offset = a + raw.index(stripped)
+            named: dict[str, tuple[str, int, int]] = {}
+            for group, value in m.groupdict().items():
+                if value is not None and value.strip():
+                    named.setdefault(group_field(group), (value, offset + m.start(group), offset + m.end(group)))
+            for name, constant in line.set.items():
+                named.setdefault(name, (constant, a, b))
+            for name, (raw_value, s, e) in named.items():
+                if name in got:
+                    continue
+                spec = kind.field(name)
+                value = _read_group(spec, raw_value) if (s, e) != (a, b) else _read_constant(spec, raw_value)
+                if value is not None:
+                    facts.append(_Fact(name, value, s, e, _CONF_LINES))
+                    got.add(name)
+            taken.append((a, b))
+            break
+    return facts
+
+
+def _read_constant(spec: FieldSpec, raw: str) -> Any:
+    if spec.type is ValueType.FLAG:
+        found = scan_value(ValueType.FLAG, raw)
+        return found[0] if found else None
+    return _read_group(spec, raw)
+
+
+_SEPARATOR_ROW = re.compile(r"\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?")
+_SCORE_WITH_MOD = re.compile(r"(?<![\w+-])(\d{1,2})[ \t]*\([ \t]*[+-]?[ \t]*\d+[ \t]*\)")
+_BARE_SCORE = re.compile(r"(?<![\w+-])(\d{1,2})(?![\w])")
+
+
+def _read_rows(compiled: _Compiled, text: str, taken: list[tuple[int, int]]) -> list[_Fact]:
+    facts: list[_Fact] = []
+    for regex, fields in compiled.rows:
+        m = regex.search(text)
+        if not m:
+            continue
+        window_end = min(len(text), m.end() + 60 * len(fields))
+        window = _SEPARATOR_ROW.sub(lambda s: " " * len(s.group(0)), text[m.end() : window_end])
+        scores = list(_SCORE_WITH_MOD.finditer(window))[: len(fields)]
+        confidence = _CONF_ROWS
+        if len(scores) < len(fields):
+            scores = list(_BARE_SCORE.finditer(window))[: len(fields)]
+            confidence = 0.8
+        if len(scores) < len(fields):
+            continue
+        for name, score in zip(fields, scores, strict=True):
+            start = m.end() + score.start()
+            facts.append(
+                _Fact(name, NumberValue(value=float(score.group(1))), start, m.end() + score.end(), confidence)
+            )
+        taken.append((m.start(), m.end() + scores[-1].end()))
+    return facts
+
+
+def _overlaps(a: int, b: int, spans: list[tuple[int, int]]) -> bool:
+    return any(a < y and x < b for x, y in spans)
+
+
+def _read_sentences(kind: KindSpec, text: str, taken: list[tuple[int, int]], have: set[str]) -> list[_Fact]:
+    facts: list[_Fact] = []
+    for sentence in kind.sentences:
+        collected: dict[str, list[_Fact]] = {}
+        for m in sentence.regex.finditer(text):
+            if _overlaps(m.start(), m.end(), taken):
+                continue
+            for group, raw in m.groupdict().items():
+                name = group_field(group)
+                if raw is None or name in have or (name in collected and not sentence.all):
+                    continue
+                spec = kind.field(name)
+                value = _read_group(spec, raw)
+                if value is None and spec.words:
+                    value = _read_group(spec, str(spec.words.get(raw.casefold(), "")))
+                if value is None and spec.type is ValueType.NUMBER:
+                    value = parse_number(raw)
+                if value is not None:
+                    collected.setdefault(name, []).append(
+                        _Fact(name, value, m.start(group), m.end(group), sentence.confidence)
+                    )
+            if not sentence.all and collected:
+                break
+        for name, found in collected.items():
+            if sentence.all and isinstance(found[0].value, ListValue) and len(found) > 1:
+                items: list[str] = []
+                for f in found:
+                    items += [i for i in f.value.items if i.casefold() not in {x.casefold() for x in items}]
+                facts.append(_Fact(name, ListValue(items=items), found[0].start, found[-1].end, found[0].confidence))
+            else:
+                facts.append(found[0])
+            have.add(name)
+    return facts
+
+
+def _paragraph_spans(text: str) -> list[tuple[int, int]]:
+    spans = []
+    for m in re.finditer(r"[^\n]+(?:\n(?!\n)[^\n]+)*", text):
+        spans.append((m.start(), m.end()))
+    return spans
+
+
+def _read_paragraphs(name: str, text: str, taken: list[tuple[int, int]]) -> list[_Fact]:
+    items: list[tuple[int, int]] = [(a, b) for a, b in _paragraph_spans(text) if not _overlaps(a, b, taken)]
+    texts = [" ".join(text[a:b].split()) for a, b in items]
+    pairs = [(span, t) for span, t in zip(items, texts, strict=True) if t]
+    if not pairs:
+        return []
+    return [
+        _Fact(name, ListValue(items=[t for _, t in pairs]), pairs[0][0][0], pairs[-1][0][1], _CONF_PARAGRAPHS)
+    ]
+
+
+_LABEL = r"(?P<label>[A-Z][\w'()/&-]*(?:[ \t][\w'()/&-]+){0,5}?)"
+_GENERIC_COLON = re.compile(rf"^{_LABEL}[ \t]*:[ \t]+(?P<value>\S.*)$", re.M)
+_GENERIC_RUN_IN = re.compile(rf"^{_LABEL}\.[ \t]+(?P<value>\S.*)$", re.M)
+
+
+def _infer(raw: str) -> RuleValue:
+    """A generic field's value: the first type it reads as whole, else text."""
+    for parse in (parse_dice, parse_distance, parse_duration, parse_number):
+        value = parse(raw)
+        if value is not None:
+            typed: RuleValue = value
+            return typed
+    return TextValue(text=raw.strip())
+
+
+def _read_generic(
+    table: FamilyTable, text: str, taken: list[tuple[int, int]], have: set[str], bold: set[str]
+) -> list[_Fact]:
+    ignore = {_label_key(x) for x in table.ignore_labels}
+    facts: list[_Fact] = []
+    found: list[tuple[int, int, str, str, int, bool]] = []
+    for m in _GENERIC_COLON.finditer(text):
+        found.append((m.start(), m.end(), m.group("label"), m.group("value"), m.start("value"), True))
+    for m in _GENERIC_RUN_IN.finditer(text):
+        if _label_key(m.group("label")) in bold:
+            found.append((m.start(), m.end(), m.group("label"), m.group("value"), m.start("value"), False))
+    for start, end, label, raw, value_start, colon in sorted(found):
+        key = _label_key(label)
+        predicate = _slug(label)
+        if not predicate or key in ignore or predicate in have or _overlaps(start, end, taken):
+            continue
+        if colon and key not in bold and len(label.split()) > 3:
+            continue  # a long unbolded "Words words words:" is a sentence, not a label
+        confidence = table.generic_confidence + (0.05 if key in bold else 0.0)
+        facts.append(_Fact(predicate, _infer(raw), value_start, end, confidence, label))
+        have.add(predicate)
+        taken.append((start, end))
+    return facts
+
+
+# ============================================================================================
+# the entry point
+
+
+def extract_facts(section: EntrySection, tables: FamilyTable | Sequence[FamilyTable]) -> list[SourceFact]:
+    """The typed facts one rulebook entry states.
+
+    Args:
+        section: the entry: its heading path (ending with its own heading), its body text, the terms
+            set in bold, and the page and chunk its facts are copied with.
+        tables: one family table or several (kinds of all are considered; ties go to the first).
+            The family of an entry no kind claims is the first table's that reads generic fields.
+
+    Returns:
+        Facts in the order their text appears, at most one per predicate (the first found). Empty
+        when the entry states no field the tables know and no generic field.
+    """
+    chosen = _tables(tables)
+    text, bold = _prepare(section)
+    if not text.strip():
+        return []
+    lines = _Lines.of(text)
+    best = _best_kind(section, chosen, text, lines, bold)
+    facts: list[_Fact] = []
+    taken: list[tuple[int, int]] = []
+    have: set[str] = set()
+    if best is not None:
+        kind = best.kind
+        factor = 0.95 if best.score < kind.min_score + 1.0 else 1.0
+        for cand in best.accepted:
+            if cand.spec.name in have:
+                continue
+            base = _CONF_LINE_START if cand.line_start else _CONF_INLINE
+            if _label_key(cand.label) in bold:
+                base = min(0.99, base + 0.02)
+            read = _read_field(cand.spec, text, cand.value_start, cand.end, base)
+            if read is None:
+                continue
+            have.add(cand.spec.name)
+            for fact in read.facts:
+                fact.label = cand.label
+                if fact.predicate == cand.spec.name:
+                    fact.start = cand.start  # its raw text is the whole field: "Hit Points 7 (2d6)"
+                    facts.append(fact)
+                elif fact.predicate not in have:
+                    facts.append(fact)
+                    have.add(fact.predicate)
+            taken.append((cand.start, read.end if not _is_free(cand.spec) else cand.end))
+        for fact in _read_lines(kind, text, lines, taken):
+            if fact.predicate not in have:
+                facts.append(fact)
+                have.add(fact.predicate)
+        for fact in _read_rows(_compiled(kind), text, taken):
+            if fact.predicate not in have:
+                facts.append(fact)
+                have.add(fact.predicate)
+        facts += _read_sentences(kind, text, taken, have)
+        if kind.paragraphs and kind.paragraphs not in have:
+            facts += _read_paragraphs(kind.paragraphs, text, taken)
+            have.add(kind.paragraphs)
+        for fact in facts:
+            fact.confidence = round(fact.confidence * factor, 4)
+        family_table = best.table
+        subject_kind, entity_kind = best.name, kind.entity_kind
+    else:
+        generic = next((t for t in chosen if t.generic_fields), None)
+        if generic is None:
+            return []
+        family_table = generic
+        subject_kind, entity_kind = GENERIC_KIND, EntityKind.CONCEPT
+    if family_table.generic_fields and not _reads_paragraphs(best):
+        facts += _read_generic(family_table, text, taken, have, bold)
+    if not facts:
+        return []
+    name = " ".join(clean_text(section.heading).split())
+    subject = FactSubject(
+        name=name,
+        key=entry_key(name) or name.casefold(),
+        kind=subject_kind,
+        entity_kind=entity_kind,
+        heading_path=[" ".join(clean_text(h).split()) for h in section.heading_path],
+    )
+    out = [
+        SourceFact(
+            subject=subject,
+            predicate=f.predicate,
+            value=f.value,
+            raw=text[f.start : f.end].strip() or text[f.start : f.end],
+            label=f.label,
+            confidence=max(0.0, min(1.0, f.confidence)),
+            family=family_table.family,
+            offset=f.start,
+            chunk_id=section.chunk_id,
+            page=section.page,
+        )
+        for f in sorted(facts, key=lambda f: (f.start, f.predicate))
+    ]
+    return out
+
+
+def _reads_paragraphs(best: _KindRead | None) -> bool:
+    """Whether the chosen kind reads its remaining paragraphs as one field (then no generic fields)."""
+    return best is not None and best.kind.paragraphs is not None
