@@ -24,17 +24,8 @@ from schemas.common import Authority
 from schemas.knowledge import Classification
 from schemas.story import ProposedChange
 from stores.graph.base import GraphStore
+from story import cypher
 from story.library_pins import pin_for
-
-#: Every cited chunk that exists with the item it belongs to, and every cited turn of the campaign.
-CITED_QUERY = """
-MATCH (c:Chunk) WHERE c.uid IN $chunks
-OPTIONAL MATCH (i:Item {uid: c.item_uid})
-RETURN 'chunk' AS kind, c.uid AS uid, i.uid AS item, i.library_uid AS library, i.classification AS classification
-UNION ALL
-MATCH (t:Turn) WHERE t.uid IN $turns AND t.campaign_id = $c
-RETURN 'turn' AS kind, t.uid AS uid, null AS item, null AS library, null AS classification
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +93,7 @@ def read_citations(
     turn_ids = sorted({t for p in proposals for t in cited_turns(p)})
     if not chunk_ids and not turn_ids:
         return Citations(pins=tuple(pins))
-    rows = graph.run(CITED_QUERY, {"chunks": chunk_ids, "turns": turn_ids, "c": campaign_id})
+    rows = graph.run(*cypher.cited(chunk_ids, turn_ids, campaign_id))
     chunks = {
         r["uid"]: CitedChunk(r["uid"], r["item"], r["library"], r["classification"])
         for r in rows

@@ -542,3 +542,34 @@ def merge_edges(rel: str, src: str, dst: str, rows: list[dict[str, Any]]) -> Sta
         f"MERGE (a)-[r:{rel}]->(b) SET r += e.props",
         {"rows": rows},
     )
+
+
+# -- what a campaign cites and draws on (story.citations, story.library_pins) -----------------------
+
+
+def cited(chunk_ids: list[str], turn_ids: list[str], campaign_id: str) -> Statement:
+    """Every cited chunk that exists with the item it belongs to, and every cited turn of the campaign."""
+    return (
+        "MATCH (c:Chunk) WHERE c.uid IN $chunks "
+        "OPTIONAL MATCH (i:Item {uid: c.item_uid}) "
+        "RETURN 'chunk' AS kind, c.uid AS uid, i.uid AS item, i.library_uid AS library, "
+        "i.classification AS classification "
+        "UNION ALL "
+        "MATCH (t:Turn) WHERE t.uid IN $turns AND t.campaign_id = $c "
+        "RETURN 'turn' AS kind, t.uid AS uid, null AS item, null AS library, null AS classification",
+        {"chunks": chunk_ids, "turns": turn_ids, "c": campaign_id},
+    )
+
+
+def known_targets(library_ids: list[str], item_ids: list[str]) -> Statement:
+    """Which of the named libraries and items exist."""
+    return (
+        "MATCH (l:Library) WHERE l.uid IN $libraries RETURN 'library' AS kind, l.uid AS uid "
+        "UNION ALL "
+        "MATCH (i:Item) WHERE i.uid IN $items RETURN 'item' AS kind, i.uid AS uid",
+        {"libraries": library_ids, "items": item_ids},
+    )
+
+
+def items_of_libraries(library_ids: list[str]) -> Statement:
+    return "MATCH (i:Item) WHERE i.library_uid IN $libraries RETURN i.uid AS uid", {"libraries": library_ids}

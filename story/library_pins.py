@@ -15,15 +15,8 @@ from collections.abc import Sequence
 from schemas.campaign import LibraryPin
 from schemas.search import SearchFilters
 from stores.graph.base import GraphStore
+from story import cypher
 from story.errors import StoryNotFound
-
-KNOWN_TARGETS = """
-MATCH (l:Library) WHERE l.uid IN $libraries RETURN 'library' AS kind, l.uid AS uid
-UNION ALL
-MATCH (i:Item) WHERE i.uid IN $items RETURN 'item' AS kind, i.uid AS uid
-"""
-
-ITEMS_OF_LIBRARIES = "MATCH (i:Item) WHERE i.library_uid IN $libraries RETURN i.uid AS uid"
 
 
 def _split(pins: Sequence[LibraryPin]) -> tuple[list[str], list[str]]:
@@ -41,7 +34,7 @@ def check_pins(graph: GraphStore, pins: Sequence[LibraryPin]) -> None:
     if not pins:
         return
     libraries, items = _split(pins)
-    known = {(r["kind"], r["uid"]) for r in graph.run(KNOWN_TARGETS, {"libraries": libraries, "items": items})}
+    known = {(r["kind"], r["uid"]) for r in graph.run(*cypher.known_targets(libraries, items))}
     unknown = [f"{kind} {uid!r}" for kind, uid in (p.target for p in pins) if (kind, uid) not in known]
     if unknown:
         raise StoryNotFound(f"a campaign can only draw on what the library holds; there is no {', no '.join(unknown)}")
@@ -59,7 +52,7 @@ def knowledge_filters(graph: GraphStore, pins: Sequence[LibraryPin]) -> SearchFi
     if not items:
         return SearchFilters(library=libraries)
     if libraries:
-        items += [r["uid"] for r in graph.run(ITEMS_OF_LIBRARIES, {"libraries": libraries})]
+        items += [r["uid"] for r in graph.run(*cypher.items_of_libraries(libraries))]
     return SearchFilters(item=sorted(set(items)))
 
 

@@ -25,7 +25,7 @@ from schemas.search import SearchFilters
 from schemas.story import BranchDisposition, ProposalStatus
 from stores.catalog import Catalog
 from stores.graph.base import GraphStore, GraphTransaction, Record
-from story.citations import CITED_QUERY
+from story import cypher
 from story.service import StoryService
 from tests.fixtures.story import FANTASY
 from tests.unit.test_story_bundle import _crafted, _stores
@@ -195,7 +195,8 @@ def test_the_gate_rejects_proposals_whose_chunks_are_not_in_this_store(
     # the rejections and their reasons are kept on the proposals, and nothing of them became canon
     assert judged.get_proposal(made["source"].id).rationale == source.rationale
     assert {f.predicate for f in judged.state(campaign_id).facts} == set()
-    assert spy.queries.count(CITED_QUERY) == 1  # one read for every id the batch cites
+    cited_query = cypher.cited([], [], "")[0]
+    assert spy.queries.count(cited_query) == 1  # one read for every id the batch cites
 
 
 def test_the_gate_rejects_a_proposal_citing_a_turn_deleted_since(story: StoryService) -> None:
