@@ -30,9 +30,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
-from rulebook.tables import FamilyTable, FieldSpec, KindSpec, group_field
+from rulebook.tables import FamilyTable, FieldSpec, KeyedSpec, KindSpec, group_field
 from schemas.common import EntityKind
 from schemas.rulefacts import (
     DistanceValue,
@@ -62,8 +63,10 @@ GENERIC_KIND = "entry"
 
 _CONF_LINE_START = 0.97
 _CONF_INLINE = 0.93
-_CONF_RUN_ON = 0.9  # the value was read, then the description runs on after it
-_CONF_PARTIAL = 0.75  # the value was read, then other words that are not a new sentence
+_RUN_ON = 0.92  # factor: the value was read, then the description runs on after it
+_PARTIAL = 0.78  # factor: the value was read, then other words that are not a new sentence
+_PAREN_FACTOR = 0.98  # a parenthetical read as its own field
+_REST_FACTOR = 0.95  # trailing words read as their own field
 _CONF_LINES = 0.95
 _CONF_ROWS = 0.93
 _CONF_PARAGRAPHS = 0.85
@@ -84,7 +87,10 @@ def section_text(section: EntrySection) -> str:
 
 _MD_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
 _MD_ITALIC = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
-_BULLET = re.compile(r"(?m)^[ \t]*(?:[*•▪◦‣·]|-(?=[ \t]))[ \t]+")
+# list bullets, including the private-use glyphs of Symbol and Wingdings (U+F0B7, U+F0A7) that PDFs
+# made from word processors carry, alone on their line or before the item
+_BULLET_GLYPHS = "*•▪◦‣·●■□◆➢\uf0b7\uf0a7\uf076\uf0d8"
+_BULLET = re.compile(rf"(?m)^[ \t]*(?:[{_BULLET_GLYPHS}]|-(?=[ \t]))(?:[ \t]+|$)")
 
 
 def _prepare(section: EntrySection) -> tuple[str, set[str]]:
@@ -100,13 +106,16 @@ def _prepare(section: EntrySection) -> tuple[str, set[str]]:
     text = _MD_ITALIC.sub(lambda m: m.group(1), text)
     text = _BULLET.sub("", text)
     text = "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")
+    text = re.sub(r"\n{3,}", "\n\n", text)  # a block that was only a bullet leaves no empty paragraph
     return text, bold
 
 
+@lru_cache(maxsize=4096)
 def _label_key(label: str) -> str:
     return " ".join(clean_text(label).casefold().strip(" .:").split())
 
 
+@lru_cache(maxsize=4096)
 def _slug(text: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "_", clean_text(text).casefold()).strip("_")
     if not slug:
@@ -151,14 +160,35 @@ class _Lines:
 
 @dataclass(slots=True)
 class _Compiled:
+    """A kind's lookups and regexes, built once (the table models are frozen, so they can be cached)."""
+
     kind: KindSpec
+    names: frozenset[str]
     by_label: dict[str, FieldSpec]
-    line_re: re.Pattern[str] | None
-    inline_re: re.Pattern[str] | None
+    chapters: re.Pattern[str] | None  # the kind's chapter patterns as one alternation
+    lines: list[tuple[re.Pattern[str], float]]
     rows: list[tuple[re.Pattern[str], list[str]]]
 
 
+@dataclass(slots=True)
+class _LabelScan:
+    """One table's labels, all kinds together: two regexes find every label of a section in one pass."""
+
+    line_re: re.Pattern[str] | None
+    inline_re: re.Pattern[str] | None
+
+
+@dataclass(slots=True)
+class _Hit:
+    start: int
+    value_start: int
+    label: str
+    key: str
+    line_start: bool
+
+
 _COMPILED: dict[int, tuple[KindSpec, _Compiled]] = {}
+_SCANS: dict[int, tuple[FamilyTable, _LabelScan]] = {}
 _SEP = r"(?P<sep>[ \t]*:[ \t]*|\.[ \t]+|[ \t]+)(?=\S)"
 
 
@@ -167,26 +197,60 @@ def _compiled(kind: KindSpec) -> _Compiled:
     if hit is not None and hit[0] is kind:
         return hit[1]
     by_label: dict[str, FieldSpec] = {}
-    exact: set[str] = set()
     for spec in kind.labelled:
         for label in spec.labels:
             by_label.setdefault(_label_key(label), spec)
-            clean = clean_text(label).strip()
-            exact |= {clean, clean.upper()}
-    labels = sorted(by_label, key=len, reverse=True)
-    line_re = inline_re = None
-    if labels:
-        alternatives = "|".join(re.escape(label).replace(r"\ ", r"[ \t]+") for label in labels)
-        line_re = re.compile(rf"^[ \t]*(?P<label>{alternatives}){_SEP}", re.I | re.M)
-        variants = "|".join(re.escape(v).replace(r"\ ", r"[ \t]+") for v in sorted(exact, key=len, reverse=True))
-        inline_re = re.compile(rf"(?<=[ \t])(?P<label>{variants}){_SEP}")
     rows = [
         (re.compile(r"(?<![\w])" + r"[\s|]*".join(re.escape(h) for h in row.header) + r"(?![\w])", re.I), row.fields)
         for row in kind.rows
     ]
-    compiled = _Compiled(kind, by_label, line_re, inline_re, rows)
+    names = frozenset(entry_key(n) for n in kind.names)
+    lines = [(line.regex, line.cue) for line in kind.lines]
+    chapters = re.compile("|".join(f"(?:{p.pattern})" for p in kind.chapter_patterns), re.I) if kind.chapters else None
+    compiled = _Compiled(kind, names, by_label, chapters, lines, rows)
     _COMPILED[id(kind)] = (kind, compiled)
     return compiled
+
+
+def _label_scan(table: FamilyTable) -> _LabelScan:
+    hit = _SCANS.get(id(table))
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    keys: set[str] = set()
+    exact: set[str] = set()
+    for kind in table.kinds.values():
+        for spec in kind.labelled:
+            for label in spec.labels:
+                keys.add(_label_key(label))
+                clean = clean_text(label).strip()
+                exact |= {clean, clean.upper()}
+    line_re = inline_re = None
+    if keys:
+        alternatives = "|".join(re.escape(k).replace(r"\ ", r"[ \t]+") for k in sorted(keys, key=len, reverse=True))
+        line_re = re.compile(rf"^[ \t]*(?P<label>{alternatives}){_SEP}", re.I | re.M)
+        variants = "|".join(re.escape(v).replace(r"\ ", r"[ \t]+") for v in sorted(exact, key=len, reverse=True))
+        inline_re = re.compile(rf"(?<=[ \t])(?P<label>{variants}){_SEP}")
+    scan = _LabelScan(line_re, inline_re)
+    _SCANS[id(table)] = (table, scan)
+    return scan
+
+
+def _hits(table: FamilyTable, text: str, lines: _Lines) -> list[_Hit]:
+    """Every label of the table's kinds in ``text``, longest first where two start together."""
+    scan = _label_scan(table)
+    found: dict[int, _Hit] = {}
+    for regex, at_line_start in ((scan.line_re, True), (scan.inline_re, False)):
+        if regex is None:
+            continue
+        for m in regex.finditer(text):
+            label = m.group("label")
+            key = _label_key(label)
+            start = m.start("label")
+            line_start = at_line_start or not text[lines.starts[lines.index(start)] : start].strip()
+            old = found.get(start)
+            if old is None or len(old.key) < len(key):
+                found[start] = _Hit(start, m.end(), label, key, line_start)
+    return sorted(found.values(), key=lambda h: h.start)
 
 
 @dataclass(slots=True)
@@ -197,6 +261,7 @@ class _Candidate:
     label: str
     line_start: bool
     end: int = 0  # where its value's extent ends (the next label on its line, or the line's end)
+    read: _Read | None = None  # its value, read once (relative confidences), when scoring its kind
 
 
 @dataclass(slots=True)
@@ -219,7 +284,7 @@ class _Read:
 # ============================================================================================
 # reading one field's value
 
-_PAREN = re.compile(r"[ \t]*\(([^()]*)\)")
+_PAREN = re.compile(r"[ \t]*\(((?:[^()]|\([^()]*\))*)\)")  # one level of nesting: "(a gem (consumed))"
 _TOKEN_START = re.compile(r"(?<=[\s(])(?=[^\s(])")
 _NEW_SENTENCE = re.compile(r"^[ \t]*[A-Z]")
 
@@ -255,7 +320,7 @@ def _read_sub(sub_type: ValueType, text: str) -> Any:
     if sub_type is ValueType.LIST:
         return parse_list(text)
     if sub_type is ValueType.TEXT:
-        return TextValue(text=text)
+        return TextValue(text=" ".join(text.split()))
     found = scan_value(sub_type, text)
     if found is None:
         return None
@@ -265,32 +330,32 @@ def _read_sub(sub_type: ValueType, text: str) -> Any:
     return value if not rest else None
 
 
-def _read_plain(spec: FieldSpec, text: str, start: int, end: int, confidence: float) -> _Read | None:
+def _read_plain(spec: FieldSpec, text: str, start: int, end: int) -> _Read | None:
     found = _scan_typed(spec.type, spec, text[start:end])
     if found is None:
         return None
     value, used = found
     pos = start + used
-    facts = [_Fact(spec.name, value, start, pos, confidence)]
+    facts = [_Fact(spec.name, value, start, pos, 1.0)]
     if spec.paren is not None:
         m = _PAREN.match(text, pos, end)
         if m:
             sub = _read_sub(spec.paren.type, m.group(1))
             if sub is not None:
-                facts.append(_Fact(spec.paren.field, sub, m.start(1), m.end(1), confidence - 0.02))
+                facts.append(_Fact(spec.paren.field, sub, m.start(1), m.end(1), _PAREN_FACTOR))
             pos = m.end()
     if spec.rest is not None:
         rest = text[pos:end]
         sub = _read_sub(spec.rest.type, rest)
         if sub is not None:
-            facts.append(_Fact(spec.rest.field, sub, pos + len(rest) - len(rest.lstrip()), end, confidence - 0.05))
+            facts.append(_Fact(spec.rest.field, sub, pos + len(rest) - len(rest.lstrip()), end, _REST_FACTOR))
             pos = end
     remainder = text[pos:end]
     complete = not remainder.strip(" \t.,;:")
     if not complete:
-        penalty = _CONF_RUN_ON if _NEW_SENTENCE.match(remainder) else _CONF_PARTIAL
+        penalty = _RUN_ON if _NEW_SENTENCE.match(remainder) else _PARTIAL
         for fact in facts:
-            fact.confidence = min(fact.confidence, penalty)
+            fact.confidence *= penalty
     return _Read(facts, pos, complete)
 
 
@@ -311,7 +376,12 @@ def _split_items(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _read_keyed(spec: FieldSpec, text: str, start: int, end: int, confidence: float) -> _Read | None:
+def _item_key(keyed: KeyedSpec, before: str) -> str:
+    key = _label_key(re.sub(r"\([^)]*\)", " ", before)) if before.strip() else ""
+    return keyed.aliases.get(key, key)
+
+
+def _read_keyed(spec: FieldSpec, text: str, start: int, end: int) -> _Read | None:
     keyed = spec.keyed
     assert keyed is not None
     facts: list[_Fact] = []
@@ -324,12 +394,12 @@ def _read_keyed(spec: FieldSpec, text: str, start: int, end: int, confidence: fl
         hit = None
         for m in _TOKEN_START.finditer(" " + item):
             p = m.start() - 1 if m.start() else 0
-            key = _label_key(re.sub(r"\([^)]*\)", " ", item[:p]))
-            key = keyed.aliases.get(key, key)
-            kind = keyed.types.get(key, spec.type)
+            kind = spec.type
+            if keyed.types:  # the key decides the type ("passive Perception 13" is a number)
+                kind = keyed.types.get(_item_key(keyed, item[:p]), spec.type)
             found = _scan_typed(kind, spec, item[p:])
             if found is not None:
-                hit = (p, key, found)
+                hit = (p, _item_key(keyed, item[:p]), found)
                 break
             if len(item[:p].split()) > 4:
                 break  # a key is a few words: this item is prose
@@ -342,12 +412,12 @@ def _read_keyed(spec: FieldSpec, text: str, start: int, end: int, confidence: fl
         value_end = a + p + used
         rest = text[value_end:b]
         rest_plain = re.sub(r"\([^)]*\)", " ", rest).strip(" \t.")
-        if not key and rest_plain and len(rest_plain.split()) <= 3 and not _NEW_SENTENCE.match(rest):
-            key = keyed.aliases.get(_label_key(rest_plain), _label_key(rest_plain))  # "+3 Fight"
+        if not key and keyed.bare is None and rest_plain and len(rest_plain.split()) <= 4:
+            key = keyed.aliases.get(_label_key(rest_plain), _label_key(rest_plain))  # "+3 Fight", "Good (+3) Fight"
             rest_plain = ""
         predicate = keyed.name.format(key=_slug(key)) if key else keyed.bare
         if predicate and _slug(predicate) == predicate:
-            facts.append(_Fact(predicate, value, a + p, value_end, confidence))
+            facts.append(_Fact(predicate, value, a + p, value_end, 1.0))
         paren = _PAREN.match(text, value_end, b)
         pos = paren.end() if paren else value_end
         if rest_plain:
@@ -358,43 +428,31 @@ def _read_keyed(spec: FieldSpec, text: str, start: int, end: int, confidence: fl
         return None
     if not complete:
         for fact in facts:
-            fact.confidence = min(fact.confidence, _CONF_RUN_ON)
+            fact.confidence *= _RUN_ON
     return _Read(facts, pos, complete)
 
 
-def _read_field(spec: FieldSpec, text: str, start: int, end: int, confidence: float) -> _Read | None:
-    if spec.confidence is not None:
-        confidence = min(confidence, spec.confidence)
+def _read_field(spec: FieldSpec, text: str, start: int, end: int) -> _Read | None:
+    """A field's value(s) in ``text[start:end]``, with confidences relative to the label's (1.0: read whole)."""
     if spec.keyed is not None:
-        return _read_keyed(spec, text, start, end, confidence)
-    return _read_plain(spec, text, start, end, confidence)
+        return _read_keyed(spec, text, start, end)
+    return _read_plain(spec, text, start, end)
 
 
 # ============================================================================================
 # labelled fields of one kind
 
 
-def _candidates(compiled: _Compiled, text: str, lines: _Lines) -> list[_Candidate]:
-    found: dict[int, _Candidate] = {}
-    for regex, at_line_start in ((compiled.line_re, True), (compiled.inline_re, False)):
-        if regex is None:
-            continue
-        for m in regex.finditer(text):
-            key = _label_key(m.group("label"))
-            spec = compiled.by_label.get(key)
-            if spec is None:
-                continue
-            start = m.start("label")
-            line_start = at_line_start or not text[lines.starts[lines.index(start)] : start].strip()
-            old = found.get(start)
-            if old is None or len(old.label) < len(key):
-                found[start] = _Candidate(start, m.end(), spec, m.group("label"), line_start)
-    ordered = sorted(found.values(), key=lambda c: c.start)
+def _candidates(compiled: _Compiled, hits: list[_Hit]) -> list[_Candidate]:
+    """The kind's labels among the section's label hits."""
     out: list[_Candidate] = []
-    for cand in ordered:  # a shorter label inside a longer one found first is no label
-        if out and cand.start < out[-1].value_start:
+    for hit in hits:
+        spec = compiled.by_label.get(hit.key)
+        if spec is None:
             continue
-        out.append(cand)
+        if out and hit.start < out[-1].value_start:
+            continue  # a shorter label inside a longer one found first is no label
+        out.append(_Candidate(hit.start, hit.value_start, spec, hit.label, hit.line_start))
     return out
 
 
@@ -419,20 +477,42 @@ def _accept(cands: list[_Candidate], text: str, lines: _Lines, bold: set[str]) -
         if prev is None:
             continue
         if not _is_free(prev.spec):
-            read = _read_field(prev.spec, text, prev.value_start, cand.start, 1.0)
+            read = _read_field(prev.spec, text, prev.value_start, cand.start)
             if read is not None and not text[read.end : cand.start].strip(" \t,;.:"):
                 accepted.append(cand)
-            continue
-        # after a free-text field only a typed value confirms the label ("… Common Challenge 1/4")
+                continue
+        # after free text (a free field, or words trailing a value: "1 reaction, which you take when …")
+        # only a value of the label's own type confirms it ("… Common Challenge 1/4", "… attack Range 30 feet")
         if not _is_free(cand.spec):
-            own = _read_field(cand.spec, text, cand.value_start, lines.end_of(cand.start), 1.0)
-            if own is not None and own.complete:
+            own = _read_field(cand.spec, text, cand.value_start, lines.end_of(cand.start))
+            if own is not None:
                 accepted.append(cand)
     for n, cand in enumerate(accepted):
-        line_end = lines.end_of(cand.start)
         nxt = accepted[n + 1].start if n + 1 < len(accepted) else len(text)
-        cand.end = min(line_end, nxt)
+        cand.end = min(_extent_end(text, lines, cand.value_start), nxt)
     return accepted
+
+
+_OPEN_ENDED = re.compile(r"(?:[,;(]|\b(?:and|or|of|the|a|an|to|from|by|with))\s*$")
+
+
+def _extent_end(text: str, lines: _Lines, start: int, most: int = 3) -> int:
+    """Where a value starting at ``start`` ends: its line's end, or a later line's when the value is
+    visibly unfinished there (an open parenthesis, a trailing comma, "and") — PDFs wrap a value or
+    split it between blocks: "M (a stone, a twig, and a bit of green" / "plant)"."""
+    index = lines.index(start)
+    end = lines.ends[index]
+    for _ in range(most):
+        value = text[start:end]
+        if value.count("(") <= value.count(")") and not _OPEN_ENDED.search(value):
+            break
+        index += 1
+        while index < len(lines.starts) and not text[lines.starts[index] : lines.ends[index]].strip():
+            index += 1
+        if index >= len(lines.starts):
+            break
+        end = lines.ends[index]
+    return end
 
 
 @dataclass(slots=True)
@@ -455,39 +535,90 @@ def _line_spans(text: str, lines: _Lines, window: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _score_kind(
-    table: FamilyTable, name: str, kind: KindSpec, section: EntrySection, text: str, lines: _Lines, bold: set[str]
-) -> _KindRead:
+@dataclass(slots=True)
+class _Context:
+    """What every kind's scoring of one section shares, computed once."""
+
+    text: str
+    lines: _Lines
+    bold: set[str]
+    above: list[str]  # entry keys of the headings above the entry
+    heading: str  # entry key of the entry's heading
+    prose: list[int]  # starts of paragraphs whose first line is prose-long
+    hits: dict[int, list[_Hit]] = field(default_factory=dict)  # by id of table
+    windows: dict[int, list[str]] = field(default_factory=dict)  # first n non-empty lines, stripped
+
+    def window(self, n: int) -> list[str]:
+        if n not in self.windows:
+            self.windows[n] = [self.text[a:b].strip() for a, b in _line_spans(self.text, self.lines, n)]
+        return self.windows[n]
+
+    def hits_of(self, table: FamilyTable) -> list[_Hit]:
+        if id(table) not in self.hits:
+            self.hits[id(table)] = _hits(table, self.text, self.lines)
+        return self.hits[id(table)]
+
+
+def _score_kind(table: FamilyTable, name: str, kind: KindSpec, ctx: _Context, beat: float) -> _KindRead | None:
+    """The kind's score on this entry, or None when it cannot reach its ``min_score`` or beat ``beat``.
+
+    The cheap cues (lines, rows, chapters, names) and an upper bound from the labels found come first,
+    so that only kinds still in the running pay for reading their labels' values. A label below the
+    entry's first prose paragraph (a paragraph whose first line is long, unless it opens with one of
+    the kind's labels) counts half: an item's description may list the stats of an object ("Armor
+    Class: 20", "Hit Points: 200") without being a stat block.
+    """
     compiled = _compiled(kind)
-    accepted = _accept(_candidates(compiled, text, lines), text, lines, bold)
+    text, lines = ctx.text, ctx.lines
     score = 0.0
     cues: list[str] = []
-    seen: set[str] = set()
-    for cand in accepted:
-        if cand.spec.name in seen:
-            continue
-        if not _is_free(cand.spec) and _read_field(cand.spec, text, cand.value_start, cand.end, 1.0) is None:
-            continue  # "Range of the spell…": a label whose value does not read is no cue
-        seen.add(cand.spec.name)
-        score += cand.spec.cue
-        cues.append(f"label:{cand.spec.name}")
-    window = _line_spans(text, lines, kind.line_window)
-    for n, line in enumerate(kind.lines):
-        if any(line.regex.search(text[a:b].strip()) for a, b in window):
-            score += line.cue
-            cues.append(f"line:{n}")
+    if compiled.lines:
+        window = ctx.window(kind.line_window)
+        for n, (regex, cue) in enumerate(compiled.lines):
+            if any(regex.search(line) for line in window):
+                score += cue
+                cues.append(f"line:{n}")
     for n, (regex, _) in enumerate(compiled.rows):
         if regex.search(text):
             score += kind.rows[n].cue
             cues.append(f"row:{n}")
-    above = [entry_key(h) for h in section.heading_path[:-1]]
-    if kind.chapter_patterns and any(p.fullmatch(h) for p in kind.chapter_patterns for h in above):
+    if compiled.chapters is not None and any(compiled.chapters.fullmatch(h) for h in ctx.above):
         score += kind.chapter_cue
         cues.append("chapter")
-    if kind.names and entry_key(section.heading) in {entry_key(n) for n in kind.names}:
+    if ctx.heading in compiled.names:
         score += kind.names_cue
         cues.append("name")
+    candidates = _candidates(compiled, ctx.hits_of(table))
+    bound = score + sum({c.spec.name: c.spec.cue for c in candidates}.values())
+    if bound < kind.min_score or bound <= 0 or bound <= beat:
+        return None
+    accepted = _accept(candidates, text, lines, ctx.bold)
+    opening = {lines.starts[lines.index(c.start)] for c in accepted if c.line_start}
+    head_end = next((p for p in ctx.prose if p not in opening), len(text))
+    seen: set[str] = set()
+    for cand in accepted:
+        if cand.spec.name in seen:
+            continue
+        cand.read = _read_field(cand.spec, text, cand.value_start, cand.end)
+        if cand.read is None:
+            continue  # "Range of the spell…": a label whose value does not read is no cue
+        seen.add(cand.spec.name)
+        score += cand.spec.cue if cand.start < head_end else cand.spec.cue / 2
+        cues.append(f"label:{cand.spec.name}")
     return _KindRead(table, name, kind, score, cues, accepted)
+
+
+_PROSE_WORDS = 15
+
+
+def _prose_starts(text: str) -> list[int]:
+    """Starts of the paragraphs whose first line is long enough to be prose (or a run of fields)."""
+    starts = []
+    for m in re.finditer(r"[^\n]+(?:\n(?!\n)[^\n]+)*", text):
+        first = m.group(0).split("\n", 1)[0]
+        if len(first.split()) >= _PROSE_WORDS:
+            starts.append(m.start())
+    return starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,10 +644,13 @@ def _best_kind(
     section: EntrySection, tables: list[FamilyTable], text: str, lines: _Lines, bold: set[str]
 ) -> _KindRead | None:
     best: _KindRead | None = None
+    above = [entry_key(h) for h in section.heading_path[:-1]]
+    ctx = _Context(text, lines, bold, above, entry_key(section.heading), _prose_starts(text))
     for table in tables:
         for name, kind in table.kinds.items():
-            read = _score_kind(table, name, kind, section, text, lines, bold)
-            if read.score >= kind.min_score and read.score > 0 and (best is None or read.score > best.score):
+            beat = best.score if best is not None else 0.0
+            read = _score_kind(table, name, kind, ctx, beat)
+            if read is not None and read.score >= kind.min_score and read.score > beat:
                 best = read
     return best
 
@@ -611,6 +745,11 @@ def _read_rows(compiled: _Compiled, text: str, taken: list[tuple[int, int]]) -> 
             scores = list(_BARE_SCORE.finditer(window))[: len(fields)]
             confidence = 0.8
         if len(scores) < len(fields):
+            continue
+        # only a row read in one run is in order: a row split by other text (a table broken over
+        # columns) may come back with its cells shuffled, and a wrong score is worse than none
+        gaps = [window[a.end() : b.start()] for a, b in zip(scores, scores[1:], strict=False)]
+        if any(gap.strip(" \t\n|") for gap in gaps) or window[: scores[0].start()].strip(" \t\n|"):
             continue
         for name, score in zip(fields, scores, strict=True):
             start = m.end() + score.start()
@@ -753,12 +892,14 @@ def extract_facts(section: EntrySection, tables: FamilyTable | Sequence[FamilyTa
             base = _CONF_LINE_START if cand.line_start else _CONF_INLINE
             if _label_key(cand.label) in bold:
                 base = min(0.99, base + 0.02)
-            read = _read_field(cand.spec, text, cand.value_start, cand.end, base)
+            read = cand.read
             if read is None:
                 continue
             have.add(cand.spec.name)
+            cap = cand.spec.confidence if cand.spec.confidence is not None else 1.0
             for fact in read.facts:
                 fact.label = cand.label
+                fact.confidence = min(cap, base * fact.confidence)
                 if fact.predicate == cand.spec.name:
                     fact.start = cand.start  # its raw text is the whole field: "Hit Points 7 (2d6)"
                     facts.append(fact)

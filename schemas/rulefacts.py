@@ -182,7 +182,7 @@ _TENS = {
 }
 _UNITS_WORDS = "|".join(k for k in _SMALL if _SMALL[k] < 10 and k != "zero")
 _WORD_BASE = rf"(?:(?:{'|'.join(_TENS)})(?:[- ](?:{_UNITS_WORDS}))?|{'|'.join(sorted(_SMALL, key=len, reverse=True))})"
-_WORD_NUMBER = rf"{_WORD_BASE}(?:\s+(?:hundred|thousand))?"
+_WORD_NUMBER = rf"{_WORD_BASE}(?:\s+hundred(?:\s+(?:and\s+)?{_WORD_BASE}(?![\w-]))?|\s+thousand)?"
 _DIGITS = r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s?/\s?\d+)?"
 # A number never takes the first digits of a dice expression ("1d6") or of a larger word.
 _NUMBER = rf"(?:{_DIGITS}|{_WORD_NUMBER})(?![\w/]|\s?d\d)"
@@ -205,17 +205,24 @@ def _number_of(text: str) -> float | None:
             return float(body)
         except ValueError:
             return None
-    words = text.split()
-    scale = 1
-    if words[-1] in ("hundred", "thousand"):
-        scale = 100 if words[-1] == "hundred" else 1000
-        words = words[:-1]
-    base = " ".join(words)
+    words = text.replace(" and ", " ").split()
+    if "hundred" in words:  # "one hundred twenty"
+        at = words.index("hundred")
+        high = _words_below_hundred(" ".join(words[:at]))
+        low = _words_below_hundred(" ".join(words[at + 1 :])) if words[at + 1 :] else 0.0
+        return None if high is None or low is None else high * 100 + low
+    if words[-1] == "thousand":
+        high = _words_below_hundred(" ".join(words[:-1]))
+        return None if high is None else high * 1000
+    return _words_below_hundred(" ".join(words))
+
+
+def _words_below_hundred(base: str) -> float | None:
     if base in _SMALL:
-        return float(_SMALL[base] * scale)
+        return float(_SMALL[base])
     tens, _, unit = base.replace("-", " ").partition(" ")
     if tens in _TENS and (not unit or unit in _SMALL):
-        return float((_TENS[tens] + _SMALL.get(unit, 0)) * scale)
+        return float(_TENS[tens] + _SMALL.get(unit, 0))
     return None
 
 
@@ -431,6 +438,10 @@ def _fmt(x: float) -> str:
 
 # ============================================================================================
 # scanning: the longest value of a type at the start of a text
+#
+# The scanners build their values with ``model_construct``: the grammar has already checked what
+# validation would (finite, non-negative amounts, one of amount or special), and the parser builds
+# thousands of values a book.
 
 _NUMBER_UNITS = {
     "gp": "gp",
@@ -567,7 +578,7 @@ def _scan_number(text: str) -> tuple[NumberValue, int] | None:
     if value is None:
         return None
     unit = _NUMBER_UNITS[m.group("u").casefold()] if m.group("u") else None
-    return NumberValue(value=value, unit=unit), m.end()
+    return NumberValue.model_construct(value=value, unit=unit), m.end()
 
 
 def _dice_of(expr: str) -> DiceValue | None:
@@ -582,10 +593,10 @@ def _dice_of(expr: str) -> DiceValue | None:
         if sides < 2:
             return None
         counts[sides] += factor * (int(count) if count else 1)
-    terms = [DiceTerm(count=c, sides=s) for s, c in sorted(counts.items(), reverse=True) if c]
+    terms = [DiceTerm.model_construct(count=c, sides=s) for s, c in sorted(counts.items(), reverse=True) if c]
     if not terms:
         return None
-    return DiceValue(terms=terms, modifier=modifier)
+    return DiceValue.model_construct(terms=terms, modifier=modifier)
 
 
 def _scan_dice(text: str) -> tuple[DiceValue, int] | None:
@@ -602,7 +613,7 @@ def _scan_distance(text: str) -> tuple[DistanceValue, int] | None:
         return None
     if m.group("s"):
         special: Any = m.group("s").casefold()
-        return DistanceValue(special=special), m.end()
+        return DistanceValue.model_construct(special=special), m.end()
     raw = m.group("n")
     amount = 1.0 if raw.casefold() in ("a", "an") else _number_of(raw)
     if amount is None or amount < 0:
@@ -611,7 +622,7 @@ def _scan_distance(text: str) -> tuple[DistanceValue, int] | None:
     end = m.end()
     if m.group("u").casefold() in ("ft", "mi", "m", "yd") and text[end : end + 1] == ".":
         end += 1  # "30 ft." owns its full stop
-    return DistanceValue(amount=amount, unit=unit), end
+    return DistanceValue.model_construct(amount=amount, unit=unit), end
 
 
 def _scan_duration(text: str) -> tuple[DurationValue, int] | None:
@@ -622,7 +633,7 @@ def _scan_duration(text: str) -> tuple[DurationValue, int] | None:
     upto = bool(m.group("upto"))
     if m.group("s"):
         special: Any = _DUR_SPECIALS[" ".join(m.group("s").casefold().split())]
-        return DurationValue(special=special, concentration=conc, up_to=upto), m.end()
+        return DurationValue.model_construct(special=special, concentration=conc, up_to=upto), m.end()
     unit: Any = _DUR_UNITS[" ".join(m.group("u").casefold().split())]
     raw = m.group("n")
     if raw is None:
@@ -633,7 +644,7 @@ def _scan_duration(text: str) -> tuple[DurationValue, int] | None:
         amount = 1.0 if raw.casefold() in ("a", "an") else _number_of(raw)
     if amount is None or amount <= 0:
         return None
-    return DurationValue(amount=amount, unit=unit, concentration=conc, up_to=upto), m.end()
+    return DurationValue.model_construct(amount=amount, unit=unit, concentration=conc, up_to=upto), m.end()
 
 
 def _split_top(text: str, seps: str = ",;") -> list[tuple[int, int]]:
@@ -660,7 +671,7 @@ def _list_items(text: str) -> list[str]:
         part = re.sub(r"^(?:and|or)\s+", "", part, flags=re.I)
         # "bludgeoning, piercing, and slashing": the last item may carry "and"
         for sub in re.split(r"\s+(?:and|or)\s+(?![^()]*\))", part) if len(part.split()) <= 3 else [part]:
-            sub = sub.strip()
+            sub = " ".join(sub.split())
             if sub and sub not in ("—", "-"):
                 items.append(sub)
     return items
@@ -670,7 +681,7 @@ def _scan_list(text: str, vocabulary: tuple[str, ...] | None = None) -> tuple[Li
     """With a vocabulary, the items run while they are words of it ("V, S, M (bat fur)" → V, S, M)."""
     if vocabulary is None:
         body = text.rstrip()
-        return ListValue(items=_list_items(body)), len(body)
+        return ListValue.model_construct(items=_list_items(body)), len(body)
     allowed = {v.casefold(): v for v in vocabulary}
     item_re = re.compile(
         r"\s*(?P<item>" + "|".join(re.escape(v) for v in sorted(allowed, key=len, reverse=True)) + r")(?![\w])",
@@ -691,21 +702,21 @@ def _scan_list(text: str, vocabulary: tuple[str, ...] | None = None) -> tuple[Li
         pos += sep.end()
     if not items:
         return None
-    return ListValue(items=items), pos
+    return ListValue.model_construct(items=items), pos
 
 
 def _scan_text(text: str) -> tuple[TextValue, int] | None:
-    body = text.strip()
+    body = " ".join(text.split())
     if not body:
         return None
-    return TextValue(text=body), len(text.rstrip())
+    return TextValue.model_construct(text=body), len(text.rstrip())
 
 
 def _scan_flag(text: str) -> tuple[FlagValue, int] | None:
     m = re.match(r"\s*(yes|true|required|requires|no|false|none|y|n|—|-)(?![\w])", text, re.I)
     if not m:
         return None
-    return FlagValue(value=_FLAG_WORDS[m.group(1).casefold()]), m.end()
+    return FlagValue.model_construct(value=_FLAG_WORDS[m.group(1).casefold()]), m.end()
 
 
 def scan_value(
