@@ -365,7 +365,7 @@ def score_facts(
             if fact.predicate in scored:
                 per_field[fact.predicate].extracted += 1
                 per_kind[entry.kind].extracted += 1
-    stray = Counter()
+    stray: Counter[str] = Counter()
     for key, facts in facts_by_entry.items():
         if key in truth:
             continue
@@ -610,7 +610,7 @@ def main() -> int:
     parser.add_argument("--no-embed", action="store_true", help="skip timing the embedding of the chunks")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args()
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     from jobs.tokens import TokenCounter
 
     table = builtin_table("dnd5e")

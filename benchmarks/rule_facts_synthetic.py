@@ -173,17 +173,17 @@ def creature(rng: random.Random, variant: str, used: set[str]) -> Generated:
     f["speed"] = DistanceValue(amount=walk)
     modes = [m for m in ("fly", "swim", "climb", "burrow") if rng.random() < 0.25]
     speeds = {m: rng.choice([20, 30, 40, 60, 80]) for m in modes}
-    for m, v in speeds.items():
-        f[f"speed_{m}"] = DistanceValue(amount=v)
+    for mode, feet in speeds.items():
+        f[f"speed_{mode}"] = DistanceValue(amount=feet)
     scores = {a: rng.randint(1, 30) for a in _ABIL}
-    for a, v in scores.items():
-        f[a] = NumberValue(value=v)
+    for ability, score in scores.items():
+        f[ability] = NumberValue(value=score)
     saves = {a: rng.randint(1, 14) for a in rng.sample(_ABIL, rng.randint(0, 3))}
-    for a, v in saves.items():
-        f[f"saving_throw_{a}"] = NumberValue(value=v)
+    for ability, bonus in saves.items():
+        f[f"saving_throw_{ability}"] = NumberValue(value=bonus)
     skills = {s: rng.randint(1, 12) for s in rng.sample(_SKILLS, rng.randint(0, 3))}
-    for s, v in skills.items():
-        f[f"skill_{s.lower().replace(' ', '_')}"] = NumberValue(value=v)
+    for skill, bonus in skills.items():
+        f[f"skill_{skill.lower().replace(' ', '_')}"] = NumberValue(value=bonus)
     resist = rng.sample(_DAMAGE, rng.randint(0, 2))
     immune = rng.sample(_CONDITIONS, rng.randint(0, 2))
     if resist:
@@ -319,9 +319,7 @@ def _duration(rng: random.Random, variant: str) -> tuple[str, DurationValue]:
     conc = rng.random() < 0.4
     amount = f"{n} {unit}{'s' if n > 1 else ''}"
     if variant == "value-forms":
-        amount = (
-            ("an hour" if unit == "hour" else f"one {unit}") if n == 1 else f"{_WORDS.get(n, n)} {unit}s"
-        )
+        amount = ("an hour" if unit == "hour" else f"one {unit}") if n == 1 else f"{_WORDS.get(n, n)} {unit}s"
     text = f"Concentration, up to {amount}" if conc else amount
     if not conc and variant == "value-forms" and n == 1:
         text = text[:1].upper() + text[1:]

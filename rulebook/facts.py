@@ -766,9 +766,10 @@ def _overlaps(a: int, b: int, spans: list[tuple[int, int]]) -> bool:
 
 def _read_sentences(kind: KindSpec, text: str, taken: list[tuple[int, int]], have: set[str]) -> list[_Fact]:
     facts: list[_Fact] = []
+    flat = text.replace("\n", " ")  # a sentence wraps across lines and blocks; offsets stay the same
     for sentence in kind.sentences:
         collected: dict[str, list[_Fact]] = {}
-        for m in sentence.regex.finditer(text):
+        for m in sentence.regex.finditer(flat):
             if _overlaps(m.start(), m.end(), taken):
                 continue
             for group, raw in m.groupdict().items():
@@ -812,9 +813,7 @@ def _read_paragraphs(name: str, text: str, taken: list[tuple[int, int]]) -> list
     pairs = [(span, t) for span, t in zip(items, texts, strict=True) if t]
     if not pairs:
         return []
-    return [
-        _Fact(name, ListValue(items=[t for _, t in pairs]), pairs[0][0][0], pairs[-1][0][1], _CONF_PARAGRAPHS)
-    ]
+    return [_Fact(name, ListValue(items=[t for _, t in pairs]), pairs[0][0][0], pairs[-1][0][1], _CONF_PARAGRAPHS)]
 
 
 _LABEL = r"(?P<label>[A-Z][\w'()/&-]*(?:[ \t][\w'()/&-]+){0,5}?)"

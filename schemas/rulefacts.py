@@ -868,14 +868,16 @@ def compare_values(a: RuleValue, b: RuleValue) -> Comparison:
     type, a bare number as feet); when neither reads as the other the answer is UNCOMPARABLE.
     """
     if a.type != b.type:
-        coerced = _coerce(a, b)
+        if isinstance(a, TextValue):  # read the free text as the typed side, not the reverse
+            a, b = b, a
+        coerced = _coerce(b, a)
         if coerced is not None:
-            a = coerced
+            b = coerced
         else:
-            coerced = _coerce(b, a)
+            coerced = _coerce(a, b)
             if coerced is None:
                 return Comparison.UNCOMPARABLE
-            b = coerced
+            a = coerced
     same = _same_typed(a, b)
     if same is None:
         return Comparison.UNCOMPARABLE
