@@ -231,12 +231,22 @@ class CachedEmbedder:
     """The project's embedder, remembering every text it embedded in this run: index variants that
     embed the same texts (and the baselines, whose documents are the product's vector texts) pay once."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, path: Path | None = None) -> None:
         self.inner = inner
         self.name = inner.name
         self._cache: dict[str, np.ndarray] = {}
         self.embedded = 0
         self.seconds = 0.0
+        self.path = path
+        if path is not None and path.is_file():  # an earlier run with the same --work
+            with np.load(path, allow_pickle=False) as saved:
+                self._cache = dict(zip(saved["texts"].tolist(), saved["vectors"], strict=True))
+        self.loaded = len(self._cache)
+
+    def save(self) -> None:
+        if self.path is not None and self._cache:
+            texts = list(self._cache)
+            np.savez(self.path, texts=np.array(texts), vectors=np.stack([self._cache[t] for t in texts]))
 
     @property
     def dim(self) -> int:
@@ -339,13 +349,13 @@ INDEX_VARIANTS = [
     IndexVariant("+ time + speakers", {"window_before": 0, "window_after": 0}),
     IndexVariant("+ time + speakers as fields", {"window_before": 0, "window_after": 0, "text_layout": "fields"}),
     IndexVariant("+ window 1/0", {"window_before": 1, "window_after": 0}),
-    IndexVariant("+ window 2/1 (default)", {}),
+    IndexVariant("+ window 2/1", {}),
     IndexVariant("+ window 2/1 in the vector too", {"context_in_vector": True}),
     IndexVariant("default + extractive summaries", {}, memories="extractive"),
     IndexVariant("default + LoCoMo summaries (LLM stand-in)", {}, memories="locomo-summaries"),
     IndexVariant("default + LoCoMo observations (LLM stand-in)", {}, memories="locomo-observations"),
 ]
-QUICK_VARIANTS = ("text only", "+ time + speakers", "+ window 2/1 (default)")
+QUICK_VARIANTS = ("text only", "+ time + speakers", "+ window 2/1")
 BASE_RANKING = {  # the ranking the index variants are compared under: plain RRF
     "vector_weight": 1.0,
     "text_weight": 1.0,
@@ -354,7 +364,7 @@ BASE_RANKING = {  # the ranking the index variants are compared under: plain RRF
     "speaker_boost": 0.0,
     "expand_share": 0.0,
 }
-DEFAULT = "+ window 2/1 (default)"
+DEFAULT = "+ window 2/1"
 
 
 @dataclass(frozen=True)
@@ -366,25 +376,31 @@ class Row:
     ranking: dict[str, Any]
 
 
-def lever_rows(variants: Sequence[str]) -> list[Row]:
+def lever_rows(variants: Sequence[str], fitted: dict[str, Any] | None = None) -> list[Row]:
+    """The table's rows: each index variant under plain RRF; on the default index, the ranking levers
+    added one at a time up to the default configuration, then one change at a time from it; the
+    variants with memories under three expansion shares; a ranking fitted elsewhere (``fitted``)."""
     rows = [Row(f"index: {v}", v, BASE_RANKING) for v in variants if v in {x.name for x in INDEX_VARIANTS[:7]}]
     if DEFAULT in variants:
+        steps = {"text_weight": 3.0}
+        rows.append(Row("default index, RRF 1:3 (text weight 3)", DEFAULT, {**BASE_RANKING, **steps}))
+        steps["neighbour_share"] = 0.1
+        rows.append(Row("  + neighbour share 0.1", DEFAULT, {**BASE_RANKING, **steps}))
+        steps["time_boost"] = 0.5
+        rows.append(Row("  + time boost 0.5", DEFAULT, {**BASE_RANKING, **steps}))
         rows += [
-            Row("default, ranking: text weight 3 (RRF 1:3)", DEFAULT, {**BASE_RANKING, "text_weight": 3.0}),
-            Row("  + neighbour share 0.1", DEFAULT, {**BASE_RANKING, "text_weight": 3.0, "neighbour_share": 0.1}),
-            Row(
-                "  + time boost 0.5 (= the default configuration)",
-                DEFAULT,
-                {**BASE_RANKING, "text_weight": 3.0, "neighbour_share": 0.1, "time_boost": 0.5},
-            ),
-            Row("  + speaker boost 0.3", DEFAULT, {"speaker_boost": 0.3}),
-            Row("  neighbour share 0.2 instead", DEFAULT, {"neighbour_share": 0.2}),
-            Row("  candidates 50 instead of 100", DEFAULT, {"candidates": 50}),
-            Row("  rrf k 30 instead of 60", DEFAULT, {"rrf_k": 30}),
+            Row("DEFAULT CONFIGURATION (RecallConfig())", DEFAULT, {}),
+            Row("  default, speaker boost 0.3", DEFAULT, {"speaker_boost": 0.3}),
+            Row("  default, neighbour share 0.2", DEFAULT, {"neighbour_share": 0.2}),
+            Row("  default, text weight 2", DEFAULT, {"text_weight": 2.0}),
+            Row("  default, rrf k 30", DEFAULT, {"rrf_k": 30}),
+            Row("  default, candidates 50", DEFAULT, {"candidates": 50}),
         ]
+        if fitted:
+            rows.append(Row("  ranking fitted on LoCoMo (all five), applied here", DEFAULT, fitted))
     for variant in variants:
         if variant.startswith("default + "):
-            for share in (0.05, 0.2):
+            for share in (0.0, 0.05, 0.2):
                 rows.append(Row(f"{variant}, expand share {share}", variant, {"expand_share": share}))
     return rows
 
@@ -409,7 +425,9 @@ class Stack:
         from story.recall_index import RecallConfig, RecallIndex
 
         slug = re.sub(r"[^a-z0-9]+", "-", variant.name.lower()).strip("-")
-        text = open_memory_text_index(self.settings.model_copy(update={"memory_text_index": f"memory-{slug}"}))
+        # a text index folder per variant: BM25's statistics are the index's, not the campaign's
+        folder = self.settings.data_dir / f"text-{slug}"
+        text = open_memory_text_index(self.settings.model_copy(update={"text_url": str(folder)}))
         self.texts.append(text)
         return RecallIndex(
             text,
@@ -445,10 +463,10 @@ def head_lineage(service: Any, campaign_id: str) -> Any:
 
 def write_memories(service: Any, campaign_id: str, conv: Conversation, kind: str) -> int:
     """What a variant writes beside the turns, through the story service (indexed as it is written)."""
-    from schemas.story import Memory, Summary, SummaryScope
+    from schemas.story import Summary, SummaryScope
     from story.formation import ExtractiveFormer, form_scene
 
-    scenes = sorted(service.scenes(campaign_id), key=lambda s: s.created_at)
+    scenes = service.scenes(campaign_id)
     written = 0
     if kind == "extractive":
         former = ExtractiveFormer()
@@ -456,7 +474,6 @@ def write_memories(service: Any, campaign_id: str, conv: Conversation, kind: str
             result = form_scene(service, scene, former)
             written += int(result.summary_added) + result.memories_added
         return written
-    turn_ids = {t.ref: t.id for t in service.history(campaign_id, last=100_000) if t.ref}
     if kind == "locomo-summaries":
         for scene in scenes:
             session = re.match(r"Session (\d+)", scene.title or "")
@@ -474,16 +491,29 @@ def write_memories(service: Any, campaign_id: str, conv: Conversation, kind: str
                 written += 1
         return written
     if kind == "locomo-observations":
-        for speaker, text, ref in conv.extras["observations"]:
-            if ref in turn_ids:
-                observer = "ent_" + re.sub(r"\W+", "_", speaker.lower())
-                service.add_memory(
-                    Memory(
-                        campaign_id=campaign_id, observer_entity_id=observer, text=text, anchor_turn_id=turn_ids[ref]
-                    )
-                )
-                written += 1
-        return written
+        # The speakers are not entities of the campaign (an observer must be), so the observations go to
+        # the memory index as memory records anchored at the turn they cite, without an observer.
+        from schemas.recall import RecallRecord
+
+        turns = {t.ref: t for t in service.history(campaign_id, last=100_000) if t.ref}
+        records = [
+            RecallRecord(
+                id=f"obs-{campaign_id}-{n}",
+                kind=RecallKind.MEMORY,
+                campaign_id=campaign_id,
+                anchor_turn_id=turns[ref].id,
+                branch_id=turns[ref].branch_id,
+                depth=turns[ref].depth,
+                scene_id=turns[ref].scene_id,
+                speakers=[speaker],
+                story_time=turns[ref].story_time,
+                ref=ref,
+                text=text,
+            )
+            for n, (speaker, text, ref) in enumerate(conv.extras["observations"])
+            if ref in turns
+        ]
+        return int(service.recall_index.write(records))
     return 0
 
 
@@ -520,10 +550,13 @@ def import_and_gather(
             started = time.perf_counter()
             write_memories(service, campaign.id, conv, variant.memories)
             seconds["memories_s"] += time.perf_counter() - started
-        lineage = head_lineage(service, campaign.id)
+    # every question asked of the index holding every campaign, as a deployment's memory index does
+    # (BM25's statistics are the index's, so a question asked before the last import would differ)
+    for conv in conversations:
+        lineage = head_lineage(service, campaigns[conv.name])
         started = time.perf_counter()
         for q in conv.questions:
-            got = index.gather(campaign.id, q.query, lineage=lineage, depth=DEPTH)
+            got = index.gather(campaigns[conv.name], q.query, lineage=lineage, depth=DEPTH)
             found.append(replace(got, kinds=TURNS))
             progress.advance(task)
         seconds["gather_s"] += time.perf_counter() - started
@@ -620,6 +653,9 @@ def cli_check(
     return {
         "conversation": conv.name,
         **score(conv.questions, ranked),
+        "in_process_default": {
+            k: v for k, v in score(conv.questions, default).items() if k in ("recall_at_5", "recall_at_10", "any_at_10")
+        },
         "same_top10_as_in_process": sum(a == b for a, b in zip(ranked, default, strict=True)),
         "import": {k: imported.get(k) for k in ("turns", "sessions", "records", "seconds")},
         "import_command_s": round(import_s, 1),
@@ -692,6 +728,7 @@ def evaluate(
     check_questions: int,
     cli: Sequence[str] = (),
     work: Path | None = None,
+    fitted: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     questions = [q for c in conversations for q in c.questions]
     started = time.perf_counter()
@@ -703,7 +740,7 @@ def evaluate(
     for variant in variants:
         imported[variant.name] = import_and_gather(stack, variant, conversations, progress)
         timings[variant.name] = imported[variant.name].seconds
-    for row in lever_rows([v.name for v in variants]):
+    for row in lever_rows([v.name for v in variants], fitted):
         systems[f"lorekeeper {row.name}"] = {
             **score(questions, ranked_refs(imported[row.variant], row.ranking)),
             "variant": row.variant,
@@ -738,7 +775,7 @@ def evaluate(
                 result.setdefault("cli_check", []).append(cli_check(conv, span, work))
         if fit and len(conversations) > 1:
             result["fit"] = fit_leave_one_out(imported[DEFAULT], conversations, progress)
-            systems["lorekeeper default index, ranking fitted on the other conversations"] = result["fit"]["held_out"]
+            systems["lorekeeper default index, ranking fitted on the other four (held out)"] = result["fit"]["held_out"]
     return result
 
 
@@ -798,13 +835,19 @@ def plot(report: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def _fitted(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The ranking fitted on all of LoCoMo, to apply to the synthetic conversations (None before)."""
+    fit = report.get("locomo", {}).get("fit")
+    return {**BASE_RANKING, **fit["in_sample_best"]["point"]} if fit else None
+
+
 def _plotted(systems: dict[str, Any]) -> list[str]:
     keep = [
         "lorekeeper index: text only",
         "lorekeeper index: + time + speakers",
-        "lorekeeper index: + window 2/1 (default)",
-        "lorekeeper   + time boost 0.5 (= the default configuration)",
-        "lorekeeper default index, ranking fitted on the other conversations",
+        "lorekeeper index: + window 2/1",
+        "lorekeeper DEFAULT CONFIGURATION (RecallConfig())",
+        "lorekeeper default index, ranking fitted on the other four (held out)",
         "lorekeeper default + LoCoMo observations (LLM stand-in), expand share 0.05",
     ]
     return [k for k in keep if k in systems]
@@ -814,9 +857,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--conversations", default=",".join(CONVERSATIONS), help="LoCoMo files to use, e.g. 26,30")
     parser.add_argument("--limit-questions", type=int, help="only the first N questions of each conversation")
-    parser.add_argument("--synthetic", type=int, default=4, help="synthetic conversations (0: none)")
+    parser.add_argument("--synthetic", type=int, default=8, help="synthetic conversations (0: none)")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--quick", action="store_true", help=f"only the index variants {', '.join(QUICK_VARIANTS)}")
+    parser.add_argument("--variants", help="only the index variants whose names hold one of these (comma-separated)")
     parser.add_argument("--no-fit", action="store_true", help="skip the leave-one-conversation-out fit")
     parser.add_argument("--check-questions", type=int, default=40, help="per conversation, run end to end too")
     parser.add_argument(
@@ -845,43 +889,49 @@ def main(argv: list[str] | None = None) -> int:
         for conv in [*locomo, *synthetic]:
             conv.questions = conv.questions[: args.limit_questions]
     variants = [v for v in INDEX_VARIANTS if not args.quick or v.name in QUICK_VARIANTS]
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(EmbeddingConfig()))
-    stack = Stack(work / "data", embedder)
+    if args.variants:
+        wanted = [w.strip() for w in args.variants.split(",") if w.strip()]
+        variants = [v for v in variants if any(w in v.name for w in wanted)]
+        if not variants:
+            raise SystemExit(f"no index variant matches {args.variants!r}: {[v.name for v in INDEX_VARIANTS]}")
+    # with --work, the vectors of an earlier run are reused (same model, same texts)
+    embedder = CachedEmbedder(SentenceTransformerEmbedder(EmbeddingConfig()), work / "embeddings.npz")
     report: dict[str, Any] = {"benchmark": "memory_recall", "goal": GOAL, "readme_baselines": README_BASELINES}
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    # each corpus in stores of its own: BM25's statistics are those of the index the campaigns share
+    runs = [("locomo", "LoCoMo dev (5 conversations)" if len(locomo) == 5 else f"LoCoMo {', '.join(names)}", locomo)]
+    if synthetic:
+        runs.append(("synthetic", f"synthetic (seed {args.seed}, {len(synthetic)} conversations)", synthetic))
     try:
         with Progress(*columns) as progress:
-            report["locomo"] = evaluate(
-                "LoCoMo dev (5 conversations)" if len(locomo) == 5 else f"LoCoMo {', '.join(names)}",
-                locomo,
-                variants,
-                stack,
-                embedder,
-                progress,
-                fit=not args.no_fit,
-                check_questions=args.check_questions,
-                cli=[n.strip() for n in args.cli.split(",") if n.strip()],
-                work=work,
-            )
-            progress.console.print(table(report["locomo"]["systems"]))
-            if synthetic:
-                synth_variants = [v for v in variants if not v.memories.startswith("locomo")]
-                report["synthetic"] = evaluate(
-                    f"synthetic (seed {args.seed}, {len(synthetic)} conversations)",
-                    synthetic,
-                    synth_variants,
-                    stack,
-                    embedder,
-                    progress,
-                    fit=False,
-                    check_questions=args.check_questions,
-                )
-                progress.console.print(table(report["synthetic"]["systems"]))
+            for key, label, conversations in runs:
+                stack = Stack(work / f"data-{key}", embedder)
+                try:
+                    report[key] = evaluate(
+                        label,
+                        conversations,
+                        [v for v in variants if key == "locomo" or not v.memories.startswith("locomo")],
+                        stack,
+                        embedder,
+                        progress,
+                        fit=key == "locomo" and not args.no_fit,
+                        check_questions=args.check_questions,
+                        cli=[n.strip() for n in args.cli.split(",") if n.strip()] if key == "locomo" else [],
+                        work=work,
+                        fitted=_fitted(report),
+                    )
+                finally:
+                    stack.close()
+                progress.console.print(table(report[key]["systems"]))
     finally:
-        stack.close()
+        embedder.save()
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
-    report["embedding"] = {"texts_embedded": embedder.embedded, "seconds": round(embedder.seconds, 1)}
+    report["embedding"] = {
+        "texts_embedded": embedder.embedded,
+        "seconds": round(embedder.seconds, 1),
+        "vectors_reused_from_an_earlier_run": embedder.loaded,  # --work of an earlier run: timings exclude them
+    }
     report["machine"] = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),

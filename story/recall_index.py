@@ -115,7 +115,7 @@ class RecallConfig(BaseModel):
     time_boost: float = Field(default=0.5, ge=0)
     time_after_days: int = Field(default=14, ge=0)
     speaker_boost: float = Field(default=0.0, ge=0)
-    expand_share: float = Field(default=0.0, ge=0)
+    expand_share: float = Field(default=0.05, ge=0)
     recency_weight: float = Field(default=0.0, ge=0)
     salience_weight: float = Field(default=0.0, ge=0)
 
@@ -220,17 +220,22 @@ class RecallIndex:
     def write(self, records: Sequence[RecallRecord], vectors: np.ndarray | None = None) -> int:
         """Upsert records into both indexes (idempotent by id); embeds them unless ``vectors`` are given.
 
-        Turn records of one scene written together get their neighbours as context (:meth:`windows`).
+        A turn record's window (:meth:`windows`) is made of the turns of its scene in the batch and,
+        for depths the batch does not hold, of those already in the index; the indexed turns whose
+        window now holds a written turn get their full-text document rewritten, so a turn recorded
+        alone during play is indexed as a bulk import would index it.
         """
         if not records:
             return 0
         self.ensure()
-        windows = self.windows(records)
+        indexed = self._indexed_neighbours(records)
+        windows = self.windows([*records, *indexed])
         if vectors is None:
             vectors = self.embedder.embed_documents([self.indexed_text(r, windows.get(r.id)) for r in records])
         if len(vectors) != len(records):
             raise ValueError(f"{len(records)} records but {len(vectors)} vectors")
-        self.text.upsert([self._document(r, windows.get(r.id)) for r in records])
+        rewritten = [r for r in indexed if _window_holds(self.config, r, records)]
+        self.text.upsert([self._document(r, windows.get(r.id)) for r in [*records, *rewritten]])
         self.vectors.upsert(
             self.collection,
             [
@@ -240,6 +245,32 @@ class RecallIndex:
         )
         self.text.refresh()
         return len(records)
+
+    def _indexed_neighbours(self, records: Sequence[RecallRecord]) -> list[RecallRecord]:
+        """The turn records already indexed within reach of the written turns' windows (depths up to
+        ``window_before + window_after`` away on their branch, the same scene) that the batch lacks:
+        enough to rebuild the window of every indexed turn whose window holds a written one."""
+        cfg = self.config
+        reach = cfg.window_before + cfg.window_after
+        if reach == 0:
+            return []
+        turns = [r for r in records if r.kind is RecallKind.TURN and r.scene_id is not None]
+        held = {(r.campaign_id, r.branch_id, r.depth) for r in turns}
+        scenes = {(r.campaign_id, r.branch_id, r.scene_id) for r in turns}
+        wanted: dict[str, set[str]] = {}
+        for r in turns:
+            for depth in range(max(0, r.depth - reach), r.depth + reach + 1):
+                if (r.campaign_id, r.branch_id, depth) not in held:
+                    wanted.setdefault(r.campaign_id, set()).add(f"{r.branch_id}:0:{depth}")  # one depth's key
+        written = {r.id for r in records}
+        out: list[RecallRecord] = []
+        for campaign_id, keys in wanted.items():
+            filters = SearchFilters(campaign=[campaign_id], kind=[RecallKind.TURN.value], lineage=sorted(keys))
+            for point in self.vectors.scroll(self.collection, filters=filters):
+                record = RecallRecord.model_validate(point.payload["record"])
+                if record.id not in written and (record.campaign_id, record.branch_id, record.scene_id) in scenes:
+                    out.append(record)
+        return out
 
     def _fields(self, record: RecallRecord) -> dict[str, str | list[str]]:
         fields: dict[str, str | list[str]] = {
@@ -408,6 +439,17 @@ class RecallIndex:
         final.sort()
         by_id = {doc.id: doc for doc in fused}
         return [_hit(records[rid], -neg, by_id[rid].scores, by_id[rid].ranks) for neg, rid in final[:limit]]
+
+
+def _window_holds(config: RecallConfig, record: RecallRecord, written: Sequence[RecallRecord]) -> bool:
+    """Whether ``record``'s window reaches one of the ``written`` turns (same branch and scene)."""
+    place = (RecallKind.TURN, record.branch_id, record.scene_id)
+    return any(
+        (other.kind, other.branch_id, other.scene_id) == place
+        and other.id != record.id
+        and -config.window_before <= other.depth - record.depth <= config.window_after
+        for other in written
+    )
 
 
 def _spread(

@@ -133,6 +133,30 @@ def test_a_reply_is_found_by_the_words_of_the_question_before_it(index: RecallIn
     assert "tb2" not in [h.id for h in index.rank(found, config=RecallConfig(vector_weight=0))]
 
 
+def test_turns_written_one_at_a_time_get_the_windows_of_a_bulk_write(index: RecallIndex) -> None:
+    """During play each turn is indexed alone: its window comes from the turns already indexed, and
+    the turns before it are rewritten with it in their window."""
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=10),))
+    turns = [
+        _turn(1, "What are you reading these days?", speaker="Ben"),
+        _turn(2, "'Low Tide', by Mira Calder."),
+        _turn(3, "Sounds like a marvellous novel!", speaker="Ben"),
+        _turn(4, "Not about that, in another scene.", scene="s2"),
+    ]
+    filler = [_turn(d, f"small talk number {d}", scene="s9") for d in range(5, 9)]
+    _write(index, filler)
+    for turn in turns:
+        _write(index, [turn])
+
+    def text_hits(query: str) -> list[str]:
+        found = index.gather("c", query, lineage=lineage, kinds=[RecallKind.TURN])
+        return [h.id for h in index.rank(found, config=RecallConfig(vector_weight=0))]
+
+    assert set(text_hits("reading")) == {"tb1", "tb2", "tb3"}  # tb2 by its window, tb3 two turns on
+    assert set(text_hits("marvellous novel")) == {"tb2", "tb3"}  # tb2 rewritten when tb3 came
+    assert "tb4" not in text_hits("Low Tide")  # a scene's end is a window's end
+
+
 def test_the_vector_holds_the_record_and_the_context_only_when_asked(index: RecallIndex) -> None:
     record = _turn(2, "Low Tide.", story_time="8 May 2023", context="What are you reading?")
     assert index.indexed_text(record) == "(8 May 2023) Ava: Low Tide."
