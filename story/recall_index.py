@@ -16,6 +16,7 @@ turn after the fork, :class:`story.lineage.Segment` ``seq_cutoff``) are dropped 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,7 +30,7 @@ from schemas.recall import RecallHit, RecallKind, RecallRecord
 from schemas.search import SearchFilters
 from schemas.settings import Settings
 from stores.factory import open_memory_text_index, open_vector_index
-from stores.text.base import TextDocument, TextIndex
+from stores.text.base import TextDocument, TextHit, TextIndex
 from stores.vector.base import VectorIndex, VectorPoint, VectorSpace
 from story.lineage import Lineage
 from story.recall_cues import named_speakers, story_date, time_range
@@ -159,6 +160,7 @@ class RecallIndex:
         self.collection = collection
         self.config = config or RecallConfig()
         self._ready = False
+        self._pool: ThreadPoolExecutor | None = None
 
     def ensure(self) -> None:
         """Create the collection and the text index if missing (idempotent)."""
@@ -167,8 +169,19 @@ class RecallIndex:
             self.vectors.ensure_collection(self.collection, VectorSpace(name="dense", dim=self.embedder.dim))
             self._ready = True
 
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "_pool": None}  # a thread pool does not travel; the next search makes one
+
+    def _legs(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-leg")
+        return self._pool
+
     def close(self) -> None:
         """Close both indexes (the recall index owns them when built by :func:`open_recall_index`)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
         self.text.close()
         self.vectors.close()
 
@@ -381,6 +394,10 @@ class RecallIndex:
         depth = max(depth or cfg.candidates, limit)
         records: dict[str, RecallRecord] = {}
         legs: dict[str, list[tuple[str, float]]] = {}
+        text_leg: Future[list[TextHit]] | None = None
+        if cfg.text_weight > 0 and cfg.vector_weight > 0 and query_vector is None:
+            # BM25 runs while the model embeds the query (torch releases the GIL): ~a third off a recall
+            text_leg = self._legs().submit(self.text.search, query, filters=filters, limit=depth, highlight=False)
         if cfg.vector_weight > 0:
             vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
             hits = self.vectors.search(self.collection, vector.tolist(), filters=filters, limit=depth)
@@ -388,7 +405,10 @@ class RecallIndex:
             for h in hits:
                 records.setdefault(h.id, RecallRecord.model_validate(h.payload["record"]))
         if cfg.text_weight > 0:
-            text_hits = self.text.search(query, filters=filters, limit=depth, highlight=False)
+            if text_leg is not None:
+                text_hits = text_leg.result()
+            else:
+                text_hits = self.text.search(query, filters=filters, limit=depth, highlight=False)
             legs["text"] = [(h.id, h.score) for h in text_hits]
             for th in text_hits:
                 records.setdefault(th.id, RecallRecord.model_validate(th.data["record"]))
