@@ -36,7 +36,7 @@ Goal (issue 13): recall@10 >= 0.85 overall and >= 0.70 on multi-hop and open-dom
 
 Usage::
 
-    python -m benchmarks.memory_recall --out benchmarks/results            # the whole run (~15-25 min, 2 cores)
+    python -m benchmarks.memory_recall --out benchmarks/results   # the whole run (~10 min on 2 cores)
     python -m benchmarks.memory_recall --conversations 26 --synthetic 1 --quick --out /tmp/mr
 
 Writes ``memory_recall.json`` and ``memory_recall.png`` to ``--out``.
