@@ -13,6 +13,8 @@ variables are unset under the ``integration`` marker.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -39,3 +41,32 @@ def _fresh_settings(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Te
 
     monkeypatch.setenv("LOREKEEPER_DATA_DIR", str(tmp_path_factory.mktemp("data")))
     get_settings.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test that runs a CLI command in this process (typer's CliRunner) configures logging as the CLI
+    does: a handler on the runner's stderr, closed when the command returns, and loggers cached on first
+    use. Left in place, a later test logs to a closed file, or caches the module loggers it first uses so
+    that ``structlog.testing.capture_logs`` cannot see them. Here loggers are never cached, and both
+    configurations are restored after each test."""
+    import logging
+
+    import structlog
+
+    import lorekeeper.logs as logs
+
+    configure = logs.configure_logging
+
+    def configure_uncached(*args: Any, **kwargs: Any) -> None:
+        configure(*args, **kwargs)
+        structlog.configure(cache_logger_on_first_use=False)
+
+    monkeypatch.setattr(logs, "configure_logging", configure_uncached)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    config = structlog.get_config()
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.configure(**config)
