@@ -11,6 +11,7 @@ story goes on (event ``recall_index_failed``) and the scene's end repairs what i
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import structlog
 
@@ -37,6 +38,19 @@ def speaker_name(turn: Turn) -> str:
     return _SPEAKER_NAMES.get(turn.speaker.kind, turn.speaker.kind.value)
 
 
+def _anchored(anchor: Turn, **fields: Any) -> RecallRecord:
+    """A record anchored at ``anchor``: its campaign, branch, depth and time are the turn's (a memory,
+    summary or outcome is checked to be of the anchor's campaign when it is written)."""
+    return RecallRecord(
+        campaign_id=anchor.campaign_id,
+        anchor_turn_id=anchor.id,
+        branch_id=anchor.branch_id,
+        depth=anchor.depth,
+        story_time=anchor.story_time,
+        **fields,
+    )
+
+
 def turn_record(turn: Turn, scene: Scene | None = None, *, context: str = "") -> RecallRecord | None:
     """The record of a turn: its input and the narration told (None when there is nothing to recall)."""
     parts = [p.strip() for p in (turn.text, turn.narration or "") if p and p.strip()]
@@ -47,18 +61,14 @@ def turn_record(turn: Turn, scene: Scene | None = None, *, context: str = "") ->
         speakers.append("Narrator")
     participants = list(scene.participant_entity_ids) if scene else []
     observers = list(dict.fromkeys([*participants, *([turn.speaker.entity_id] if turn.speaker.entity_id else [])]))
-    return RecallRecord(
+    return _anchored(
+        turn,
         id=turn.id,
         kind=RecallKind.TURN,
-        campaign_id=turn.campaign_id,
-        anchor_turn_id=turn.id,
-        branch_id=turn.branch_id,
-        depth=turn.depth,
         scene_id=turn.scene_id,
         speakers=speakers,
         participants=participants,
         observers=observers,
-        story_time=turn.story_time,
         ref=turn.ref,
         text="\n".join(parts),
         context=context,
@@ -67,17 +77,13 @@ def turn_record(turn: Turn, scene: Scene | None = None, *, context: str = "") ->
 
 
 def memory_record(memory: Memory, anchor: Turn) -> RecallRecord:
-    return RecallRecord(
+    return _anchored(
+        anchor,
         id=memory.id,
         kind=RecallKind.MEMORY,
-        campaign_id=memory.campaign_id,
-        anchor_turn_id=anchor.id,
-        branch_id=anchor.branch_id,
-        depth=anchor.depth,
         scene_id=anchor.scene_id,
         participants=list(memory.subject_entity_ids),
         observers=[memory.observer_entity_id],
-        story_time=anchor.story_time,
         ref=anchor.ref,
         text=memory.text,
         salience=memory.salience,
@@ -87,17 +93,13 @@ def memory_record(memory: Memory, anchor: Turn) -> RecallRecord:
 
 def summary_record(summary: Summary, anchor: Turn, scene: Scene | None = None) -> RecallRecord:
     participants = list(scene.participant_entity_ids) if scene else []
-    return RecallRecord(
+    return _anchored(
+        anchor,
         id=summary.id,
         kind=RecallKind.SUMMARY,
-        campaign_id=summary.campaign_id,
-        anchor_turn_id=anchor.id,
-        branch_id=anchor.branch_id,
-        depth=anchor.depth,
         scene_id=summary.scene_id,
         participants=participants,
         observers=participants,
-        story_time=anchor.story_time,
         text=summary.text,
         salience=0.7,
         created_at=summary.created_at,
@@ -108,17 +110,13 @@ def outcome_records(scene: Scene, anchor: Turn) -> list[RecallRecord]:
     """A record per canon outcome of an ended scene (what became true, in words)."""
     participants = list(scene.participant_entity_ids)
     return [
-        RecallRecord(
+        _anchored(
+            anchor,
             id=f"{scene.id}#canon{i}",
             kind=RecallKind.FACT,
-            campaign_id=scene.campaign_id,
-            anchor_turn_id=anchor.id,
-            branch_id=anchor.branch_id,
-            depth=anchor.depth,
             scene_id=scene.id,
             participants=participants,
             observers=participants,
-            story_time=anchor.story_time,
             text=outcome,
             salience=0.8,
         )
