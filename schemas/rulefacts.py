@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from schemas.common import Confidence, EntityKind, Id, LorekeeperModel, Name, ScalarValue
+from schemas.common import Confidence, EntityKind, Id, LorekeeperModel, Name, ScalarValue, content_id
 from schemas.errors import LorekeeperError
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "RuleValue",
     "RuleValueError",
     "SourceFact",
+    "StoredSourceFact",
     "TextValue",
     "ValueType",
     "clean_text",
@@ -980,3 +981,43 @@ class SourceFact(LorekeeperModel):
     offset: int | None = Field(default=None, ge=0)
     chunk_id: Id | None = None
     page: int | None = Field(default=None, ge=1)
+
+
+SourceFactStatus = Literal["active", "superseded"]
+
+
+class StoredSourceFact(SourceFact):
+    """A source fact as the library keeps it: canon from a source, tied to the item that states it.
+
+    ``uid`` is derived from (item, subject key, predicate, offset or position), so extracting the same
+    item again writes the same ids and a re-run replaces rather than duplicates. ``status`` follows the
+    item: a re-ingested edition supersedes the old item and its facts with it, yet a campaign pinned to
+    the old item still reads them.
+    """
+
+    uid: Id
+    item_uid: Id
+    library_uid: Id
+    status: SourceFactStatus = "active"
+    canon_level: Literal["canon"] = "canon"
+    authority: Literal["source"] = "source"
+
+    @staticmethod
+    def uid_for(item_uid: str, subject_key: str, predicate: str, position: int | str) -> str:
+        """The fact's id; ``position`` is its offset in the section text, or its index where it has none."""
+        return content_id("srcfact", "\x1f".join((item_uid, subject_key, predicate, str(position))))
+
+    @classmethod
+    def of(
+        cls, fact: SourceFact, *, item_uid: str, library_uid: str, index: int, status: SourceFactStatus = "active"
+    ) -> StoredSourceFact:
+        """``fact`` stored for an item; ``index`` is its position among the item's facts."""
+        position: int | str = fact.offset if fact.offset is not None else f"#{index}"
+        uid = cls.uid_for(item_uid, fact.subject.key, fact.predicate, position)
+        return cls(
+            **fact.model_dump(),
+            uid=uid,
+            item_uid=item_uid,
+            library_uid=library_uid,
+            status=status,
+        )

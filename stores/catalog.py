@@ -167,7 +167,7 @@ class Catalog:
             raise NotFound("graph", f"no item {uid!r}")
 
     def supersede(self, old_uid: str, new_uid: str) -> int:
-        """Mark ``old_uid`` and its chunks superseded by ``new_uid`` (nothing is deleted).
+        """Mark ``old_uid``, its chunks and its source facts superseded by ``new_uid`` (nothing is deleted).
 
         Returns:
             How many chunks were marked.
@@ -184,6 +184,11 @@ class Catalog:
             tx.run(
                 "MATCH (:Item {uid: $old})-[:HAS_CHUNK]->(c:Chunk) SET c.status = $status",
                 {"old": old_uid, "status": ChunkStatus.SUPERSEDED.value},
+            )
+            # its rulebook source facts follow the item (stores.source_facts reads them by status)
+            tx.run(
+                "MATCH (:Item {uid: $old})-[:STATES]->(f:SourceFact) SET f.status = $status",
+                {"old": old_uid, "status": ItemStatus.SUPERSEDED.value},
             )
         return count
 
