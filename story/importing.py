@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from itertools import groupby
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import structlog
@@ -107,28 +107,38 @@ class TranscriptImporter:
             )
             world_id = world.id
         campaign = self.campaigns.create_campaign(world_id, name, profile or StoryProfile(genre="transcript"))
-        turns: list[tuple[Turn, Scene]] = []
-        for session in sessions:
-            scene = self.scenes.start_scene(campaign.id, title=scene_title(session))
-            for start in range(0, len(session.lines), TURN_BATCH):
-                written = self._write_turns(campaign.id, scene, session, start)
-                turns.extend((turn, scene) for turn in written)
-                if on_progress:
-                    on_progress("turns", len(written))
-            # the chapter's end, not the service's: the service would index the scene's turns one
-            # batch per scene with no vectors at hand; they are indexed in bulk below
-            self.scenes.end_scene(scene.id)
-        graph_seconds = time.perf_counter() - started
-        records = [r for turn, scene in turns if (r := turn_record(turn, scene)) is not None]
-        model_seconds, recall_seconds = self._index(records, on_progress)
+        indexing = _Indexing(self.index, on_progress)
+        turns = 0
+        records = 0
+        try:
+            for session in sessions:
+                scene = self.scenes.start_scene(campaign.id, title=scene_title(session))
+                session_turns: list[Turn] = []
+                for start in range(0, len(session.lines), TURN_BATCH):
+                    written = self._write_turns(campaign.id, scene, session, start)
+                    session_turns.extend(written)
+                    if on_progress:
+                        on_progress("turns", len(written))
+                # the chapter's end, not the service's: the service would index the scene's turns one
+                # batch per scene; they are indexed in bulk, on a thread, while the next sessions are written
+                self.scenes.end_scene(scene.id)
+                turns += len(session_turns)
+                session_records = [r for t in session_turns if (r := turn_record(t, scene)) is not None]
+                records += len(session_records)
+                indexing.add(session_records)
+        except BaseException:
+            indexing.abandon()
+            raise
+        graph_seconds = time.perf_counter() - started - indexing.model_seconds
+        model_seconds, recall_seconds = indexing.finish()
         report = TranscriptImport(
             campaign_id=campaign.id,
             world_id=world_id,
             name=name,
             format=transcript.format.value,
             sessions=len(sessions),
-            turns=len(turns),
-            records=len(records) if self.index is not None else 0,
+            turns=turns,
+            records=records if self.index is not None else 0,
             graph_seconds=round(graph_seconds, 3),
             model_seconds=round(model_seconds, 3),
             recall_seconds=round(recall_seconds, 3),
@@ -173,25 +183,6 @@ class TranscriptImporter:
 
         return self.core.mutate(campaign_id, "import", build)
 
-    def _index(self, records: Sequence[RecallRecord], on_progress: Progress | None) -> tuple[float, float]:
-        """Write the records to the memory index in large batches of whole sessions; the index embeds them
-        (one call per batch), so what it embeds is what a rebuild would embed.
-
-        Returns:
-            Seconds spent loading the model, and embedding and writing the records.
-        """
-        if self.index is None or not records:
-            return 0.0, 0.0
-        began = time.perf_counter()
-        self.index.embedder.embed_documents(["warm-up"])  # loads the model (a lazy embedder's first call)
-        model_seconds = time.perf_counter() - began
-        began = time.perf_counter()
-        for batch in _batches(records, RECORD_BATCH):
-            self.index.write(batch)
-            if on_progress:
-                on_progress("records", len(batch))
-        return model_seconds, time.perf_counter() - began
-
 
 def scene_title(session: TranscriptSession) -> str:
     """``Session 3 (1:56 pm on 8 May, 2023)``; a session named by words keeps its name."""
@@ -199,11 +190,70 @@ def scene_title(session: TranscriptSession) -> str:
     return f"{label} ({session.time})" if session.time else label
 
 
-def _batches(records: Sequence[RecallRecord], size: int) -> list[list[RecallRecord]]:
-    """Consecutive records in batches of whole scenes, each batch closed once it holds ``size`` or more."""
-    batches: list[list[RecallRecord]] = [[]]
-    for _, group in groupby(records, key=lambda r: r.scene_id):
-        if len(batches[-1]) >= size:
-            batches.append([])
-        batches[-1].extend(group)
-    return [b for b in batches if b]
+class _Indexing:
+    """Indexes an import's records while the next sessions are written to the graph.
+
+    Records are written in batches of whole sessions (at least :data:`RECORD_BATCH` records, so each
+    turn's neighbours go with it) on one background thread: the model embeds a batch (torch releases
+    the GIL) while the main thread writes the next sessions' turns, so an import costs about its
+    embedding, not its embedding plus its graph writes. The index embeds the records itself, so what
+    it embeds is what a rebuild would embed. A failed index write stops the import: :meth:`finish`
+    raises it once the graph writes have ended (they are the record of truth and stay).
+    """
+
+    def __init__(self, index: RecallIndex | None, on_progress: Progress | None) -> None:
+        self.index = index
+        self.on_progress = on_progress
+        self.model_seconds = 0.0
+        self._pending: list[RecallRecord] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._writes: list[Future[float]] = []
+
+    def add(self, records: Sequence[RecallRecord]) -> None:
+        """Queue a whole session's records; a batch leaves once it holds enough."""
+        if self.index is None or not records:
+            return
+        self._pending.extend(records)
+        if len(self._pending) >= RECORD_BATCH:
+            self._submit()
+
+    def _submit(self) -> None:
+        index = self.index
+        if index is None or not self._pending:
+            return
+        if self._pool is None:
+            began = time.perf_counter()
+            index.embedder.embed_documents(["warm-up"])  # loads the model (a lazy embedder's first call)
+            self.model_seconds = time.perf_counter() - began
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-index")
+        batch, self._pending = self._pending, []
+        self._writes.append(self._pool.submit(self._write, index, batch))
+
+    def _write(self, index: RecallIndex, batch: list[RecallRecord]) -> float:
+        began = time.perf_counter()
+        index.write(batch)
+        if self.on_progress:
+            self.on_progress("records", len(batch))
+        return time.perf_counter() - began
+
+    def abandon(self) -> None:
+        """The graph writes failed: drop what is queued (what is being written finishes)."""
+        self._pending = []
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def finish(self) -> tuple[float, float]:
+        """Write what is left and wait for every batch.
+
+        Returns:
+            Seconds spent loading the model, and embedding and writing the records.
+
+        Raises:
+            The first error of a batch write.
+        """
+        try:
+            self._submit()
+            return self.model_seconds, sum(write.result() for write in self._writes)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)

@@ -3,17 +3,18 @@ its ref and time, the story engine's own lineage, and every line recalled by mea
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
-from schemas.errors import InvalidRequest, NotFound
-from schemas.recall import RecallHit
+from schemas.errors import InvalidRequest, NotFound, Unavailable
+from schemas.recall import RecallHit, RecallRecord
 from schemas.settings import Settings
 from schemas.story import InputMode, SceneStatus, SpeakerKind, TurnStatus
 from stores.blob.local import LocalBlobStore
+from story import importing
 from story.recall_index import RecallIndex, open_recall_index
 from story.service import StoryService
 from story.transcripts import Transcript, TranscriptFormat, TranscriptLine, read_transcript
@@ -199,3 +200,34 @@ def test_a_locomo_conversation_from_the_corpus(story: StoryService) -> None:
     assert story.scenes(campaign.id)[0].title == "Session 1 (1:56 pm on 8 May, 2023)"
     # the first question of the conversation's QA; its evidence is D1:3
     assert "D1:3" in refs(story.recall(campaign.id, "When did Caroline go to the LGBTQ support group?", limit=5))
+
+
+class _IndexThatFailsOnItsSecondWrite(RecallIndex):
+    def __init__(self, index: RecallIndex) -> None:
+        super().__init__(index.text, index.vectors, index.embedder)
+        self.batches: list[int] = []
+
+    def write(self, records: Sequence[RecallRecord], vectors: object = None) -> int:
+        self.batches.append(len(records))
+        if len(self.batches) == 2:
+            raise Unavailable("memory index", "down")
+        return super().write(records)
+
+
+def test_sessions_are_indexed_in_batches_and_a_failed_batch_fails_the_import_after_the_graph_writes(
+    embedded_graph: object, local_blob_store: object, recall_index: RecallIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches go to the index on a thread while later sessions are written; a batch that fails is raised
+    once every session is in the graph, and a rebuild then indexes the whole campaign."""
+    monkeypatch.setattr(importing, "RECORD_BATCH", 2)  # a batch per session (3 lines each)
+    failing = _IndexThatFailsOnItsSecondWrite(recall_index)
+    story = StoryService(embedded_graph, local_blob_store, recall=failing)  # type: ignore[arg-type]
+    story.prepare()
+    with pytest.raises(Unavailable, match="memory index: down"):
+        story.import_transcript(conversation(), "Ada and Bo")
+    assert failing.batches == [3, 3]  # whole sessions, never a session split over two batches
+    (campaign,) = [c for c in story.list_campaigns() if c.name == "Ada and Bo"]
+    assert len(story.history(campaign.id)) == 6  # the graph, the record of truth, holds every line
+    assert recall_index.count(campaign.id) == 3
+    healthy = StoryService(embedded_graph, local_blob_store, recall=recall_index)  # type: ignore[arg-type]
+    assert healthy.rebuild_recall(campaign.id) == 6
