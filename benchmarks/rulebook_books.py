@@ -642,6 +642,10 @@ def _truth(tree: Node, pages: list[int]) -> list[TruthHeading]:
 # -- engines -----------------------------------------------------------------------------------------
 
 
+class EngineMissing(RuntimeError):
+    """A layout's typesetter is not installed: the benchmark skips that layout with this note."""
+
+
 def _esc(text: str) -> str:
     return html.escape(text, quote=False)
 
@@ -746,7 +750,7 @@ def _libreoffice(tree: Node, path: Path) -> tuple[list[int], int]:
 
     soffice = shutil.which("soffice") or shutil.which("libreoffice")
     if soffice is None:
-        raise RuntimeError("LibreOffice is not installed (apt-get install libreoffice-writer)")
+        raise EngineMissing("LibreOffice is not installed (apt-get install libreoffice-writer)")
     d = docx.Document()
     styles = d.styles
     styles["Normal"].font.name = "Liberation Serif"
@@ -1018,6 +1022,344 @@ def _story(tree: Node, path: Path) -> tuple[list[int], int]:
     return found, pages
 
 
+# -- WeasyPrint, three columns -------------------------------------------------------------------------
+
+# Three columns on mirrored pages; no bold anywhere: entry headings in small caps at the body size,
+# set apart by colour and space alone; emphasis (run-in labels, bold runs) by colour; section heads
+# in italic; the chapter's name with the page number at the outer foot; a dictionary-style running
+# head naming the first and last entry of the page; no outline at all.
+WEASY_3COL_CSS = """
+@page { size: letter; margin: 0.7in 0.45in 0.7in 0.45in; }
+@page :left { margin-left: 0.4in; margin-right: 0.65in;
+  @top-left { content: string(entry, first) " \u2013 " string(entry, last); font: 7.5pt "DejaVu Sans"; }
+  @bottom-left { content: counter(page) "   " string(chapter); font: 7.5pt "DejaVu Sans"; } }
+@page :right { margin-left: 0.65in; margin-right: 0.4in;
+  @top-right { content: string(entry, first) " \u2013 " string(entry, last); font: 7.5pt "DejaVu Sans"; }
+  @bottom-right { content: string(chapter) "   " counter(page); font: 7.5pt "DejaVu Sans"; } }
+@page cover { @top-left { content: none; } @top-right { content: none; }
+              @bottom-left { content: none; } @bottom-right { content: none; } }
+html { bookmark-level: none; }
+h1, h2, h3, h4, h5 { bookmark-level: none; font-weight: normal; }
+body { font: 8.5pt/1.22 "DejaVu Serif"; }
+b { font-weight: normal; color: #7a1f1f; }
+.cover { page: cover; }
+h1.book { font: 26pt "DejaVu Serif"; margin-top: 3in; }
+h1.chapter { font: 17pt "DejaVu Serif"; color: #1f3a7a; break-before: page; string-set: chapter content();
+             margin: 0 0 8pt 0; }
+h2 { font: italic 11pt "DejaVu Serif"; color: #1f3a7a; margin: 9pt 0 3pt 0; break-after: avoid; }
+h3 { font: 8.5pt "DejaVu Serif"; font-variant: small-caps; color: #7a1f1f; margin: 7pt 0 1pt 0;
+     break-after: avoid; string-set: entry content(); }
+h4, h5 { font: italic 8.5pt "DejaVu Serif"; color: #7a1f1f; margin: 5pt 0 1pt 0; break-after: avoid; }
+.cols { columns: 3; column-gap: 11pt; }
+p { margin: 0 0 2.5pt 0; text-align: justify; hyphens: auto; }
+p.field { margin: 0; text-align: left; }
+p.caption { font: italic 7.5pt "DejaVu Sans"; margin-top: 4pt; }
+table { border-collapse: collapse; margin: 2pt 0 5pt 0; font-size: 7pt; }
+td, th { padding: 0.5pt 2pt; border-bottom: 0.4pt solid #999; text-align: left; font-weight: normal; }
+"""
+
+
+def _weasyprint_3col(tree: Node, path: Path) -> tuple[list[int], int]:
+    import weasyprint
+
+    parts: list[str] = []
+    n = 0
+    for node, level, _ in tree.walk():
+        hid = f"h{n}"
+        n += 1
+        if level == 0:
+            parts.append(f'<div class="cover"><h1 class="book" id="{hid}">{_esc(node.title)}</h1>')
+            parts += [_element_html(el) for el in node.body]
+            parts.append("</div>")
+            continue
+        if level == 1:
+            if n > 2:
+                parts.append("</div>")
+            parts.append(f'<h1 class="chapter" id="{hid}">{_esc(node.title)}</h1><div class="cols">')
+        else:
+            tag = f"h{min(level, 5)}"
+            parts.append(f'<{tag} id="{hid}">{_esc(node.title)}</{tag}>')
+        parts += [_element_html(el) for el in node.body]
+    parts.append("</div>")
+    doc = weasyprint.HTML(string=f"<html><body>{''.join(parts)}</body></html>").render(
+        stylesheets=[weasyprint.CSS(string=WEASY_3COL_CSS)]
+    )
+    pages: dict[str, int] = {}
+    for number, page in enumerate(doc.pages, 1):
+        for anchor in page.anchors:
+            pages.setdefault(anchor, number)
+    doc.write_pdf(path)
+    return [pages[f"h{k}"] for k in range(n)], len(doc.pages)
+
+
+def _dictionary_heads(tree: Node, headings: list[TruthHeading]) -> list[str]:
+    """What the 3-column book prints in its margins: "first – last" entry of each page, and chapters.
+
+    As CSS's ``string(entry, first)`` / ``string(entry, last)``: the first and last entry heading
+    set on the page, else the entry running from an earlier page.
+    """
+    entries = [(h.page, h.text) for h in headings if h.level == 3]
+    last_page = max((h.page for h in headings), default=1)
+    out = [c.title for c in tree.children]
+    running = ""
+    for page in range(1, last_page + 1):
+        here = [text for p, text in entries if p == page]
+        first = here[0] if here else running
+        if here:
+            running = here[-1]
+        if first or running:
+            out.append(f"{first} \u2013 {running}")
+    return list(dict.fromkeys(out))
+
+
+# -- ReportLab, numbered and never bold ------------------------------------------------------------------
+
+
+def _numbers(tree: Node) -> dict[int, str]:
+    """Each heading's section number by its place in the tree ("2", "2.3", "2.3.1"), by ``id``."""
+    out: dict[int, str] = {}
+
+    def walk(node: Node, prefix: str) -> None:
+        for k, child in enumerate(node.children, 1):
+            number = f"{prefix}.{k}" if prefix else str(k)
+            out[id(child)] = number
+            walk(child, number)
+
+    walk(tree, "")
+    return out
+
+
+def _reportlab_numbered(tree: Node, path: Path) -> tuple[list[int], int]:
+    """Two columns of Helvetica; every heading numbered ("2.3.1 Bless") and none bold: chapters and
+    sections by size, entries and their sub-headings at the body size set apart only by their
+    number and the space above them; run-in labels in italic; no outline."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.styles import ParagraphStyle
+    from reportlab.platypus import BaseDocTemplate, Frame, PageTemplate, Paragraph, Spacer, Table, TableStyle
+
+    body_style = ParagraphStyle("body", fontName="Helvetica", fontSize=8.5, leading=10.5, spaceAfter=3)
+    field_style = ParagraphStyle("field", parent=body_style, spaceAfter=0)
+    item_style = ParagraphStyle("li", parent=body_style, leftIndent=9, bulletIndent=1)
+    caption_style = ParagraphStyle("caption", parent=body_style, fontName="Helvetica-Oblique", spaceBefore=3)
+    heads = {
+        0: ParagraphStyle("h0", fontName="Helvetica", fontSize=24, leading=30, spaceBefore=150, spaceAfter=12),
+        1: ParagraphStyle("h1", fontName="Helvetica", fontSize=15, leading=19, spaceBefore=16, spaceAfter=8),
+        2: ParagraphStyle("h2", fontName="Helvetica", fontSize=11, leading=14, spaceBefore=11, spaceAfter=4),
+        3: ParagraphStyle("h3", fontName="Helvetica", fontSize=8.5, leading=10.5, spaceBefore=9, spaceAfter=2),
+        4: ParagraphStyle("h4", fontName="Helvetica", fontSize=8.5, leading=10.5, spaceBefore=6, spaceAfter=1),
+        5: ParagraphStyle("h5", fontName="Helvetica", fontSize=8.5, leading=10.5, spaceBefore=6, spaceAfter=1),
+    }
+
+    def markup(runs: list[Run]) -> str:
+        # never bold: what the source sets bold is set in italics
+        return "".join(f"<i>{_esc(r.text)}</i>" if r.bold or r.italic else _esc(r.text) for r in runs)
+
+    found: list[int] = []
+
+    class Doc(BaseDocTemplate):
+        def afterFlowable(self, flowable: Any) -> None:  # noqa: N802 - ReportLab's hook name
+            if getattr(flowable, "truth_index", None) is not None:
+                found.append(self.page)
+
+    def furniture(canvas: Any, doc: Any) -> None:
+        if doc.page == 1:
+            return
+        canvas.saveState()
+        canvas.setFont("Helvetica", 7)
+        canvas.drawCentredString(297.6, 812, tree.title)
+        canvas.drawCentredString(297.6, 28, f"\u2013 {doc.page} \u2013")
+        canvas.restoreState()
+
+    doc = Doc(str(path), pagesize=A4, title=tree.title)
+    frames = [Frame(42, 50, 250, 745, id="left"), Frame(303, 50, 250, 745, id="right")]
+    doc.addPageTemplates([PageTemplate(id="page", frames=frames, onPageEnd=furniture)])
+    numbers = _numbers(tree)
+    story: list[Any] = []
+    for index, (node, level, _) in enumerate(tree.walk()):
+        title = _esc(node.title) if level == 0 else f"{numbers[id(node)]}\u2002{_esc(node.title)}"
+        head = Paragraph(title, heads[min(level, 5)])
+        head.truth_index = index
+        story.append(head)
+        for el in node.body:
+            if el.kind == "table":
+                if el.caption:
+                    story.append(Paragraph(_esc(el.caption), caption_style))
+                rows = ([el.header] if el.header else []) + el.rows
+                width = max(len(r) for r in rows)
+                rows = [[Paragraph(_esc(c), field_style) for c in r] + [""] * (width - len(r)) for r in rows]
+                table = Table(rows, colWidths=[250 / width] * width, hAlign="LEFT")
+                table.setStyle(
+                    TableStyle([("LINEBELOW", (0, 0), (-1, -1), 0.3, "#999999"), ("VALIGN", (0, 0), (-1, -1), "TOP")])
+                )
+                story += [table, Spacer(1, 3)]
+            elif el.kind == "field":
+                story.append(Paragraph(f"<i>{_esc(el.label)}</i>{markup(el.runs)}", field_style))
+            elif el.kind == "li":
+                story.append(Paragraph(markup(el.runs), item_style, bulletText="\u2013"))
+            elif el.kind == "subtitle":
+                story.append(Paragraph(f"<i>{markup(el.runs)}</i>", field_style))
+            else:
+                story.append(Paragraph(markup(el.runs), body_style))
+    doc.build(story)
+    return found, doc.page
+
+
+# -- pandoc → LaTeX ------------------------------------------------------------------------------------
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#+!|$~^&%])")
+
+
+def _md(text: str) -> str:
+    """Text escaped for pandoc's Markdown (no emphasis, links, maths or raw TeX by accident)."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(text.split()))
+
+
+def _md_runs(runs: list[Run]) -> str:
+    out = []
+    for r in runs:
+        text = _md(r.text)
+        if not text:
+            out.append(" " if r.text.strip() == "" and r.text else "")
+            continue
+        lead = " " if r.text[:1].isspace() else ""
+        tail = " " if r.text[-1:].isspace() else ""
+        if r.bold and r.italic:
+            text = f"***{text}***"
+        elif r.bold:
+            text = f"**{text}**"
+        elif r.italic:
+            text = f"*{text}*"
+        out.append(f"{lead}{text}{tail}")
+    return "".join(out).strip()
+
+
+def _md_body(els: list[Element]) -> list[str]:
+    """Body elements as Markdown blocks; consecutive run-in fields stay one block (hard breaks)."""
+    blocks: list[str] = []
+    fields: list[str] = []
+    for el in els:
+        if el.kind == "field":
+            fields.append(f"**{_md(el.label)}** {_md_runs(el.runs)}")
+            continue
+        if fields:
+            blocks.append("\\\n".join(fields))
+            fields = []
+        if el.kind == "table":
+            if el.caption:
+                blocks.append(f"**{_md(el.caption)}**")
+            width = max([len(el.header), *(len(r) for r in el.rows)])
+            head = (el.header + [""] * width)[:width]
+            lines = ["| " + " | ".join(_md(c) for c in head) + " |", "|" + "---|" * width]
+            lines += ["| " + " | ".join(_md(c) for c in (row + [""] * width)[:width]) + " |" for row in el.rows]
+            blocks.append("\n".join(lines))
+        elif el.kind == "li":
+            blocks.append(f"- {_md_runs(el.runs)}")
+        elif el.kind == "subtitle":
+            blocks.append(f"*{_md(''.join(r.text for r in el.runs))}*")
+        else:
+            blocks.append(_md_runs(el.runs))
+    if fields:
+        blocks.append("\\\n".join(fields))
+    return [b for b in blocks if b.strip()]
+
+
+# Computer Modern (Latin Modern), numbered sections, fancyhdr running heads that name the current
+# section with its number (left: "1 Spells", right: "1.2 1st-Level Spells"), page number centred.
+LATEX_HEADER = r"""
+\usepackage{lmodern}
+\usepackage{fancyhdr}
+\pagestyle{fancy}
+\fancyhf{}
+\renewcommand{\sectionmark}[1]{\markboth{\thesection\ #1}{}}
+\renewcommand{\subsectionmark}[1]{\markright{\thesubsection\ #1}}
+\fancyhead[L]{\small\slshape\leftmark}
+\fancyhead[R]{\small\slshape\rightmark}
+\fancyfoot[C]{\thepage}
+\renewcommand{\headrulewidth}{0.4pt}
+\usepackage{longtable}
+\setlength{\LTleft}{0pt}
+\DeclareUnicodeCharacter{215B}{\ensuremath{\tfrac{1}{8}}}
+\DeclareUnicodeCharacter{2010}{-}
+\DeclareUnicodeCharacter{02BC}{'}
+\DeclareUnicodeCharacter{2212}{\ensuremath{-}}
+"""
+
+
+def _pandoc_latex(tree: Node, path: Path) -> tuple[list[int], int]:
+    """Markdown → pandoc → pdflatex: article class, numbered headings, hyperref outline of every level."""
+    pandoc = shutil.which("pandoc")
+    if pandoc is None or shutil.which("pdflatex") is None:
+        raise EngineMissing(
+            "pandoc and pdflatex are not installed (apt-get install pandoc texlive-latex-recommended "
+            "texlive-fonts-recommended lmodern)"
+        )
+    parts: list[str] = []
+    for node, level, _ in tree.walk():
+        if level == 0:
+            parts += _md_body(node.body)
+            continue
+        hashes = "#" * min(level, 5)
+        parts.append(f"{hashes} {_md(node.title)}")
+        parts += _md_body(node.body)
+    meta = f"---\ntitle: {json.dumps(tree.title)}\n---\n\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "book.md"
+        source.write_text(meta + "\n\n".join(parts) + "\n")
+        header = Path(tmp) / "header.tex"
+        header.write_text(LATEX_HEADER)
+        done = subprocess.run(
+            [
+                pandoc,
+                str(source),
+                "-f",
+                "markdown-smart-implicit_figures-auto_identifiers",
+                "-o",
+                str(path),
+                "--pdf-engine=pdflatex",
+                "--number-sections",
+                "-H",
+                str(header),
+                "-V",
+                "documentclass=article",
+                "-V",
+                "papersize=a4",
+                "-V",
+                "fontsize=10pt",
+                "-V",
+                "geometry:margin=2.2cm",
+                "-V",
+                "hyperrefoptions=bookmarksdepth=5",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd=tmp,
+        )
+        if done.returncode:
+            raise RuntimeError(f"pandoc failed ({done.returncode}): {(done.stderr or done.stdout)[-1500:]}")
+    import pymupdf
+
+    with pymupdf.open(path) as pdf:
+        toc = pdf.get_toc(simple=True)
+        count = pdf.page_count
+    # hyperref bookmarks every heading in order: they give the pages (the title is on page 1).
+    pages = [1] + [page for _, _, page in toc]
+    titles = [squash(t) for _, t, _ in toc]
+    expected = [squash(node.title) for node, level, _ in tree.walk() if level > 0]
+    if titles != expected:
+        raise RuntimeError("the LaTeX outline does not list the tree's headings in order")
+    return pages, count
+
+
+def _latex_furniture(tree: Node, _: list[TruthHeading]) -> list[str]:
+    """The running heads fancyhdr prints: each chapter and section with its number."""
+    out: list[str] = []
+    for i, chapter in enumerate(tree.children, 1):
+        out.append(f"{i} {chapter.title}")
+        out += [f"{i}.{j} {section.title}" for j, section in enumerate(chapter.children, 1)]
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Layout:
     """One engine and house style, and the book it sets by default."""
@@ -1078,6 +1420,36 @@ LAYOUTS: dict[str, Layout] = {
             lambda: srd_tree(("Rules", "Monsters", "Spells"), scale=0.01, max_sections=3, title="SRD 5.1 Compendium"),
             lambda t, _: [f"{t.title} | {c}" for c in _chapters(t)],
             ("{n}",),
+        ),
+        Layout(
+            "pandoc-latex",
+            "pandoc → pdflatex",
+            "all",
+            _pandoc_latex,
+            lambda s: srd_tree(("Spells", "Conditions", "Rules"), scale=s / 2, title="SRD 5.1 in LaTeX"),
+            lambda: srd_tree(("Spells", "Rules"), scale=0.01, max_sections=2, title="SRD 5.1 in LaTeX"),
+            _latex_furniture,
+            ("{n}",),
+        ),
+        Layout(
+            "weasyprint-3col",
+            "WeasyPrint",
+            "none",
+            _weasyprint_3col,
+            lambda s: srd_tree(("Monsters", "Magic Items", "Conditions"), scale=s / 2, title="Bestiary and Treasury"),
+            lambda: srd_tree(("Monsters", "Conditions"), scale=0.01, max_sections=2, title="Bestiary and Treasury"),
+            _dictionary_heads,
+            ("{n}",),
+        ),
+        Layout(
+            "reportlab-numbered",
+            "ReportLab",
+            "none",
+            _reportlab_numbered,
+            lambda s: srd_tree(("Rules", "Spells", "Conditions"), scale=s / 2, title="Numbered Rules Digest"),
+            lambda: srd_tree(("Rules", "Spells"), scale=0.01, max_sections=2, title="Numbered Rules Digest"),
+            lambda t, _: [t.title],
+            ("\u2013 {n} \u2013",),
         ),
     ]
 }
