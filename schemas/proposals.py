@@ -292,6 +292,13 @@ class ProposalDecision(LorekeeperModel):
     rationale: str
     authority: Authority | None = Field(default=None, description="Authority of the proposal decided.")
     event_ids: list[Id] = Field(default_factory=list, description="Events committed for it (accepted only).")
+    source_fact_ids: list[Id] = Field(
+        default_factory=list,
+        description="Rulebook source facts the gate held it against (agreed with, contradicted or overridden).",
+    )
+    house_rule: bool = Field(
+        default=False, description="A GM ruling that overrides the rulebook: kept as a house rule of the campaign."
+    )
 
 
 class GateReport(LorekeeperModel):
@@ -306,6 +313,11 @@ class GateReport(LorekeeperModel):
     events_committed: NonNegativeInt = 0
     version: NonNegativeInt | None = Field(default=None, description="Campaign version written (null: none).")
     already_completed: bool = Field(default=False, description="The scene had already ended: nothing changed.")
+    unchecked_axioms: list[Text] = Field(
+        default_factory=list,
+        description="The world's axioms the gate could not check the proposals against (no axiom judge "
+        "configured, or it failed).",
+    )
 
     @property
     def accepted(self) -> list[ProposalDecision]:

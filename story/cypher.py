@@ -519,7 +519,9 @@ def world_nodes(label: str, world_id: str) -> Statement:
 
 
 def campaign_edges(campaign_id: str) -> Statement:
-    return f"MATCH (a)-[r]->(b) WHERE a.campaign_id = $c {_EDGE_COLUMNS}", {"c": campaign_id}
+    """A campaign's own edges; not those to the library's source facts, which a bundle does not carry (the
+    canon node keeps their ids in ``source_fact_ids``)."""
+    return f"MATCH (a)-[r]->(b) WHERE a.campaign_id = $c AND NOT b:SourceFact {_EDGE_COLUMNS}", {"c": campaign_id}
 
 
 def axiom_edges(world_id: str) -> Statement:
@@ -573,3 +575,14 @@ def known_targets(library_ids: list[str], item_ids: list[str]) -> Statement:
 
 def items_of_libraries(library_ids: list[str]) -> Statement:
     return "MATCH (i:Item) WHERE i.library_uid IN $libraries RETURN i.uid AS uid", {"libraries": library_ids}
+
+
+# -- house rules (story.house_rules) ------------------------------------------------------------------
+
+
+def house_rule_facts(campaign_id: str, fact_ids: list[str]) -> Statement:
+    """The facts among ``fact_ids`` that a GM ruled against the rulebook (``house_rule``)."""
+    return (
+        "MATCH (n:Fact) WHERE n.uid IN $ids AND n.campaign_id = $c AND n.house_rule = true RETURN n",
+        {"ids": fact_ids, "c": campaign_id},
+    )

@@ -3,22 +3,26 @@
 For each pending proposal, in the order they were made: whether its evidence holds
 (:mod:`story.citations`: the chunks and turns it cites exist, are the campaign's and drawn on), the
 authority policy (:func:`story.policy.authority_verdict`), then the contradiction check against
-current canon on this branch (:func:`story.policy.resolve_contradictions`), then the semantic rules
-against the world as it stands after the proposals accepted before it (:func:`story.rules.check_events`).
-A proposal is accepted whole or rejected whole, with its rationale. All accepted proposals become
-canon in the one transaction of the commit (:meth:`story.graph.StoryGraph.commit`): the state events,
-the canon nodes they establish with canon level, authority and confidence, SUPPORTED_BY edges to the
-scene, the evidence turns, the resolution or the source chunks, and the decisions themselves.
+current canon on this branch (:func:`story.policy.resolve_contradictions`), then the rulebook: the
+source facts of the books the campaign draws on, or a house rule in force
+(:mod:`story.source_check`), then the world's axioms where a judge checked them
+(:mod:`story.axioms`), then the semantic rules against the world as it stands after the proposals
+accepted before it (:func:`story.rules.check_events`). A proposal is accepted whole or rejected
+whole, with its rationale. All accepted proposals become canon in the one transaction of the commit
+(:meth:`story.graph.StoryGraph.commit`): the state events, the canon nodes they establish with canon
+level, authority and confidence, SUPPORTED_BY edges to the scene, the evidence turns, the resolution,
+the source chunks and the source facts they agree with (a house rule OVERRIDES the facts it departs
+from, a disputed fact DISPUTES them), and the decisions themselves.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.common import utc_now
+from schemas.common import Authority, utc_now
 from schemas.events import BaseStateEvent, FactAdded
 from schemas.story import (
     Evidence,
@@ -34,6 +38,7 @@ from story.citations import Citations
 from story.graph import CampaignContext, Writes, commit_uid
 from story.policy import GatePolicy, authority_verdict, proposal_events, resolve_contradictions
 from story.rules import check_events
+from story.source_check import HouseRuleDraft, SourceFacts, SourceVerdict, check_proposal
 from story.state import WorldState
 
 #: Canon node label per event kind, and the event field holding the node's id.
@@ -62,7 +67,10 @@ class CanonBatch:
         proposal_id: str | None = None,
         evidence: Evidence | None = None,
         resolution_id: str | None = None,
+        source: SourceVerdict | None = None,
+        ruled_by: str | None = None,
     ) -> None:
+        rules = {r.event_id: r for r in source.house_rules} if source else {}
         for event in events:
             self.events.append(event)
             self.meta.append(
@@ -72,6 +80,10 @@ class CanonBatch:
                     "proposal_id": proposal_id,
                     "evidence": evidence or Evidence(),
                     "resolution_id": resolution_id,
+                    "supports": source.supports.get(event.event_id, []) if source else [],
+                    "disputes": source.disputes.get(event.event_id, []) if source else [],
+                    "house_rule": rules.get(event.event_id),
+                    "ruled_by": ruled_by,
                 }
             )
 
@@ -85,12 +97,18 @@ def judge(
     scene_id: str,
     first_seq: int,
     citations: Citations,
+    source_facts: SourceFacts | None = None,
+    axiom_violations: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[list[ProposalDecision], CanonBatch, WorldState]:
     """Decide each proposal in order against a state that grows with the accepted ones.
 
     Args:
         citations: what the proposals cite, read once for the batch (:func:`story.citations.read_citations`);
             a proposal whose evidence does not hold is rejected before its authority is weighed.
+        source_facts: the rulebook's facts about the entries the proposals touch, read once for the
+            batch (:func:`story.source_check.read_source_facts`); None checks nothing against books.
+        axiom_violations: by proposal id, the world's axioms a judge found it breaks, each with why
+            (:mod:`story.axioms`); a GM's proposal breaking one is accepted, with a note.
 
     Returns:
         The decisions, the accepted events with their justification, and the state after them.
@@ -108,21 +126,36 @@ def judge(
         if not settled.accepted:
             decisions.append(_rejected(proposal, settled.rationale))
             continue
-        checked = check_events(state, settled.events, first_seq=seq, authority=proposal.authority.value)
+        source = check_proposal(proposal, settled.events, state, source_facts, policy) if source_facts else None
+        if source is not None and source.refusal is not None:
+            decisions.append(_rejected(proposal, source.refusal, source.cited))
+            continue
+        notes = [settled.rationale] if settled.rationale else []
+        notes += source.notes if source is not None else []
+        broken = list((axiom_violations or {}).get(proposal.id, ()))
+        if broken and proposal.authority is not Authority.GM:
+            cited = source.cited if source is not None else []
+            decisions.append(_rejected(proposal, "it breaks the world's axioms: " + "; ".join(broken), cited))
+            continue
+        notes += [f"a GM ruling against the world's axioms: {'; '.join(broken)}"] if broken else []
+        events = [*settled.events, *(source.events if source is not None else [])]
+        checked = check_events(state, events, first_seq=seq, authority=proposal.authority.value)
         if checked.issues:
             why = "; ".join(f"[{i.code}] {i.message}" for i in checked.issues)
-            decisions.append(_rejected(proposal, f"validation failed: {why}"))
+            decisions.append(_rejected(proposal, f"validation failed: {why}", source.cited if source else []))
             continue
         state = checked.state
-        seq += len(settled.events)
+        seq += len(events)
         resolution_id = resolution_uid(proposal.id) if proposal.resolution is not None else None
         batch.add(
-            settled.events,
+            events,
             authority=proposal.authority.value,
             confidence=proposal.confidence,
             proposal_id=proposal.id,
             evidence=proposal.evidence,
             resolution_id=resolution_id,
+            source=source,
+            ruled_by=proposal.proposed_by or proposal.authority.value,
         )
         why = f"accepted on {proposal.authority.value} authority"
         decisions.append(
@@ -130,16 +163,22 @@ def judge(
                 proposal_id=proposal.id,
                 status=ProposalStatus.ACCEPTED,
                 authority=proposal.authority,
-                rationale=f"{why}; {settled.rationale}" if settled.rationale else why,
-                event_ids=[e.event_id for e in settled.events],
+                rationale="; ".join([why, *notes]),
+                event_ids=[e.event_id for e in events],
+                source_fact_ids=source.cited if source is not None else [],
+                house_rule=bool(source is not None and source.house_rules),
             )
         )
     return decisions, batch, state
 
 
-def _rejected(proposal: ProposedChange, why: str) -> ProposalDecision:
+def _rejected(proposal: ProposedChange, why: str, source_fact_ids: Sequence[str] = ()) -> ProposalDecision:
     return ProposalDecision(
-        proposal_id=proposal.id, status=ProposalStatus.REJECTED, rationale=why, authority=proposal.authority
+        proposal_id=proposal.id,
+        status=ProposalStatus.REJECTED,
+        rationale=why,
+        authority=proposal.authority,
+        source_fact_ids=list(source_fact_ids),
     )
 
 
@@ -158,6 +197,7 @@ class _CanonRows:
     replaces: list[tuple[str, str]] = field(default_factory=list)
     depends: list[tuple[str, str]] = field(default_factory=list)
     from_proposal: list[tuple[str, str]] = field(default_factory=list)
+    source_links: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)  # (label, rel)
 
 
 def write_canon(
@@ -202,6 +242,7 @@ def write_canon(
         if payload["kind"] in CANON_NODES:
             node = _canon_node(ctx, payload, meta, branch_id=branch_id, depth=depth, seq=seq, at=now)
             node["established_by"] = event.event_id
+            node.update(_source_props(meta, now))
             _gather_canon(rows, CANON_NODES[payload["kind"]][0], event, meta, node, scene_id)
     _queue_canon(writes, rows, commit, branch_id)
 
@@ -270,6 +311,44 @@ def _gather_canon(
         if event.replaces:
             rows.replaces.append((uid, event.replaces))
         rows.depends.extend((uid, dep) for dep in event.depends_on)
+    rule: HouseRuleDraft | None = meta.get("house_rule")
+    for rel, uids in (
+        ("SUPPORTED_BY", meta.get("supports") or []),
+        ("DISPUTES", meta.get("disputes") or []),
+        ("OVERRIDES", [f.uid for f in rule.book] if rule is not None else []),
+    ):
+        rows.source_links.setdefault((label, rel), []).extend((uid, target) for target in uids)
+
+
+def _source_props(meta: dict[str, Any], at: str) -> dict[str, Any]:
+    """What a canon node records of the rulebook: the source facts it agrees with, disputes or overrides.
+
+    Kept as properties as well as edges: a campaign bundle carries its own records, not the library's
+    facts, so after an import the node still says which facts of which book it was held against and
+    what a house rule departs from.
+    """
+    rule: HouseRuleDraft | None = meta.get("house_rule")
+    uids = [*(meta.get("supports") or []), *(meta.get("disputes") or []), *([f.uid for f in rule.book] if rule else [])]
+    props: dict[str, Any] = {"source_fact_ids": list(dict.fromkeys(uids))} if uids else {}
+    if rule is not None:
+        book = rule.book[0]
+        props.update(
+            {
+                "house_rule": True,
+                "ruled_by": meta.get("ruled_by") or "gm",
+                "ruled_at": at,
+                "book_entry": book.subject.name,
+                "book_field": rule.field,
+                "book_value": book.value.canonical(),
+                "book_raw": book.raw,
+                "book_item": book.item_uid,
+            }
+        )
+        if book.page is not None:
+            props["book_page"] = book.page
+        if book.chunk_id:
+            props["book_chunk"] = book.chunk_id
+    return props
 
 
 def _queue_canon(writes: Writes, rows: _CanonRows, commit: str, branch_id: str) -> None:
@@ -286,6 +365,9 @@ def _queue_canon(writes: Writes, rows: _CanonRows, commit: str, branch_id: str) 
         writes.add(*cypher.link_nodes("Fact", "REPLACES", "Fact", rows.replaces, branch_id=branch_id))
     if rows.depends:
         writes.add(*cypher.link_nodes("Fact", "DEPENDS_ON", "Fact", rows.depends))
+    for (label, rel), pairs in rows.source_links.items():
+        if pairs:
+            writes.add(*cypher.link_nodes(label, rel, "SourceFact", pairs))
 
 
 def _supports_in_order(

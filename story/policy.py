@@ -64,6 +64,12 @@ class GatePolicy(BaseModel):
         default=ContradictionPolicy.REJECT,
         description="What happens to a proposal that contradicts a canon fact of higher authority.",
     )
+    source_contradiction: ContradictionPolicy = Field(
+        default=ContradictionPolicy.REJECT,
+        description="What happens to a player's or the system's proposal that contradicts a rulebook source "
+        "fact the campaign draws on (story.source_check): rejected, or accepted with the new fact marked "
+        "disputed. A GM's contradicting proposal is always accepted, as a house rule of the campaign.",
+    )
     single_valued_predicates: frozenset[str] = Field(
         default=frozenset(
             {"located_in", "born_in", "ruled_by", "leader_of", "married_to", "species", "age", "capital", "owner"}

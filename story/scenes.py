@@ -27,6 +27,7 @@ from schemas.story import (
 )
 from stores.catalog import from_props
 from story import cypher
+from story.axioms import AxiomJudge, rule_on_axioms
 from story.campaigns import Campaigns, write_branch
 from story.citations import read_citations
 from story.core import SKIP, StoryCore
@@ -35,6 +36,7 @@ from story.gate import CanonBatch, decision_writes, judge, scene_of, scene_outco
 from story.graph import CampaignContext, Writes, node_props
 from story.policy import AUTHORITY_RANK
 from story.rules import check_events
+from story.source_check import read_source_facts
 from story.state import WorldState
 
 
@@ -46,6 +48,8 @@ class Scenes:
         self.graph = core.graph
         self.story = core.story
         self.campaigns = campaigns
+        self.axiom_judge: AxiomJudge | None = None
+        """Reads proposals against the world's axioms at the gate (None: the report lists them unchecked)."""
 
     # -- scenes -----------------------------------------------------------------------------------
 
@@ -205,6 +209,9 @@ class Scenes:
             first_seq = ctx.event_seq + 1
             head = ctx.head.id if ctx.head else None
             citations = read_citations(self.graph, ctx.id, pending, ctx.campaign.library_pins)
+            source_facts = read_source_facts(self.graph, pending, built.state, ctx.campaign.library_pins)
+            axioms = self.campaigns.axioms(ctx.campaign.world_id) if pending else []
+            rulings = rule_on_axioms(self.axiom_judge, axioms, pending, built.state)
             decisions, batch, state = judge(
                 pending,
                 built.state,
@@ -213,6 +220,8 @@ class Scenes:
                 scene_id=scene_id,
                 first_seq=first_seq,
                 citations=citations,
+                source_facts=source_facts,
+                axiom_violations=rulings.violations,
             )
             branch_id, fork = write_branch(ctx, writes) if batch.events else (ctx.campaign.active_branch_id, {})
             if batch.events:
@@ -246,6 +255,7 @@ class Scenes:
                 skipped=skipped,
                 events_committed=len(batch.events),
                 version=ctx.version + 1,
+                unchecked_axioms=rulings.unchecked,
             )
             return report, {**fork, "event_seq": ctx.event_seq + len(batch.events)}
 

@@ -71,12 +71,14 @@ from schemas.story import (
 from stores.blob.base import BlobStore
 from stores.graph.base import GraphStore
 from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
+from story.axioms import AxiomJudge
 from story.bundle import BundleSummary
 from story.campaigns import Campaigns
 from story.context import TurnContext
 from story.core import Build, StoryCore
 from story.formation import ExtractiveFormer, SceneMemoryFormer, form_at_scene_end
 from story.graph import CampaignContext
+from story.house_rules import HouseRule, house_rules
 from story.importing import Progress, TranscriptImport, TranscriptImporter
 from story.lineage import Lineage
 from story.live import LiveView
@@ -141,6 +143,15 @@ class StoryService:
     @policy.setter
     def policy(self, policy: GatePolicy) -> None:
         self._core.policy = policy
+
+    @property
+    def axiom_judge(self) -> AxiomJudge | None:
+        """Reads proposals against the world's axioms at the gate (None: the report lists them unchecked)."""
+        return self._scenes.axiom_judge
+
+    @axiom_judge.setter
+    def axiom_judge(self, judge: AxiomJudge | None) -> None:
+        self._scenes.axiom_judge = judge
 
     @property
     def max_retries(self) -> int:
@@ -397,6 +408,11 @@ class StoryService:
             authority=authority,
             evidence=evidence,
         )
+
+    def house_rules(self, campaign_id: str, *, turn_id: str | None = None) -> list[HouseRule]:
+        """The GM's rulings against the rulebook in force as of the head (or a turn): :mod:`story.house_rules`."""
+        self._campaigns.get_campaign(campaign_id)  # a missing campaign is not one without house rules
+        return house_rules(self._core, campaign_id, turn_id=turn_id)
 
     def dependents(self, campaign_id: str, fact_id: str) -> list[str]:
         return self._scenes.dependents(campaign_id, fact_id)

@@ -1,0 +1,458 @@
+"""The gate's check of proposals against the rulebook: what a book the campaign draws on says, field by field.
+
+A player's claim that a goblin has 30 hit points used to become canon because no campaign fact said
+otherwise; the rulebook said 7, but only as text. Rulebook entries are now typed source facts
+(:mod:`stores.source_facts`), and the gate holds every claim a proposal makes about an entry against
+them:
+
+* **Claims.** A fact with a literal value (``FactAdded``), and every attribute an event sets on an
+  entity (a new entity's attributes, ``set_entity_attribute``), is a claim about the entity's entry.
+  The entity is matched to entries by its name, its aliases and a ``source_entry`` attribute ("Grik"
+  the goblin: ``source_entry: "Goblin"``), each read by :func:`schemas.rulefacts.entry_key`; the
+  predicate is read as a field of the family tables (``"hp"``, ``"Hit Points"`` and ``"hit_points"``
+  are all ``hit_points``: a field's name or any of its printed labels, :func:`predicate_field`).
+* **Which book.** Only the items and libraries the campaign pins (none: every ready item), and not
+  those it pins for another use than canon (reference, inspiration): the gate's law is the edition the
+  table plays. All source facts for a whole batch are read in one graph read (:func:`read_source_facts`).
+* **The rule in force.** A GM's ruling on the same entry and field that is canon on this line of the
+  story (a house rule: :mod:`story.house_rules`) is the rule; otherwise the book's facts.
+* **Comparison.** :func:`schemas.rulefacts.compare_values`, units and dice normalised. SAME: the claim
+  agrees, and its canon is SUPPORTED_BY the source fact. DIFFERENT: a GM's claim is accepted and kept as
+  a house rule; anyone else's is rejected, or accepted disputed, as
+  :attr:`story.policy.GatePolicy.source_contradiction` says, with the rule cited (entry, field, printed
+  value, item, page, chunk). UNCOMPARABLE (free text that does not read as the field's type): not a
+  contradiction, and the rationale says it was not checked.
+
+Pure over what :func:`read_source_facts` returned and the world state: the gate (:mod:`story.gate`)
+runs it per proposal after the contradiction check against campaign canon.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from rulebook.tables import builtin_tables
+from schemas.campaign import LibraryPin
+from schemas.common import Authority, FactStatus
+from schemas.events import (
+    BaseStateEvent,
+    EntityAttributeSet,
+    EntityCreated,
+    FactAdded,
+    FactInvalidated,
+    FactInvalidation,
+)
+from schemas.knowledge import Classification
+from schemas.rulefacts import (
+    Comparison,
+    FlagValue,
+    ListValue,
+    NumberValue,
+    RuleValue,
+    RuleValueError,
+    StoredSourceFact,
+    TextValue,
+    clean_text,
+    compare_values,
+    entry_key,
+    parse_value,
+)
+from schemas.story import ProposedChange
+from stores.graph.base import GraphStore
+from stores.source_facts import SourceFactStore
+from story.policy import ContradictionPolicy, GatePolicy, proposal_events
+from story.state import WorldState
+
+#: The attribute naming the rulebook entry an entity is an instance of ("Grik" → "Goblin").
+SOURCE_ENTRY = "source_entry"
+
+#: How many contradicting source facts a rationale cites (two books may print the same entry).
+_CITED = 2
+
+
+# -- predicates as fields of the family tables --------------------------------------------------------
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", clean_text(text).casefold()).strip("_")
+
+
+@cache
+def _field_maps() -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """Per entry kind and over all kinds: a normalised field name or printed label → the field.
+
+    Field names win over labels (the armor table's "Strength" label is not the creature's strength
+    score), and a kind's own labels over another kind's.
+    """
+    per_kind: dict[str, dict[str, str]] = {}
+    every: dict[str, str] = {}
+    labels: list[tuple[str, str, str]] = []
+    for table in builtin_tables().values():
+        for kind_name, kind in table.kinds.items():
+            names = per_kind.setdefault(kind_name, {})
+            for spec in kind.fields:
+                subs = [s.field for s in (spec.paren, spec.rest) if s is not None]
+                for name in (spec.name, *subs):
+                    names.setdefault(_norm(name), name)
+                    every.setdefault(_norm(name), name)
+                labels += [(kind_name, _norm(label), spec.name) for label in spec.labels]
+    for kind_name, label, name in labels:
+        per_kind[kind_name].setdefault(label, name)
+        every.setdefault(label, name)
+    return per_kind, every
+
+
+def predicate_field(predicate: str, kind: str | None = None) -> str:
+    """A proposal's predicate as a field of the family tables ("HP", "Hit Points" → ``hit_points``).
+
+    Args:
+        kind: the entry kind whose fields and labels come first (a source fact's ``subject.kind``).
+
+    Returns:
+        The field's name, or the predicate normalised when no table knows it.
+    """
+    norm = _norm(predicate)
+    per_kind, every = _field_maps()
+    if kind is not None and norm in per_kind.get(kind, {}):
+        return per_kind[kind][norm]
+    return every.get(norm, norm)
+
+
+# -- claims ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One value a proposal states about an entity: the fact it adds, or an attribute it sets."""
+
+    event_id: str
+    entity_id: str
+    keys: tuple[str, ...]
+    predicate: str
+    value: Any
+    fact_id: str | None = None  # for a FactAdded: the fact (a house rule, or disputed)
+
+
+def entity_keys(entity: Mapping[str, Any]) -> tuple[str, ...]:
+    """The entry keys an entity (a state record, or a new entity's event fields) is matched by."""
+    attrs = entity.get("attributes") or {}
+    names = [attrs.get(SOURCE_ENTRY), entity.get("name"), *(entity.get("aliases") or [])]
+    return tuple(dict.fromkeys(k for n in names if isinstance(n, str) and (k := entry_key(n))))
+
+
+def _new_entities(events: Iterable[BaseStateEvent]) -> dict[str, dict[str, Any]]:
+    return {
+        e.entity_id: {"name": e.name, "aliases": e.aliases, "attributes": e.attributes}
+        for e in events
+        if isinstance(e, EntityCreated)
+    }
+
+
+def claims_of(events: Sequence[BaseStateEvent], state: WorldState) -> list[Claim]:
+    """The claims ``events`` make about entities the state knows or the events create."""
+    created = _new_entities(events)
+
+    def keys(entity_id: str) -> tuple[str, ...]:
+        entity = created.get(entity_id) or state.entities.get(entity_id)
+        return entity_keys(entity) if entity is not None else ()
+
+    out: list[Claim] = []
+    for event in events:
+        if isinstance(event, FactAdded) and event.value is not None:
+            out.append(
+                Claim(event.event_id, event.subject_entity_id, keys(event.subject_entity_id), event.predicate,
+                      event.value, event.fact_id)
+            )  # fmt: skip
+        elif isinstance(event, EntityCreated):
+            for name, value in sorted(event.attributes.items()):
+                if name != SOURCE_ENTRY and value is not None:
+                    out.append(Claim(event.event_id, event.entity_id, keys(event.entity_id), name, value))
+        elif isinstance(event, EntityAttributeSet) and _sets_value(event):
+            out.append(Claim(event.event_id, event.entity_id, keys(event.entity_id), event.attribute, event.value))
+    return [c for c in out if c.keys]
+
+
+def _sets_value(event: EntityAttributeSet) -> bool:
+    """Whether the event states an attribute's value (an increment is a change, not a claim)."""
+    return event.op.value == "set" and event.value is not None and event.attribute != SOURCE_ENTRY
+
+
+# -- the batch read -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFacts:
+    """The source facts a batch of proposals may be held against, by subject key."""
+
+    by_key: Mapping[str, Sequence[StoredSourceFact]] = field(default_factory=dict)
+
+    def covering(self, claim: Claim) -> list[StoredSourceFact]:
+        """The facts of the claim's entries whose field is the claim's predicate."""
+        out: list[StoredSourceFact] = []
+        seen: set[str] = set()
+        for key in claim.keys:
+            for fact in self.by_key.get(key, ()):
+                if fact.uid not in seen and fact.predicate == predicate_field(claim.predicate, fact.subject.kind):
+                    seen.add(fact.uid)
+                    out.append(fact)
+        return out
+
+
+def _drawn_on(pins: Sequence[LibraryPin]) -> tuple[list[str], list[str]]:
+    """The libraries and items whose facts are law for the campaign: pinned, for canon or as classified."""
+    law = [p for p in pins if p.use is None or p.use is Classification.CANON]
+    return (
+        [p.library_id for p in law if p.library_id is not None],
+        [p.item_id for p in law if p.item_id is not None],
+    )
+
+
+def subject_keys(proposals: Sequence[ProposedChange], state: WorldState) -> list[str]:
+    """Every entry key the proposals' claims could be about (entities of the state and of the batch)."""
+    events = [e for p in proposals for e in proposal_events(p, turn_id=None, scene_id="scene")]
+    created = _new_entities(events)
+    out: dict[str, None] = {}
+    for event in events:
+        if isinstance(event, EntityCreated):
+            ids = [event.entity_id]
+        elif isinstance(event, FactAdded):
+            ids = [event.subject_entity_id]
+        elif isinstance(event, EntityAttributeSet):
+            ids = [event.entity_id]
+        else:
+            continue
+        for entity_id in ids:
+            entity = created.get(entity_id) or state.entities.get(entity_id)
+            if entity is not None:
+                out.update(dict.fromkeys(entity_keys(entity)))
+    return list(out)
+
+
+def read_source_facts(
+    graph: GraphStore, proposals: Sequence[ProposedChange], state: WorldState, pins: Sequence[LibraryPin] = ()
+) -> SourceFacts:
+    """The source facts about every entry the proposals touch, in one graph read (none when they touch none).
+
+    A campaign with pins reads its pinned items (whatever their status: an older edition it still plays)
+    and the ready items of its pinned libraries; one without reads every ready item.
+    """
+    keys = subject_keys(proposals, state)
+    if not keys:
+        return SourceFacts()
+    store = SourceFactStore(graph)
+    if pins:
+        libraries, items = _drawn_on(pins)
+        if not libraries and not items:
+            return SourceFacts()
+        facts = store.lookup(keys, item_uids=items or None, library_uids=libraries or None)
+    else:
+        facts = store.lookup(keys)
+    by_key: dict[str, list[StoredSourceFact]] = {}
+    for fact in facts:
+        by_key.setdefault(fact.subject.key, []).append(fact)
+    return SourceFacts(by_key)
+
+
+# -- comparing ------------------------------------------------------------------------------------------
+
+
+def as_rule_value(value: Any, like: RuleValue | None = None) -> RuleValue | None:
+    """A proposal's value (an attribute value) as a typed value, read as ``like``'s type where it is text."""
+    if isinstance(value, bool):
+        return FlagValue(value=value)
+    if isinstance(value, int | float):
+        return NumberValue(value=float(value))
+    if isinstance(value, list):
+        return ListValue(items=[str(v) for v in value])
+    if isinstance(value, str) and value.strip():
+        if like is not None:
+            try:
+                return parse_value(like.type, value)
+            except RuleValueError:
+                pass
+        return TextValue(text=value.strip())
+    return None
+
+
+def compare_claim(value: Any, fact_value: RuleValue) -> Comparison:
+    """The claim's value against a typed value (UNCOMPARABLE when it is none that can be compared)."""
+    claimed = as_rule_value(value, fact_value)
+    return Comparison.UNCOMPARABLE if claimed is None else compare_values(claimed, fact_value)
+
+
+def cite(fact: StoredSourceFact) -> str:
+    """A source fact as a rationale cites it: 'Goblin — Hit Points 7 (2d6) (item X, p. 12, chunk Y)'."""
+    printed = " ".join((fact.raw or fact.value.canonical()).split())
+    label = fact.label or fact.predicate.replace("_", " ")
+    if not printed.casefold().startswith(label.casefold()):
+        printed = f"{label} {printed}"
+    where = [f"item {fact.item_uid}"]
+    if fact.page is not None:
+        where.append(f"p. {fact.page}")
+    if fact.chunk_id:
+        where.append(f"chunk {fact.chunk_id}")
+    return f"{fact.subject.name} — {printed} ({', '.join(where)})"
+
+
+@dataclass(frozen=True, slots=True)
+class HouseRuleDraft:
+    """A GM's fact that overrides the book for the campaign (written on the fact by :mod:`story.gate`)."""
+
+    fact_id: str
+    event_id: str
+    field: str
+    book: tuple[StoredSourceFact, ...]
+
+
+@dataclass(slots=True)
+class SourceVerdict:
+    """What the rulebook says about one proposal: a refusal, or notes, links and extra events."""
+
+    refusal: str | None = None
+    notes: list[str] = field(default_factory=list)
+    cited: list[str] = field(default_factory=list)  # every source fact held against it
+    supports: dict[str, list[str]] = field(default_factory=dict)  # event id → agreeing source facts
+    disputes: dict[str, list[str]] = field(default_factory=dict)  # event id → contradicted source facts
+    house_rules: list[HouseRuleDraft] = field(default_factory=list)
+    events: list[BaseStateEvent] = field(default_factory=list)  # added (a disputed fact's marking)
+
+    def cite_all(self, facts: Iterable[StoredSourceFact]) -> None:
+        self.cited.extend(f.uid for f in facts if f.uid not in self.cited)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ruling:
+    """A house rule in force: a GM's canon fact on an entry's field."""
+
+    fact_id: str
+    value: Any
+    turn_id: str | None
+
+
+def _house_rule(claim: Claim, state: WorldState, field_name: str) -> _Ruling | None:
+    """The GM's current canon on the claim's entries and field on this line of the story, if any."""
+    wanted = set(claim.keys)
+    found: _Ruling | None = None
+    best = -1
+    for fid, fact in state.facts.items():
+        if fact["authority"] != Authority.GM.value or fact["value"] is None:
+            continue
+        if fact["status"] == FactStatus.SUPERSEDED.value or predicate_field(fact["predicate"]) != field_name:
+            continue
+        subject = state.entities.get(fact["subject"])
+        if subject is None or not wanted & set(entity_keys(subject)):
+            continue
+        if fact["seq"] > best:  # the latest ruling stands
+            best, found = fact["seq"], _Ruling(fid, fact["value"], fact["turn_id"])
+    return found
+
+
+def check_proposal(
+    proposal: ProposedChange,
+    events: Sequence[BaseStateEvent],
+    state: WorldState,
+    facts: SourceFacts,
+    policy: GatePolicy,
+) -> SourceVerdict:
+    """Hold each claim of a proposal's events against the rule in force (house rule, else the book).
+
+    Args:
+        events: the proposal's events as the contradiction check settled them.
+        state: the world before the proposal (with the proposals accepted before it in the batch).
+        facts: what :func:`read_source_facts` read for the batch.
+    """
+    verdict = SourceVerdict()
+    gm = proposal.authority is Authority.GM
+    for claim in claims_of(events, state):
+        book = facts.covering(claim)
+        if not book:
+            continue
+        verdict.cite_all(book)
+        ruling = _house_rule(claim, state, book[0].predicate)
+        if ruling is not None:
+            refusal = _against_house_rule(claim, ruling, book, gm, verdict)
+        else:
+            refusal = _against_book(claim, book, gm, policy, events, verdict)
+        if refusal is not None:
+            verdict.refusal = refusal
+            return verdict
+    return verdict
+
+
+def _against_book(
+    claim: Claim,
+    book: list[StoredSourceFact],
+    gm: bool,
+    policy: GatePolicy,
+    events: Sequence[BaseStateEvent],
+    verdict: SourceVerdict,
+) -> str | None:
+    """Hold a claim against the book's facts; the refusal, or None (notes and links added to ``verdict``)."""
+    outcomes = [(f, compare_claim(claim.value, f.value)) for f in book]
+    same = [f for f, c in outcomes if c is Comparison.SAME]
+    different = [f for f, c in outcomes if c is Comparison.DIFFERENT]
+    if same:  # two books (or two printings of one entry) may differ: agreeing with one is agreeing
+        verdict.supports.setdefault(claim.event_id, []).extend(f.uid for f in same)
+        verdict.notes.append(f"agrees with the rulebook: {cite(same[0])}")
+        return None
+    if not different:
+        verdict.notes.append(f"not checked against the rulebook: {claim.value!r} does not read as the value of "
+                             f"{cite(book[0])}")  # fmt: skip
+        return None
+    shown = "; ".join(cite(f) for f in different[:_CITED])
+    said = f"{claim.predicate} = {claim.value!r}"
+    if gm and claim.fact_id is not None:
+        verdict.house_rules.append(HouseRuleDraft(claim.fact_id, claim.event_id, book[0].predicate, tuple(different)))
+        verdict.notes.append(f"a GM ruling ({said}) overrides the rulebook for this campaign, kept as a house rule: "
+                             f"{shown}")  # fmt: skip
+    elif gm:  # an attribute, not a fact: the GM's word stands, but only a fact is kept as a house rule
+        verdict.notes.append(f"a GM ruling ({said}) departs from the rulebook: {shown}")
+    elif policy.source_contradiction is ContradictionPolicy.DISPUTE and claim.fact_id is not None:
+        verdict.disputes.setdefault(claim.event_id, []).extend(f.uid for f in different)
+        first = events[0] if events else None
+        verdict.events.append(
+            FactInvalidated(
+                turn_id=first.turn_id if first else None,
+                scene_id=first.scene_id if first else None,
+                fact_id=claim.fact_id,
+                invalidation=FactInvalidation.DISPUTED,
+                reason=f"{said} contradicts the rulebook: {shown}",
+            )
+        )
+        verdict.notes.append(f"disputed: {said} contradicts the rulebook: {shown}")
+    else:
+        return f"{said} contradicts the rulebook: {shown}"
+    return None
+
+
+def _against_house_rule(
+    claim: Claim, ruling: _Ruling, book: list[StoredSourceFact], gm: bool, verdict: SourceVerdict
+) -> str | None:
+    """Hold a claim against a house rule in force; the refusal, or None (notes added to ``verdict``)."""
+    like = book[0].value
+    field_name = book[0].predicate
+    ruled = as_rule_value(ruling.value, like)
+    claimed = as_rule_value(claim.value, like)
+    what = (
+        f"the house rule {field_name} = {ruling.value!r} (fact {ruling.fact_id}, a GM ruling; "
+        f"the book: {cite(book[0])})"
+    )
+    comparison = Comparison.UNCOMPARABLE if ruled is None or claimed is None else compare_values(claimed, ruled)
+    if comparison is Comparison.SAME:
+        verdict.notes.append(f"agrees with {what}")
+        return None
+    if comparison is Comparison.DIFFERENT:
+        said = f"{claim.predicate} = {claim.value!r}"
+        if gm:
+            verdict.notes.append(f"a GM ruling ({said}) changes {what}")
+            different = [f for f in book if compare_claim(claim.value, f.value) is Comparison.DIFFERENT]
+            if claim.fact_id is not None and different:
+                verdict.house_rules.append(HouseRuleDraft(claim.fact_id, claim.event_id, field_name, tuple(different)))
+            return None
+        return f"{said} contradicts {what}"
+    verdict.notes.append(f"not checked: {claim.value!r} does not read as the value of {what}")
+    return None
