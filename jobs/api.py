@@ -20,10 +20,12 @@ from jobs.sources import resolve_within
 from schemas.common import JobStatus
 from schemas.errors import InvalidRequest, LorekeeperError, NotFound
 from schemas.knowledge import Classification, Collection, FileType, IngestJob, IngestSource, Item, Library, LibraryType
+from schemas.rulefacts import StoredSourceFact
 from schemas.settings import Settings, get_settings
 from stores.blob.layout import sanitize_filename, upload_key
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
+from stores.source_facts import SourceFactStore
 
 log = structlog.get_logger(__name__)
 
@@ -183,6 +185,17 @@ def list_collections(ctx: ContextDep, uid: str) -> list[Collection]:
 @router.get("/items/{uid}", response_model=Item)
 def get_item(ctx: ContextDep, uid: str) -> Item:
     return ctx.catalog.get_item(uid)
+
+
+@router.get("/items/{uid}/facts", response_model=list[StoredSourceFact])
+def get_item_facts(
+    ctx: ContextDep,
+    uid: str,
+    entry: Annotated[str | None, Query(max_length=200, description="An entry's name: only its facts.")] = None,
+) -> list[StoredSourceFact]:
+    """The rulebook facts an item states (once it is ready), with the chunk and page of each."""
+    ctx.catalog.get_item(uid)  # 404 for an unknown item, not an empty list
+    return SourceFactStore(ctx.graph).for_item(uid, entry=entry)
 
 
 @router.get("/concepts")

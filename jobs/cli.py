@@ -274,6 +274,7 @@ def _print_summary(report: IngestReport, library: str) -> None:
         "headings",
         "entries",
         "furniture",
+        "facts",
         "detail",
     ):
         table.add_column(column)
@@ -286,6 +287,7 @@ def _print_summary(report: IngestReport, library: str) -> None:
             str(f.chunks or ""),
             str(f.concepts or ""),
             *_structure_cells(f.structure),
+            _facts_cell(f.facts, f.facts_by_kind),
             (f.error or "")[:120],
         )
     counts = report.counts
@@ -297,7 +299,16 @@ def _print_summary(report: IngestReport, library: str) -> None:
         f"{counts.get('completed', 0)} completed, {counts.get('skipped', 0)} unchanged, "
         f"{counts.get('failed', 0)} failed; "
         f"{report.pages} pages, {report.chunks} chunks, {report.chunks / max(report.seconds, 1e-9):.1f} chunks/s"
+        + (f", {report.facts} rule facts" if report.facts else "")
     )
+
+
+def _facts_cell(facts: int, by_kind: dict[str, int]) -> str:
+    """The summary's facts column: "57 (creature:31 spell:8 …)"; empty for a file that states none."""
+    if not facts:
+        return ""
+    kinds = " ".join(f"{kind}:{n}" for kind, n in by_kind.items())
+    return f"{facts} ({kinds})" if kinds else str(facts)
 
 
 def _structure_cells(structure: dict[str, Any] | None) -> tuple[str, str, str]:

@@ -43,6 +43,7 @@ from schemas.knowledge import (
 from schemas.settings import BlobBackend, GraphBackend, Settings, TextBackend, VectorBackend
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
+from stores.source_facts import SourceFactStore
 
 if TYPE_CHECKING:
     import ray.data
@@ -61,6 +62,9 @@ class FileOutcome:
     chunks: int = 0
     pages: int = 0
     concepts: int = 0
+    #: rulebook source facts read from the file, and how many per entry kind
+    facts: int = 0
+    facts_by_kind: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     #: structure figures of the extracted file: headings_by_level, entries, furniture_dropped
     structure: dict[str, Any] | None = None
@@ -89,6 +93,10 @@ class IngestReport:
     @property
     def pages(self) -> int:
         return sum(f.pages for f in self.files)
+
+    @property
+    def facts(self) -> int:
+        return sum(f.facts for f in self.files)
 
 
 ProgressCallback = Callable[[str, dict[str, Any]], None]
@@ -558,6 +566,9 @@ def _finalize(catalog: Catalog, job_id: str, item_uid: str, chunks: int, pages: 
     if item.supersedes_uid:
         marked = catalog.supersede(item.supersedes_uid, item_uid)
         log.info("ingest_item_superseded", old_item_uid=item.supersedes_uid, item_uid=item_uid, chunks=marked)
+    if job.facts_extracted:
+        # the facts were saved before their chunks reached the graph; they turn visible with the item
+        SourceFactStore(catalog.graph).link_chunks(item_uid)
     catalog.set_item_status(item_uid, ItemStatus.READY)
     catalog.refresh_related(item_uid)
     catalog.save_job(
@@ -570,5 +581,13 @@ def _finalize(catalog: Catalog, job_id: str, item_uid: str, chunks: int, pages: 
     )
     log.info("embed_job_completed", job_id=job_id, item_uid=item_uid, chunks=chunks, pages=pages)
     return FileOutcome(
-        job_id, job.source_ref, "completed", item_uid, chunks=chunks, pages=pages, concepts=job.concepts_extracted
+        job_id,
+        job.source_ref,
+        "completed",
+        item_uid,
+        chunks=chunks,
+        pages=pages,
+        concepts=job.concepts_extracted,
+        facts=job.facts_extracted,
+        facts_by_kind=dict(job.facts_by_kind),
     )

@@ -46,7 +46,13 @@ __all__ = [
     "RowStatus",
     "SourceRow",
     "WrittenRow",
+    "chunk_uid",
 ]
+
+
+def chunk_uid(item_uid: str, sequence: int) -> str:
+    """A chunk's id: derived from its item and position, so a re-run writes the same chunks."""
+    return content_id("chunk", f"{item_uid}:{sequence}")
 
 
 class RowSchemaError(ValueError):
@@ -237,7 +243,7 @@ class ChunkRow(_Row):
             ChunkRow(
                 job_id=job_id,
                 item_uid=item_uid,
-                chunk_uid=content_id("chunk", f"{item_uid}:{chunk.sequence}"),
+                chunk_uid=chunk_uid(item_uid, chunk.sequence),
                 sequence=chunk.sequence,
                 text=chunk.text,
                 heading_path=list(chunk.heading_path),

@@ -27,10 +27,11 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from jobs.chunk import chunk_document
 from jobs.concepts import assign_bold_terms, build_concept_extractor, collect_concepts
-from jobs.document import StructureFigures
+from jobs.document import ExtractedDocument, StructureFigures, TextChunk
 from jobs.extract import extract_document
 from jobs.plan import IngestOptions, StagePlan, fit_chunking
 from jobs.rows import ChunkRow, EmbeddedRow, RowStatus, SourceRow, WrittenRow
+from jobs.rule_facts import FACT_FILE_TYPES, FactsRead, read_facts, rule_tables
 from jobs.tokens import TokenCounter
 from models.embedding import SentenceTransformerEmbedder
 from schemas.common import JobStatus, content_id, sha256_hex, utc_now
@@ -52,6 +53,7 @@ from schemas.settings import Settings
 from stores.blob.layout import chunk_key, image_key, original_key
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store, open_text_index, open_vector_index
+from stores.source_facts import SourceFactStore
 from stores.text.base import TextDocument
 from stores.vector.base import VectorPoint, VectorSpace
 
@@ -144,6 +146,7 @@ class ExtractStage:
         self.library = library
         self.blob = open_blob_store(settings)
         self.catalog = Catalog(open_graph_store(settings))
+        self.facts = SourceFactStore(self.catalog.graph)
         self.counter = TokenCounter()
         self.concepts = build_concept_extractor(options.concepts_llm)
         self.chunking = fit_chunking(library.effective_chunking(), max_model_tokens)
@@ -309,9 +312,12 @@ class ExtractStage:
             concept_count=len(concepts),
         ))
         retrying("save_images", partial(self.catalog.save_images, images))
+        read = self._rule_facts(job, item, doc, chunks)
         self._update_job(
             job,
             concepts_extracted=len(concepts),
+            facts_extracted=len(read.facts),
+            facts_by_kind=read.by_kind,
             progress=IngestProgress(
                 fraction=0.4, stage=IngestStage.EMBEDDING, message=f"{len(chunks)} chunks from {doc.page_count} pages"
             ),
@@ -320,6 +326,32 @@ class ExtractStage:
         rows = ChunkRow.of_chunks(job.id, item_uid, chunks, mentions, doc.page_count, structure)
         log.debug("extract_stage_done", job_id=job.id, seconds=round(time.perf_counter() - started, 3))
         return rows
+
+    def _rule_facts(self, job: IngestJob, item: Item, doc: ExtractedDocument, chunks: list[TextChunk]) -> FactsRead:
+        """Read and save the item's rulebook facts; a failure here costs the facts, never the file.
+
+        Saved while the item is still processing: readers see an item's facts only once it is ready,
+        and ``save`` replaces the item's facts, so a retried extract leaves no duplicates.
+        """
+        if not self.settings.rule_facts or item.file_type not in FACT_FILE_TYPES:
+            return FactsRead()
+        try:
+            read = read_facts(doc, chunks, item.uid, rule_tables(self.settings))
+            retrying("save_facts", partial(self.facts.save, item.uid, item.library_uid, read.facts))
+        except Exception as exc:  # noqa: BLE001 - facts are an addition to the file, not a condition of it
+            log.warning(
+                "rule_facts_failed",
+                job_id=job.id,
+                item_uid=item.uid,
+                exception_type=type(exc).__name__,
+                message=str(exc),
+            )
+            return FactsRead()
+        log.info(
+            "rule_facts_extracted", job_id=job.id, item_uid=item.uid, facts=len(read.facts), entries=read.entries,
+            by_kind=read.by_kind,
+        )
+        return read
 
 
 def embedding_text(heading_path: list[str], text: str) -> str:

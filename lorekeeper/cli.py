@@ -246,6 +246,53 @@ def _hit_json(hit) -> dict:  # noqa: ANN001 - SearchHit is imported lazily
     return dict(hit.model_dump())
 
 
+@app.command("facts")
+def facts_command(
+    entry: Annotated[str, typer.Argument(help="The entry's name: 'Goblin', 'Fireball', 'Poisoned'.")],
+    item: Annotated[
+        str | None, typer.Option("--item", help="Only this item's facts (its uid), whatever its status.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per fact.")] = False,
+) -> None:
+    """Print a rulebook entry's typed facts (from ingested books): predicate, value, the text it was read
+    from, page, chunk id and item."""
+    from stores.catalog import Catalog
+    from stores.factory import open_graph_store
+    from stores.source_facts import SourceFactStore
+
+    settings = _settings()
+    graph = open_graph_store(settings)
+    try:
+        store = SourceFactStore(graph)
+        facts = store.for_item(item, entry=entry) if item else store.find(entry)
+        titles = {uid: i.title for uid, i in Catalog(graph).items_by_uid({f.item_uid for f in facts}).items()}
+    except LorekeeperError as exc:
+        err_console.print(str(exc))
+        raise typer.Exit(2 if exc.status_code < 500 else 1) from None
+    finally:
+        graph.close()
+    if as_json:
+        for fact in facts:
+            typer.echo(json.dumps(fact.model_dump(mode="json")))
+        return
+    if not facts:
+        console.print(f"no facts for {entry!r} (is the rulebook ingested? `lorekeeper ingest PATH --library NAME`)")
+        return
+    # Plain lines, one per fact, grouped by item: ids stay whole (a table would fold them) and grep works.
+    width = max(len(f.predicate) for f in facts)
+    shown_item = None
+    for fact in facts:
+        if fact.item_uid != shown_item:
+            shown_item = fact.item_uid
+            status = "" if fact.status == "active" else f" ({fact.status})"
+            title = titles.get(fact.item_uid, "?")
+            typer.echo(f"{fact.subject.name} ({fact.subject.kind}) in {title!r} [{fact.item_uid}]{status}")
+        page = f"p. {fact.page}" if fact.page else "p. ?"
+        typer.echo(
+            f"  {fact.predicate:<{width}}  {fact.value.canonical()}  <- {fact.raw!r}  {page}  {fact.chunk_id or '-'}"
+        )
+
+
 @app.command("reindex")
 def reindex_command(
     drop: Annotated[bool, typer.Option(help="Empty the indexes first (removes records of superseded items).")] = False,

@@ -520,6 +520,10 @@ class IngestJob(LorekeeperModel):
     retry_count: NonNegativeInt = 0
     chunks_created: NonNegativeInt = 0
     concepts_extracted: NonNegativeInt = 0
+    facts_extracted: NonNegativeInt = Field(default=0, description="Rulebook source facts read from the item.")
+    facts_by_kind: dict[str, NonNegativeInt] = Field(
+        default_factory=dict, description="Those facts per entry kind (spell, creature, condition …)."
+    )
     embedding_model: str | None = Field(
         default=None, description="Embedding model used, so vectors can be rebuilt consistently."
     )

@@ -21,11 +21,11 @@ import os
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from schemas.errors import ConfigError
 
@@ -176,6 +176,23 @@ class Settings(BaseSettings):
         default=None,
         description="Folders the ingest API may read paths from, separated by ':' (default: the working folder).",
     )
+
+    rule_facts: bool = Field(
+        default=True,
+        description="Read rulebook entries (stat blocks, spells, items …) into typed source facts at ingest.",
+    )
+    rule_families: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Family tables for rule facts, comma-separated: shipped names (dnd5e, fate, generic) or "
+        "TOML paths; empty: every shipped table, each entry's kind detected.",
+    )
+
+    @field_validator("rule_families", mode="before")
+    @classmethod
+    def _split_families(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     def ingest_root_paths(self) -> list[Path] | None:
         """The folders of ``ingest_roots``, or None when unset."""

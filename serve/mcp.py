@@ -36,6 +36,7 @@ from schemas.serving import MemoryCreate, MemoryRetract
 from schemas.story import Authority, ChangeType, Evidence, Memory, SubjectiveKind
 from serve.auth import Principal, Unauthorized
 from serve.services import Services
+from stores.source_facts import SourceFactStore
 
 log = structlog.get_logger(__name__)
 
@@ -200,6 +201,19 @@ def _catalog_tools(server: FastMCP[Any], services: Services) -> None:
         concepts = await run(services.catalog.list_concepts, library_uid=library_uid, limit=max(1, min(limit, 1000)))
         log.debug("mcp_graph_traverse", tool="get_concepts", nodes=len(concepts), ms=_ms(started))
         return concepts  # type: ignore[no-any-return]
+
+    @server.tool()
+    @_tool("get_entry_facts")
+    async def get_entry_facts(entry: str, item_uid: str | None = None) -> list[dict[str, Any]]:
+        """A rulebook entry's typed facts ("Goblin": armor_class 15, hit_points 7 …), each with its
+        item, page and chunk id; from one item when given, else from every ready item."""
+        store = SourceFactStore(services.catalog.graph)
+        if item_uid is not None:
+            await run(services.catalog.get_item, item_uid)  # an unknown item is not_found, not []
+            facts = await run(store.for_item, item_uid, entry=entry)
+        else:
+            facts = await run(store.find, entry)
+        return [f.model_dump(mode="json") for f in facts]
 
     @server.tool()
     @_tool("get_health")

@@ -144,6 +144,22 @@ class SourceFactStore:
                 )
         return len(rows)
 
+    def link_chunks(self, item_uid: str) -> int:
+        """Link the item's facts to their chunks (SUPPORTED_BY), for chunks written after the facts.
+
+        Ingestion reads facts before the chunks reach the graph and calls this once they all have;
+        it is idempotent.
+
+        Returns:
+            How many facts are linked.
+        """
+        rows = self.graph.run(
+            "MATCH (:Item {uid: $item})-[:STATES]->(f:SourceFact) WHERE f.chunk_id IS NOT NULL "
+            "MATCH (c:Chunk {uid: f.chunk_id}) MERGE (f)-[:SUPPORTED_BY]->(c) RETURN count(f) AS n",
+            {"item": item_uid},
+        )
+        return int(rows[0]["n"]) if rows else 0
+
     @staticmethod
     def stored(item_uid: str, library_uid: str, facts: Sequence[SourceFact]) -> list[StoredSourceFact]:
         """``facts`` as an item's stored facts, with ids unique within the item.

@@ -24,6 +24,7 @@ TOOLS = {
     "list_collections",
     "get_item",
     "get_concepts",
+    "get_entry_facts",
     "get_health",
     "get_state_as_of",
     "get_provenance",
