@@ -27,6 +27,7 @@ import numpy as np
 import structlog
 
 from models.embedding import Embedder
+from narrator.axioms import LLMAxiomJudge
 from narrator.engines import NarratorEngine, build_engine
 from narrator.formation import LLMFormer
 from narrator.turn import SearchBackend, TurnFlow
@@ -350,6 +351,10 @@ def open_services(
             former = LLMFormer(build_engine(serve, role="extractor"), max_tokens=serve.extractor_max_tokens)
             stack.callback(former.close)
             story.memory_former = former
+            # the gate runs in worker threads too: the axiom judge has an engine and a loop of its own
+            judge = LLMAxiomJudge(build_engine(serve, role="extractor"), max_tokens=serve.extractor_max_tokens)
+            stack.callback(judge.close)
+            story.axiom_judge = judge
         flow = TurnFlow(
             story,
             narrator.default,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from serve.routes import campaigns, memory, openai, ops, scenes, search, timeline, turns
+from serve.routes import campaigns, house_rules, memory, openai, ops, scenes, search, timeline, turns
 
 
 def routers() -> list[APIRouter]:
@@ -21,6 +21,7 @@ def routers() -> list[APIRouter]:
         turns.router(),
         timeline.router(),
         scenes.router(),
+        house_rules.router(),
         memory.router(),
         search.router(),
         openai.router(),

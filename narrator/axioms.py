@@ -1,0 +1,197 @@
+"""The LLM axiom judge: at the gate, a model reads the scene's proposals against the world's free-text axioms.
+
+It is a :class:`~story.axioms.AxiomJudge`: the story service asks it when a scene ends or commits
+(:meth:`story.scenes.Scenes.commit`). The model answers with structured output against
+:class:`AxiomAnswer` (guided decoding on vLLM, ``response_format`` elsewhere): one verdict per
+proposal and axiom it has something to say about, ``breaks``, ``consistent`` or ``unclear``. Verdicts
+naming a proposal or axiom that was not asked about are dropped; an axiom the model called
+``unclear`` for some proposal is reported unchecked, as is every axiom when the model fails (down,
+timed out, not JSON): the gate never blocks on a broken model, and it never claims a check it did not
+make (the event ``axiom_check_failed`` says why).
+
+Like :class:`narrator.formation.LLMFormer`, it runs its engine on an event loop of its own in a thread
+of its own (the gate is blocking and runs in a worker thread), with an engine of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import json
+import re
+import threading
+from collections.abc import Coroutine, Sequence
+from typing import Any, Literal, TypeVar
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from narrator.engines import Message, NarratorEngine
+from schemas.story import Axiom
+from story.axioms import AxiomRulings, ProposalText
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+AXIOM_INSTRUCTIONS = (
+    "You check proposed changes to a tabletop role-playing game's world against the world's axioms: rules "
+    "that always hold there. For each proposal that breaks an axiom, or that you cannot judge, give a "
+    "verdict naming the proposal id and the axiom id: 'breaks' when the proposal, if it became true, would "
+    "contradict the axiom; 'unclear' when you cannot tell; 'consistent' is the default and may be left out. "
+    "Judge only what the axiom states, not taste or likelihood. Give a one-sentence reason. Answer with JSON only."
+)
+
+
+class AxiomVerdict(BaseModel):
+    """One proposal held against one axiom, as the model states it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    proposal_id: str = Field(min_length=1, max_length=200)
+    axiom_id: str = Field(min_length=1, max_length=200)
+    verdict: Literal["breaks", "consistent", "unclear"]
+    reason: str = Field(default="", max_length=500)
+
+
+class AxiomAnswer(BaseModel):
+    """What the model writes for one batch of proposals."""
+
+    verdicts: list[AxiomVerdict] = Field(default_factory=list, max_length=400)
+
+
+@functools.cache
+def axiom_schema() -> dict[str, Any]:
+    """The JSON schema the model writes against (built once)."""
+    return AxiomAnswer.model_json_schema()
+
+
+def axiom_messages(axioms: Sequence[Axiom], proposals: Sequence[ProposalText]) -> list[Message]:
+    """The judge's chat: the instructions and the axioms, then the proposals."""
+    listed = "\n".join(f"- {a.id}: {a.text}" for a in axioms)
+    asked = "\n".join(f"- {p.proposal_id} ({p.authority}): {p.text}" for p in proposals)
+    return [
+        {"role": "system", "content": f"{AXIOM_INSTRUCTIONS}\n\nAxioms:\n{listed}"},
+        {"role": "user", "content": f"Proposals:\n{asked}"},
+    ]
+
+
+def parse_verdicts(
+    raw: str, axioms: Sequence[Axiom], proposal_ids: set[str]
+) -> tuple[AxiomRulings | None, list[str]]:
+    """The rulings in a model's answer (None when it holds none to read), with notes on what was dropped."""
+    notes: list[str] = []
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        match = _JSON_OBJECT.search(raw or "")
+        try:
+            doc = json.loads(match.group(0)) if match else None
+        except ValueError:
+            doc = None
+        if doc is None:
+            return None, [f"the judge's answer is not JSON: {(raw or '')[:120]!r}"]
+        notes.append("repaired: the JSON object was cut out of surrounding text")
+    items = doc.get("verdicts") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        return None, [*notes, "no 'verdicts' list"]
+    by_id = {a.id: a for a in axioms}
+    rulings = AxiomRulings(judge="llm")
+    unclear: dict[str, None] = {}
+    for index, item in enumerate(items[:400]):
+        try:
+            verdict = AxiomVerdict.model_validate(item)
+        except ValidationError as exc:
+            notes.append(f"verdict {index}: {exc.errors(include_url=False)[0]['msg']}")
+            continue
+        axiom = by_id.get(verdict.axiom_id)
+        if axiom is None or verdict.proposal_id not in proposal_ids:
+            notes.append(f"verdict {index}: unknown proposal or axiom")
+            continue
+        if verdict.verdict == "breaks":
+            why = f": {verdict.reason.strip()}" if verdict.reason.strip() else ""
+            rulings.violations.setdefault(verdict.proposal_id, []).append(f"{axiom.text!r}{why}")
+        elif verdict.verdict == "unclear":
+            unclear[axiom.text] = None
+    rulings.unchecked = list(unclear)
+    return rulings, notes
+
+
+class LLMAxiomJudge:
+    """Judges proposals against axioms with a model; every axiom unchecked when the model fails.
+
+    Args:
+        engine: the engine to ask (the judge's own: it runs on the judge's event loop).
+        max_tokens: the longest answer.
+        timeout_s: how long a scene's end waits for the model.
+        owns_engine: whether :meth:`close` closes the engine too.
+    """
+
+    name = "llm"
+
+    def __init__(
+        self, engine: NarratorEngine, *, max_tokens: int = 1024, timeout_s: float = 60.0, owns_engine: bool = True
+    ) -> None:
+        self.engine = engine
+        self.max_tokens = max_tokens
+        self.timeout_s = timeout_s
+        self.owns_engine = owns_engine
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="axiom-judge", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self._running_loop())
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"the model did not answer within {timeout_s:g} s") from None
+
+    def close(self) -> None:
+        """Close the engine (when the judge owns it) and stop the judge's loop."""
+        try:
+            if self.owns_engine:
+                self._run(self.engine.close(), 60.0)
+        finally:
+            with self._lock:
+                loop, thread = self._loop, self._thread
+                self._loop = self._thread = None
+            if loop is not None:
+                loop.call_soon_threadsafe(loop.stop)
+                if thread is not None:
+                    thread.join(timeout=10)
+                loop.close()
+
+    def judge(self, axioms: Sequence[Axiom], proposals: Sequence[ProposalText]) -> AxiomRulings:
+        if not axioms or not proposals:
+            return AxiomRulings(judge=self.name)
+        messages = axiom_messages(axioms, proposals)
+        try:
+            raw = self._run(
+                self.engine.structured(messages, schema=axiom_schema(), max_tokens=self.max_tokens), self.timeout_s
+            )
+        except Exception as exc:  # any engine failure: the axioms go unchecked, and the report says so
+            return self._failed(axioms, f"{type(exc).__name__}: {exc}")
+        rulings, notes = parse_verdicts(raw, axioms, {p.proposal_id for p in proposals})
+        if rulings is None:
+            return self._failed(axioms, "; ".join(notes))
+        if notes:
+            log.info("axiom_check_notes", model=self.engine.model, notes=notes[:20])
+        return rulings
+
+    def _failed(self, axioms: Sequence[Axiom], reason: str) -> AxiomRulings:
+        log.warning("axiom_check_failed", model=self.engine.model, reason=reason[:500])
+        return AxiomRulings(unchecked=[a.text for a in axioms], judge=f"{self.name} (failed)")
