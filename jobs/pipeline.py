@@ -25,6 +25,7 @@ import structlog
 from jobs import metrics
 from jobs.plan import IngestOptions, StagePlan, plan_stages
 from jobs.rows import RowStatus, SourceRow, WrittenRow
+from jobs.rule_facts import rule_tables
 from jobs.sources import SourceFile, discover
 from jobs.stages import EmbedStage, ExtractStage, WriteStage, retrying
 from models.embedding import SentenceTransformerEmbedder
@@ -250,9 +251,12 @@ def run_ingest(
 
     Raises:
         InvalidRequest: an input path that does not exist.
+        TableError: ``settings.rule_families`` names a family that is not shipped or a bad table file.
     """
     started = time.perf_counter()
     notify = on_progress or (lambda event, fields: None)
+    if settings.rule_facts:
+        rule_tables(settings)  # a bad LOREKEEPER_RULE_FAMILIES fails the run here, naming file and key
     graph = open_graph_store(settings)
     catalog = Catalog(graph)
     from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
