@@ -26,6 +26,43 @@ def _slot(it: _Item, page: _Page) -> tuple[Any, ...]:
     return (top, round((it.y0 if top else page.height - it.y1) / 2), it.style)
 
 
+def _outer_slots(pages: list[_Page], marked: list[tuple[_Page, _Item, str]], drop: set[int], many: int) -> set[int]:
+    """Lines of the top or bottom band that stand apart from the text, in a place used on many pages.
+
+    A running head need not repeat its text: a dictionary head names the first and last entry
+    of its page, a LaTeX head the section running there. What repeats is its place and look:
+    it is the outermost text of the page (nothing lies above a head or below a foot), a gap
+    of at least twice its own height keeps it off the text, and the same slot (band, position,
+    style of its first line) is filled so on many pages. A heading or a last line of a paragraph
+    at the top of a page is set against the text, not apart from it.
+    """
+    found: dict[tuple[Any, ...], list[_Item]] = {}
+    for page, it, _ in marked:
+        if id(it) in drop or it.lines > 2 or (it.style is None and not it.info):
+            continue
+        top = it.y1 <= page.height * _MARGIN_Y
+        if not top and it.y0 < page.height * (1 - _MARGIN_Y):
+            continue  # a side strip
+        gap = 2 * (it.y1 - it.y0)
+        others = [o for o in page.items if o is not it and id(o) not in drop]
+        if top:
+            apart = all(o.y0 >= it.y1 + gap for o in others if o.y1 > page.height * _MARGIN_Y)
+            outer = all(o.y0 >= it.y0 - 1 for o in others)
+        else:
+            apart = all(o.y1 <= it.y0 - gap for o in others if o.y0 < page.height * (1 - _MARGIN_Y))
+            outer = all(o.y1 <= it.y1 + 1 for o in others)
+        if not (apart and outer):
+            continue
+        style = it.style if it.style is not None else it.info[0].first  # type: ignore[index]
+        key = (top, round((it.y0 if top else page.height - it.y1) / 2), style)
+        found.setdefault(key, []).append(it)
+    out: set[int] = set()
+    for items in found.values():
+        if len({it.page for it in items}) >= many:
+            out.update(id(it) for it in items)
+    return out
+
+
 def _drop_furniture(pages: list[_Page]) -> int:
     """Remove running heads, footers and page numbers; returns how many lines were dropped.
 
@@ -74,6 +111,7 @@ def _drop_furniture(pages: list[_Page]) -> int:
     for page, it, _ in marked:
         if id(it) not in drop and it.lines == 1 and it.style is not None and slots[_slot(it, page)] >= 3:
             drop.add(id(it))
+    drop |= _outer_slots(pages, marked, drop, many)
     # A bare page number set a little above the bottom band (or below the top one) is still one
     # when nothing of the page lies beyond it.
     for page in pages:

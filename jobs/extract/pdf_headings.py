@@ -12,6 +12,7 @@ from jobs.document import BlockKind
 from jobs.extract.pdf_items import _GLYPH_START, _MAX_HEADING_CHARS, _MAX_HEADING_LINES, _Item, _Page
 from jobs.extract.typography import Style
 
+_FULL_OUTLINE = 0.85  # the share of heading-like blocks an outline names when it lists every heading
 _HEADING_SIZE_RATIO = 1.15  # a line this much larger than the body size can be a heading
 _MAX_BOLD_HEADING_WORDS = 14
 _MAX_LEVELS = 6
@@ -211,6 +212,55 @@ def _parents(ranked: list[tuple[Any, ...]], sequence: list[tuple[Any, ...]]) -> 
     return {key: c.most_common(1)[0][0] for key, c in seen.items()}
 
 
+def _cut(it: _Item, k: int) -> tuple[_Item, _Item]:
+    """A block cut after its first ``k`` lines: the two parts keep their styles."""
+    lines = it.text.split("\n")
+    cut = it.y0 + k * (it.y1 - it.y0) / max(it.lines, 1)
+    head, rest = ("\n".join(lines[:k]) + "\n"), ("\n".join(lines[k:]).rstrip("\n") + "\n")
+    parts = []
+    for text, count, y0, y1, info in (
+        (head, k, it.y0, cut, it.info[:k] if it.info else None),
+        (rest, it.lines - k, cut, it.y1, it.info[k:] if it.info else None),
+    ):
+        part = _Item(it.x0, y0, it.x1, y1, text, count, it.index, it.page, it.size, it.bold, it.mono)
+        part.styled, part.ocr = it.styled, it.ocr
+        if info:
+            first = info[0].first
+            uniform = all(line.uniform and line.first == first for line in info)
+            part.style = first if uniform else None
+            part.info = None if uniform else info
+            part.size = first[1] if first else it.size
+            part.bold = bool(part.style and part.style[2])
+        else:
+            part.style = it.style
+        part.bold_terms = [t for t in it.bold_terms if t in text] if it.bold_terms else None
+        parts.append(part)
+    return parts[0], parts[1]
+
+
+def _split_at_titles(pages: list[_Page], toc_by_page: dict[int, dict[str, int]]) -> None:
+    """Cut a block that opens with an outline title and goes on ("Animated Object Statistics"
+    over a caption set in the same bold): the outline names the heading exactly, so the lines
+    after the title are what follows it, not part of it."""
+    for page in pages:
+        wanted = toc_by_page.get(page.number)
+        if not wanted:
+            continue
+        out: list[_Item] = []
+        for it in page.items:
+            if it.kind is None and 2 <= it.lines <= 2 * _MAX_HEADING_LINES and _norm_title(it.text) not in wanted:
+                lines = it.text.split("\n")
+                for k in range(1, min(it.lines, _MAX_HEADING_LINES + 1)):
+                    if _norm_title(" ".join(lines[:k])) in wanted:
+                        out.extend(_cut(it, k))
+                        break
+                else:
+                    out.append(it)
+                continue
+            out.append(it)
+        page.items = out
+
+
 def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
     """Heading level per item id: the outline, then numbering, then typographic style.
 
@@ -225,6 +275,13 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
     """
     body = _body_style(pages)
     body_size = body[1] if body else _body_size(pages)
+    toc_by_page: dict[int, dict[str, int]] = {}
+    for level, title, page_no, *_ in toc:
+        key = _norm_title(str(title))
+        if key and page_no >= 1:
+            toc_by_page.setdefault(page_no, {}).setdefault(key, level)
+    if toc_by_page:
+        _split_at_titles(pages, toc_by_page)
     looks: dict[int, str] = {}
     items: dict[int, _Item] = {}
     for page in pages:
@@ -236,11 +293,6 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
 
     levels: dict[int, int] = {}
     # 1. The outline, where an entry's title matches a short block of the page it points to.
-    toc_by_page: dict[int, dict[str, int]] = {}
-    for level, title, page_no, *_ in toc:
-        key = _norm_title(str(title))
-        if key and page_no >= 1:
-            toc_by_page.setdefault(page_no, {}).setdefault(key, level)
     anchors: dict[tuple[Any, ...], Counter[int]] = {}
     if toc_by_page:
         for page in pages:
@@ -256,6 +308,14 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
                     if it.style is not None or it.size:
                         anchors.setdefault(_level_key(it), Counter())[level] += 1
 
+    matched = sum(1 for i in looks if i in levels)
+    if matched >= 10 and matched >= _FULL_OUTLINE * len(looks):
+        # The outline names nearly every block that looks like a heading: it is the book's full
+        # list of headings, and a bold or large line it leaves out ("Sage Advice", "Spell
+        # Scroll (table)") is emphasis, not a heading.
+        # A title set larger than every heading it names stays (the book's own title).
+        largest = max(items[i].size for i in looks if i in levels)
+        looks = {i: kind for i, kind in looks.items() if i in levels or items[i].size > largest}
     captions = _captions(pages, looks)
     for page in pages:
         for it in page.items:

@@ -103,6 +103,9 @@ def _page_items(textpage: Any, number: int, rotation_matrix: Any, lines: list[Ht
                 n_lines = 0  # out of step: the rest of the page goes without styles
         if not text or text.isspace():
             continue
+        if raw and count > 1 and "\n" in text[:12]:
+            text, raw = _join_numbers(text, raw)
+            count = len(raw)
         if rotation_matrix is not None:
             rect = pymupdf.Rect(x0, y0, x1, y1) * rotation_matrix
             x0, y0, x1, y1 = rect.x0, rect.y0, rect.x1, rect.y1
@@ -111,6 +114,48 @@ def _page_items(textpage: Any, number: int, rotation_matrix: Any, lines: list[Ht
             _style_item(item, raw)
         items.append(item)
     return items
+
+
+# A bare section number: "3", "3.2", "3.2.1.", "A.1"; MuPDF cuts it off its title at the wide space
+# (a quad) typesetters put between them.
+_BARE_NUMBER = re.compile(r"^(?:[A-Z]|\d+)(?:\.\d+)*\.?$")
+
+
+def _join_numbers(text: str, raw: list[HtmlLine]) -> tuple[str, list[HtmlLine]]:
+    """Join a bare section number to the title beside it on the same baseline ("1.2" + "Cantrips").
+
+    LaTeX and other typesetters set a heading's number a quad away from its title, and MuPDF
+    makes two lines of it, side by side: read as such they look like a table row (a number
+    cell and a text cell) and the heading is lost in a table. A bold number followed on its
+    baseline by bold text is one line with it (headings are set bold in LaTeX's and Word's
+    standard styles); a plain one is left alone, as it may be a table's first column ("1",
+    "Weasel").
+    """
+    lines = text.split("\n")
+    if not _BARE_NUMBER.match(lines[0].strip()):
+        return text, raw
+    out_lines: list[str] = []
+    out_raw: list[HtmlLine] = []
+    n = 0
+    while n < len(raw):
+        line = lines[n]
+        if (
+            n + 1 < len(raw)
+            and _BARE_NUMBER.match(line.strip())
+            and raw[n][3].startswith("<b>")
+            and raw[n + 1][3].startswith("<b>")
+            and abs(float(raw[n + 1][0]) - float(raw[n][0])) < 1.5
+            and lines[n + 1].strip()
+        ):
+            out_lines.append(f"{line.strip()} {lines[n + 1].strip()}")
+            a, b = raw[n], raw[n + 1]
+            out_raw.append((a[0], a[1], max(a[2], b[2], key=float), f"{a[3]}<span> </span>{b[3]}"))
+            n += 2
+            continue
+        out_lines.append(line)
+        out_raw.append(raw[n])
+        n += 1
+    return "\n".join(out_lines) + "\n", out_raw
 
 
 def _style_item(it: _Item, raw: list[HtmlLine]) -> None:

@@ -1,0 +1,160 @@
+"""Structure rules that hold across typesetting conventions, each pinned on a small generated page.
+
+The rules came from layouts the extractor had not been tuned on (pandoc → LaTeX, a three-column
+book with no bold, a numbered book with no bold; see ``benchmarks/rulebook_books.py``); each test
+builds the smallest page that shows one convention and fails without its rule.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pymupdf
+import pytest
+
+from jobs.document import BlockKind, ExtractedDocument
+from jobs.extract import extract_document
+
+pytestmark = pytest.mark.unit
+
+PROSE = "The marsh road winds through reeds where lanterns drift at night and travellers keep close."
+
+
+def _headings(doc: ExtractedDocument) -> list[tuple[str, int]]:
+    return [(b.text, b.level) for b in doc.blocks if b.kind is BlockKind.HEADING]
+
+
+def test_a_bold_section_number_set_a_quad_from_its_title_is_one_heading_not_a_table_row() -> None:
+    # LaTeX sets "1.1" and "Roads" a quad apart; MuPDF makes two lines side by side of them, and
+    # a chapter heading straight over a section heading then looks like two table rows.
+    pdf = pymupdf.open()
+    page = pdf.new_page()
+    y = 72.0
+    for number, title, size in (("1", "Marsh Travel", 12), ("1.1", "Roads", 11), ("1.1.1", "Causeways", 10)):
+        page.insert_text((72, y), number, fontname="hebo", fontsize=size)
+        page.insert_text((72 + size * 2.6, y), title, fontname="hebo", fontsize=size)
+        y += size * 1.6
+    for _ in range(3):
+        page.insert_text((72, y), PROSE, fontsize=10)
+        y += 12
+    # plain numbered rows (a table's first column) are never joined into headings
+    y += 20
+    for n, animal in enumerate(["Weasel", "Giant rat", "Badger"], 1):
+        page.insert_text((72, y), str(n), fontsize=9)
+        page.insert_text((110, y), animal, fontsize=9)
+        y += 11
+    doc = extract_document(pdf.tobytes(), "numbered.pdf")
+    assert _headings(doc) == [("1 Marsh Travel", 1), ("1.1 Roads", 2), ("1.1.1 Causeways", 3)]
+    assert not any("Marsh Travel" in b.text for b in doc.blocks if b.kind is BlockKind.TABLE)
+    assert not [t for t, _ in _headings(doc) if "Weasel" in t or "Giant rat" in t]
+
+
+def _outlined_book(extra_bold: bool) -> bytes:
+    """Three pages with an outline of every heading, and bold lines the outline leaves out."""
+    pdf = pymupdf.open()
+    toc = []
+    pdf.new_page().insert_text((72, 200), "The Marsh Almanac", fontname="hebo", fontsize=24)
+    for n, chapter in enumerate(["Roads", "Keeps", "Fens"], 2):
+        page = pdf.new_page()
+        toc.append([1, chapter, n])
+        page.insert_text((72, 72), chapter, fontname="hebo", fontsize=16)
+        y = 110.0
+        for k, entry in enumerate(["North", "South", "East"]):
+            title = f"{chapter} {entry}"
+            toc.append([2, title, n])
+            page.insert_text((72, y), title, fontname="hebo", fontsize=10)
+            y += 14
+            if extra_bold and k == 1 and n == 2:
+                # a bold line the outline does not name, then a caption in the heading's own bold
+                page.insert_text((72, y), "Sage Advice", fontname="hebo", fontsize=10)
+                y += 14
+            for _ in range(3):
+                page.insert_text((72, y), PROSE, fontsize=10)
+                y += 12
+            y += 10
+    pdf.set_toc(toc)
+    return pdf.tobytes()
+
+
+def test_an_outline_that_names_every_heading_is_trusted_over_bold_lines_it_leaves_out() -> None:
+    doc = extract_document(_outlined_book(extra_bold=True), "almanac.pdf")
+    headings = _headings(doc)
+    assert ("Sage Advice", 2) not in headings and ("Sage Advice", 3) not in headings
+    assert "Sage Advice" in [b.text for b in doc.blocks if b.kind is BlockKind.PARAGRAPH]
+    # the book's title, larger than anything the outline names, stays a heading
+    assert headings[0][0] == "The Marsh Almanac"
+    assert [t for t, _ in headings[1:]] == [
+        "Roads",
+        "Roads North",
+        "Roads South",
+        "Roads East",
+        "Keeps",
+        "Keeps North",
+        "Keeps South",
+        "Keeps East",
+        "Fens",
+        "Fens North",
+        "Fens South",
+        "Fens East",
+    ]
+
+
+def test_a_block_that_opens_with_an_outline_title_is_cut_after_it() -> None:
+    # A heading and the caption under it set in one bold: MuPDF makes one block of the two.
+    pdf = pymupdf.open()
+    page = pdf.new_page()
+    page.insert_text((72, 72), "Objects", fontname="hebo", fontsize=16)
+    page.insert_text((72, 110), "Object Statistics", fontname="hebo", fontsize=10)
+    page.insert_text((72, 122), "Table: Object Sizes", fontname="hebo", fontsize=10)
+    y = 140.0
+    for _ in range(4):
+        page.insert_text((72, y), PROSE, fontsize=10)
+        y += 12
+    pdf.set_toc([[1, "Objects", 1], [2, "Object Statistics", 1]])
+    doc = extract_document(pdf.tobytes(), "objects.pdf")
+    assert _headings(doc) == [("Objects", 1), ("Object Statistics", 2)]
+    assert [b.text for b in doc.blocks if b.kind is BlockKind.CAPTION] == ["Table: Object Sizes"]
+
+
+def test_a_running_head_that_never_repeats_its_text_is_furniture_by_its_place() -> None:
+    # A dictionary-style head names the first and last entry of its page, so its text is new on
+    # every page; its place (above all the text, set apart from it, in one style) repeats.
+    pdf = pymupdf.open()
+    names = [f"Creature {chr(65 + k)}{chr(97 + k)}" for k in range(16)]
+    for p in range(8):
+        page = pdf.new_page()
+        first, last = names[2 * p], names[2 * p + 1]
+        x = 72 if p % 2 else 400
+        page.insert_text((x, 40), f"{first} \u2013 {last}", fontname="helv", fontsize=7.5)
+        y = 90.0
+        for name in (first, last):
+            page.insert_text((72, y), name, fontname="hebo", fontsize=11)
+            y += 16
+            for _ in range(8):
+                page.insert_text((72, y), PROSE, fontsize=10)
+                y += 12
+            y += 14
+    doc = extract_document(pdf.tobytes(), "bestiary.pdf")
+    texts = [b.text for b in doc.blocks]
+    assert not [t for t in texts if "\u2013" in t]
+    assert [t for t, _ in _headings(doc)] == names
+    assert doc.furniture_dropped == 8
+
+
+def _story_pdf(html: str, css: str, columns: int = 1) -> bytes:
+    buffer = io.BytesIO()
+    writer = pymupdf.DocumentWriter(buffer)
+    story = pymupdf.Story(html=html, user_css=css)
+    width = (468 - 12 * (columns - 1)) / columns
+    rects = [pymupdf.Rect(72 + k * (width + 12), 72, 72 + k * (width + 12) + width, 720) for k in range(columns)]
+    more = True
+    while more:
+        device = writer.begin_page(pymupdf.paper_rect("letter"))
+        for rect in rects:
+            more, _ = story.place(rect)
+            story.draw(device)
+            if not more:
+                break
+        writer.end_page()
+    writer.close()
+    return buffer.getvalue()
