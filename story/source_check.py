@@ -278,10 +278,32 @@ def as_rule_value(value: Any, like: RuleValue | None = None) -> RuleValue | None
     return None
 
 
+def _list_readings(text: str) -> list[ListValue]:
+    """A spoken list read three ways: at commas and semicolons (as a book prints one), at semicolons and
+    line breaks only (items that hold commas: a condition's effects), and at "and"/"or" too ("Common and
+    Goblin")."""
+    readings = [
+        re.split(r"\s*[;\n]\s*", text),
+        re.split(r"\s*(?:[,;]|\band\b|\bor\b)\s*", text),
+    ]
+    return [ListValue(items=[i.strip(" .") for i in r if i.strip(" .")]) for r in readings]
+
+
 def compare_claim(value: Any, fact_value: RuleValue) -> Comparison:
-    """The claim's value against a typed value (UNCOMPARABLE when it is none that can be compared)."""
+    """The claim's value against a typed value (UNCOMPARABLE when it is none that can be compared).
+
+    A list said as text agrees when any of its readings holds the book's items: a reading can only find
+    the same set of items, never make a dropped or an added one disappear.
+    """
     claimed = as_rule_value(value, fact_value)
-    return Comparison.UNCOMPARABLE if claimed is None else compare_values(claimed, fact_value)
+    if claimed is None:
+        return Comparison.UNCOMPARABLE
+    outcome = compare_values(claimed, fact_value)
+    spoken = isinstance(fact_value, ListValue) and isinstance(value, str)
+    if outcome is Comparison.DIFFERENT and spoken:
+        readings = _list_readings(value)
+        return next((Comparison.SAME for r in readings if compare_values(r, fact_value) is Comparison.SAME), outcome)
+    return outcome
 
 
 def cite(fact: StoredSourceFact) -> str:

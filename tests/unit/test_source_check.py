@@ -17,13 +17,13 @@ import pytest
 from rulebook import builtin_table, extract_facts
 from schemas.campaign import LibraryPin
 from schemas.knowledge import Classification
-from schemas.rulefacts import EntrySection
+from schemas.rulefacts import Comparison, DistanceValue, EntrySection, ListValue, NumberValue
 from schemas.story import Axiom, DiceRoll, ProposalStatus, Resolution, ResolutionMethod, ResolutionOutcome
 from stores.source_facts import SourceFactStore
 from story.axioms import AxiomRulings, ProposalText
 from story.policy import ContradictionPolicy, GatePolicy
 from story.service import StoryService
-from story.source_check import predicate_field
+from story.source_check import compare_claim, predicate_field
 from tests.unit.test_gate_provenance import write_book
 from tests.unit.test_story_bundle import _stores
 from tests.unit.test_story_campaign import gm_entity, new_campaign, play
@@ -108,6 +108,22 @@ def test_predicates_read_as_fields_of_the_family_tables() -> None:
     assert predicate_field("Casting Time") == "casting_time"
     assert predicate_field("favourite colour") == "favourite_colour"  # no table knows it: itself, normalised
     assert predicate_field("Strength", "creature") == "strength"  # a field's name beats the armor's label
+
+
+def test_a_list_said_in_words_agrees_in_any_order_and_a_changed_one_does_not() -> None:
+    book = ListValue(items=["Common", "Goblin"])
+    assert compare_claim("Goblin and Common", book) is Comparison.SAME
+    assert compare_claim(["goblin", "common"], book) is Comparison.SAME
+    assert compare_claim("Common", book) is Comparison.DIFFERENT  # one dropped
+    assert compare_claim("Common, Goblin and Orc", book) is Comparison.DIFFERENT  # one added
+    effects = ListValue(items=["It can't see, and fails sight checks.", "Attacks against it have advantage."])
+    assert compare_claim("attacks against it have advantage; it can't see, and fails sight checks", effects) is (
+        Comparison.SAME
+    )
+    assert compare_claim(30, DistanceValue(amount=30)) is Comparison.SAME  # a bare number is feet
+    assert compare_claim("9 m", DistanceValue(amount=30)) is Comparison.SAME
+    assert compare_claim("30 m", DistanceValue(amount=30)) is Comparison.DIFFERENT
+    assert compare_claim("lots", NumberValue(value=7)) is Comparison.UNCOMPARABLE
 
 
 def test_a_false_claim_is_rejected_citing_the_rule_and_a_true_one_is_supported_by_it(story: StoryService) -> None:
