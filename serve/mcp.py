@@ -252,6 +252,19 @@ def _play_tools(server: FastMCP[Any], services: Services) -> None:
         return provenance.model_dump(mode="json")  # type: ignore[no-any-return]
 
     @server.tool()
+    @_tool("list_house_rules")
+    async def list_house_rules(
+        campaign_id: str, ctx: Context[Any, Any, Any], turn_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The GM's rulings against the rulebook in force as of a turn (default: the head): entry, field,
+        the book's value and the ruled one, who ruled, at which turn, on which branch."""
+        _caller(ctx).require_campaign(campaign_id)
+        if turn_id is not None:
+            await services.turn_in(campaign_id, turn_id)
+        rules = await run(services.story.house_rules, campaign_id, turn_id=turn_id)
+        return [r.model_dump(mode="json") for r in rules]
+
+    @server.tool()
     @_tool("propose_change")
     async def propose_change(
         scene_id: str,

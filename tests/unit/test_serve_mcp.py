@@ -28,6 +28,7 @@ TOOLS = {
     "get_health",
     "get_state_as_of",
     "get_provenance",
+    "list_house_rules",
     "propose_change",
     "recall",
     "list_memories",
@@ -122,6 +123,9 @@ def test_play_tools_keep_to_the_key_s_campaigns(server: tuple[str, Any]) -> None
             assert state["campaign_id"] == mine
             provenance = _json(await client.call_tool("get_provenance", {"campaign_id": mine, "turn_id": my_turn}))
             assert provenance["turn_id"] == my_turn
+            assert _json(await client.call_tool("list_house_rules", {"campaign_id": mine})) == []
+            denied = await client.call_tool("list_house_rules", {"campaign_id": theirs})
+            assert denied.isError and "forbidden" in denied.content[0].text
             content = {"type": "event", "title": "The tide turns"}
             proposed = _json(
                 await client.call_tool(
