@@ -154,7 +154,8 @@ def read_facts(
         for fact in facts:
             probe = _probe(fact.raw)
             # the text from the fact on tells a short value ("9") from the same digits elsewhere
-            context = _squash(text[fact.offset :])[:_PROBE_CHARS] if fact.offset is not None else ""
+            start = fact.offset if fact.offset is not None else None
+            context = _squash(text[start : start + 4 * _PROBE_CHARS])[:_PROBE_CHARS] if start is not None else ""
             chunk = located.locate(path, (context, probe))
             page = _page(blocks, probe, section.page)
             if page is None and chunk is not None:

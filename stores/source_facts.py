@@ -123,24 +123,17 @@ class SourceFactStore:
         Returns:
             How many facts were written.
         """
-        stored = self.stored(item_uid, library_uid, facts)
-        rows = [_to_props(f, seq) for seq, f in enumerate(stored)]
-        links = [{"uid": f.uid, "chunk": f.chunk_id} for f in stored if f.chunk_id]
+        rows = [_to_props(f, seq) for seq, f in enumerate(self.stored(item_uid, library_uid, facts))]
         with self.graph.transaction() as tx:
             tx.run("MATCH (:Item {uid: $item})-[:STATES]->(f:SourceFact) DETACH DELETE f", {"item": item_uid})
             if rows:
+                # each fact finds its chunk by the Chunk uid index as it is created: linear in the facts
                 tx.run(
                     "MATCH (i:Item {uid: $item}) UNWIND $rows AS row "
-                    "CREATE (f:SourceFact) SET f = row CREATE (i)-[:STATES]->(f)",
+                    "CREATE (f:SourceFact) SET f = row CREATE (i)-[:STATES]->(f) "
+                    "WITH f, row WHERE row.chunk_id IS NOT NULL "
+                    "MATCH (c:Chunk {uid: row.chunk_id}) CREATE (f)-[:SUPPORTED_BY]->(c)",
                     {"item": item_uid, "rows": rows},
-                )
-            if links:
-                tx.run(
-                    "UNWIND $links AS link "
-                    "MATCH (:Item {uid: $item})-[:STATES]->(f:SourceFact {uid: link.uid}) "
-                    "MATCH (c:Chunk {uid: link.chunk}) "
-                    "MERGE (f)-[:SUPPORTED_BY]->(c)",
-                    {"item": item_uid, "links": links},
                 )
         return len(rows)
 
