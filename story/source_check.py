@@ -106,6 +106,27 @@ def _field_maps() -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     return per_kind, every
 
 
+@cache
+def field_labels(field_name: str) -> tuple[str, ...]:
+    """The words a field is printed or said under ("Hit Points", "HP", "hit points"), longest first."""
+    labels = {field_name.replace("_", " ")}
+    for table in builtin_tables().values():
+        for kind in table.kinds.values():
+            labels.update(label for spec in kind.fields if spec.name == field_name for label in spec.labels)
+    return tuple(sorted(labels, key=len, reverse=True))
+
+
+def _unlabelled(text: str, field_name: str) -> str | None:
+    """The text without the field's label before or after the value ("AC 15", "7 hit points"), or None."""
+    for label in field_labels(field_name):
+        words = r"\s+".join(map(re.escape, label.split()))
+        for pattern in (rf"^\s*(?:{words})\b\s*[:=]?\s*(.+)$", rf"^(.+?)\s*\b(?:{words})\s*\.?$"):
+            m = re.match(pattern, text, re.I)
+            if m and m.group(1).strip():
+                return m.group(1).strip()
+    return None
+
+
 def predicate_field(predicate: str, kind: str | None = None) -> str:
     """A proposal's predicate as a field of the family tables ("HP", "Hit Points" → ``hit_points``).
 
@@ -260,8 +281,11 @@ def read_source_facts(
 # -- comparing ------------------------------------------------------------------------------------------
 
 
-def as_rule_value(value: Any, like: RuleValue | None = None) -> RuleValue | None:
-    """A proposal's value (an attribute value) as a typed value, read as ``like``'s type where it is text."""
+def as_rule_value(value: Any, like: RuleValue | None = None, field_name: str | None = None) -> RuleValue | None:
+    """A proposal's value (an attribute value) as a typed value, read as ``like``'s type where it is text.
+
+    A text that holds the field's label as well ("30 hit points", "AC 15") is read without it.
+    """
     if isinstance(value, bool):
         return FlagValue(value=value)
     if isinstance(value, int | float):
@@ -270,10 +294,12 @@ def as_rule_value(value: Any, like: RuleValue | None = None) -> RuleValue | None
         return ListValue(items=[str(v) for v in value])
     if isinstance(value, str) and value.strip():
         if like is not None:
-            try:
-                return parse_value(like.type, value)
-            except RuleValueError:
-                pass
+            bare = _unlabelled(value, field_name) if field_name else None
+            for text in (value, *([bare] if bare else [])):
+                try:
+                    return parse_value(like.type, text)
+                except RuleValueError:
+                    continue
         return TextValue(text=value.strip())
     return None
 
@@ -289,13 +315,13 @@ def _list_readings(text: str) -> list[ListValue]:
     return [ListValue(items=[i.strip(" .") for i in r if i.strip(" .")]) for r in readings]
 
 
-def compare_claim(value: Any, fact_value: RuleValue) -> Comparison:
+def compare_claim(value: Any, fact_value: RuleValue, field_name: str | None = None) -> Comparison:
     """The claim's value against a typed value (UNCOMPARABLE when it is none that can be compared).
 
     A list said as text agrees when any of its readings holds the book's items: a reading can only find
     the same set of items, never make a dropped or an added one disappear.
     """
-    claimed = as_rule_value(value, fact_value)
+    claimed = as_rule_value(value, fact_value, field_name)
     if claimed is None:
         return Comparison.UNCOMPARABLE
     outcome = compare_values(claimed, fact_value)
@@ -414,7 +440,7 @@ def _against_book(
     verdict: SourceVerdict,
 ) -> str | None:
     """Hold a claim against the book's facts; the refusal, or None (notes and links added to ``verdict``)."""
-    outcomes = [(f, compare_claim(claim.value, f.value)) for f in book]
+    outcomes = [(f, compare_claim(claim.value, f.value, f.predicate)) for f in book]
     same = [f for f, c in outcomes if c is Comparison.SAME]
     different = [f for f, c in outcomes if c is Comparison.DIFFERENT]
     if same:  # two books (or two printings of one entry) may differ: agreeing with one is agreeing
@@ -457,8 +483,8 @@ def _against_house_rule(
     """Hold a claim against a house rule in force; the refusal, or None (notes added to ``verdict``)."""
     like = book[0].value
     field_name = book[0].predicate
-    ruled = as_rule_value(ruling.value, like)
-    claimed = as_rule_value(claim.value, like)
+    ruled = as_rule_value(ruling.value, like, field_name)
+    claimed = as_rule_value(claim.value, like, field_name)
     what = (
         f"the house rule {field_name} = {ruling.value!r} (fact {ruling.fact_id}, a GM ruling; "
         f"the book: {cite(book[0])})"
@@ -471,7 +497,7 @@ def _against_house_rule(
         said = f"{claim.predicate} = {claim.value!r}"
         if gm:
             verdict.notes.append(f"a GM ruling ({said}) changes {what}")
-            different = [f for f in book if compare_claim(claim.value, f.value) is Comparison.DIFFERENT]
+            different = [f for f in book if compare_claim(claim.value, f.value, f.predicate) is Comparison.DIFFERENT]
             if claim.fact_id is not None and different:
                 verdict.house_rules.append(HouseRuleDraft(claim.fact_id, claim.event_id, field_name, tuple(different)))
             return None

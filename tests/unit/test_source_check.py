@@ -124,6 +124,11 @@ def test_a_list_said_in_words_agrees_in_any_order_and_a_changed_one_does_not() -
     assert compare_claim("9 m", DistanceValue(amount=30)) is Comparison.SAME
     assert compare_claim("30 m", DistanceValue(amount=30)) is Comparison.DIFFERENT
     assert compare_claim("lots", NumberValue(value=7)) is Comparison.UNCOMPARABLE
+    # the field's label said with the value is read past, before or after it
+    assert compare_claim("seven hit points", NumberValue(value=7), "hit_points") is Comparison.SAME
+    assert compare_claim("30 HP", NumberValue(value=7), "hit_points") is Comparison.DIFFERENT
+    assert compare_claim("Armor Class: 16", NumberValue(value=15), "armor_class") is Comparison.DIFFERENT
+    assert compare_claim("30 hit points", NumberValue(value=7)) is Comparison.UNCOMPARABLE  # no field: not read
 
 
 def test_a_false_claim_is_rejected_citing_the_rule_and_a_true_one_is_supported_by_it(story: StoryService) -> None:
