@@ -10,8 +10,10 @@ from typing import Any
 
 from jobs.document import BlockKind
 from jobs.extract.pdf_items import _GLYPH_START, _MAX_HEADING_CHARS, _MAX_HEADING_LINES, _Item, _Page
-from jobs.extract.typography import Style
+from jobs.extract.typography import SMALL_CAPS, Style
 
+# "2.3.1 Bless": a section number with at least one inner dot, then the title.
+_SECTION_NUMBER = re.compile(r"^(\d+(?:\.\d+)+)\.?\s+[^\W\d_]")
 _FULL_OUTLINE = 0.85  # the share of heading-like blocks an outline names when it lists every heading
 _HEADING_SIZE_RATIO = 1.15  # a line this much larger than the body size can be a heading
 _MAX_BOLD_HEADING_WORDS = 14
@@ -30,8 +32,10 @@ def _body_style(pages: list[_Page]) -> Style | None:
                 weights[it.style] += len(it.text)
             elif it.info:
                 for line in it.info:
-                    if line.first is not None:
-                        weights[line.first] += len(line.text)
+                    # a run-in label's line runs on in the body style
+                    style = line.last if line.runin else line.first
+                    if style is not None:
+                        weights[style] += len(line.text)
     return weights.most_common(1)[0][0] if weights else None
 
 
@@ -85,9 +89,86 @@ def _looks(it: _Item, body: Style | None, body_size: float) -> str | None:
         return None
     if style[1] >= body[1] * _SIZE_STEP:
         return "size"
-    if style[1] >= body[1] * 0.93 and style[2] and not body[2]:
-        return "bold" if len(stripped.split()) <= _MAX_BOLD_HEADING_WORDS else None
+    if style[1] < body[1] * 0.93:
+        return None
+    short = len(stripped.split()) <= _MAX_BOLD_HEADING_WORDS
+    if style[2] and not body[2]:
+        return "bold" if short else None
+    if not short or it.lines > 2:
+        return None
+    if style != body and _set_apart(style, body):
+        return "style"
+    if _SECTION_NUMBER.match(stripped):
+        return "number"
     return None
+
+
+def _set_apart(style: Style, body: Style) -> bool:
+    """A body-size style that marks headings without bold: small capitals or a colour.
+
+    Italics alone mark emphasis, subtitles and asides, so they do not count; nor does the
+    family name, which MuPDF spells differently for a font's italic and upright cuts.
+    """
+    family, base = style[0], body[0]
+    if family.endswith(SMALL_CAPS):
+        return True
+    colour = family.rpartition(" #")[2] if " #" in family else ""
+    body_colour = base.rpartition(" #")[2] if " #" in base else ""
+    return colour != body_colour
+
+
+def _heading_styles(candidates: dict[int, _Item], pages: list[_Page]) -> set[tuple[Any, ...]]:
+    """The body-size styles that head text: set mostly as short lines of their own.
+
+    A style set apart only by colour or small capitals that also sets paragraphs (a boxed text
+    in blue) or opens run-in labels ("Armor Class" in red, then the value in black) marks
+    emphasis, not headings: kept are the styles whose uses are short lines of their own at
+    least four times in five. (Bold cannot be judged so: books set entry headings and run-in
+    labels in the same bold.)
+    """
+    keys = {_level_key(it) for it in candidates.values()}
+    styles = {key[:4]: key for key in keys}
+    total: Counter[tuple[Any, ...]] = Counter()
+    for page in pages:
+        for it in page.items:
+            if it.kind is not None:
+                continue
+            if it.style is not None:
+                key = _level_key(it)
+                if key in keys:
+                    total[key] += 1
+            elif it.info:
+                # a style that opens run-in labels marks emphasis in the text
+                for line in it.info:
+                    if line.runin and line.first in styles:
+                        total[styles[line.first]] += 1
+    short: Counter[tuple[Any, ...]] = Counter(_level_key(it) for it in candidates.values())
+    return {key for key in keys if short[key] * 5 >= total[key] * 4}
+
+
+def _numbered(candidates: dict[int, _Item], others: list[_Item] | None = None) -> set[int]:
+    """Body-size lines numbered like sections ("2.3.1 Bless") whose numbering hangs together.
+
+    A numbered line is kept when the document also numbers (here or among ``others``, the
+    headings found by their looks) its parent ("2.3"), a neighbouring sibling ("2.3.0",
+    "2.3.2") or a first child ("2.3.1.1"): a lone "1.5 Times the cost" in running text has
+    none of them.
+    """
+    numbers: dict[int, tuple[int, ...]] = {}
+    for key, it in candidates.items():
+        m = _SECTION_NUMBER.match(" ".join(it.text.split()))
+        if m:
+            numbers[key] = tuple(int(x) for x in m.group(1).split("."))
+    seen = set(numbers.values())
+    for it in others or ():
+        m = _SECTION_NUMBER.match(" ".join(it.text.split()))
+        if m:
+            seen.add(tuple(int(x) for x in m.group(1).split(".")))
+    return {
+        key
+        for key, n in numbers.items()
+        if n[:-1] in seen or (*n[:-1], n[-1] - 1) in seen or (*n, 1) in seen or (*n[:-1], n[-1] + 1) in seen
+    }
 
 
 def _level_key(it: _Item) -> tuple[Any, ...]:
@@ -238,6 +319,43 @@ def _cut(it: _Item, k: int) -> tuple[_Item, _Item]:
     return parts[0], parts[1]
 
 
+def _split_numbered(pages: list[_Page]) -> None:
+    """Cut a numbered heading line off the paragraph it was merged into ("1.1.2 Proficiency Bonus"
+    over "Characters have a proficiency bonus…", all in one style).
+
+    A book that sets headings in the body's own style tells them by their number alone, and
+    MuPDF then joins the heading and its paragraph into one block. The first line of a block is
+    a heading when it is a section number and a title (no more than a heading's words, not
+    ending like a sentence) and its number hangs together with the book's other numbered lines
+    (:func:`_numbered`), so "1.5 times your speed…" opening a paragraph stays text.
+    """
+    firsts: dict[int, tuple[_Page, _Item, int]] = {}
+    lines: dict[int, _Item] = {}
+    for page in pages:
+        for n, it in enumerate(page.items):
+            if it.kind is not None or it.ocr or not it.text[:1].isdigit():
+                continue
+            first = it.text.split("\n", 1)[0].strip()
+            if not first or first[-1] in ".,;:" or len(first.split()) > _MAX_BOLD_HEADING_WORDS:
+                continue
+            if not _SECTION_NUMBER.match(first):
+                continue
+            head = _Item(it.x0, it.y0, it.x1, it.y1, first, 1, it.index, it.page)
+            lines[id(head)] = head
+            if it.lines >= 2:
+                firsts[id(head)] = (page, it, n)
+    if not firsts:
+        return
+    keep = _numbered(lines)
+    cuts: dict[int, list[tuple[int, _Item]]] = {}
+    for key, (page, it, n) in firsts.items():
+        if key in keep:
+            cuts.setdefault(id(page), []).append((n, it))
+    for page in pages:
+        for n, it in sorted(cuts.get(id(page), []), key=lambda c: -c[0]):
+            page.items[n : n + 1] = list(_cut(it, 1))
+
+
 def _split_at_titles(pages: list[_Page], toc_by_page: dict[int, dict[str, int]]) -> None:
     """Cut a block that opens with an outline title and goes on ("Animated Object Statistics"
     over a caption set in the same bold): the outline names the heading exactly, so the lines
@@ -282,6 +400,7 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
             toc_by_page.setdefault(page_no, {}).setdefault(key, level)
     if toc_by_page:
         _split_at_titles(pages, toc_by_page)
+    _split_numbered(pages)
     looks: dict[int, str] = {}
     items: dict[int, _Item] = {}
     for page in pages:
@@ -290,6 +409,18 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
             if kind:
                 looks[id(it)] = kind
                 items[id(it)] = it
+    styled = {i: items[i] for i, kind in looks.items() if kind == "style"}
+    if styled:
+        keep = _heading_styles(styled, pages)
+        for i, it in styled.items():
+            if _level_key(it) not in keep:
+                looks.pop(i)
+    numbered = {i: items[i] for i, kind in looks.items() if kind == "number"}
+    if numbered:
+        keep_numbers = _numbered(numbered, [items[i] for i, kind in looks.items() if kind != "number"])
+        for i in numbered:
+            if i not in keep_numbers:
+                looks.pop(i)
 
     levels: dict[int, int] = {}
     # 1. The outline, where an entry's title matches a short block of the page it points to.
@@ -340,14 +471,27 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
         else:
             current = min(current + 1, _MAX_LEVELS)
         style_level[style_key] = current
+    depths: dict[int, int] = {}
+    offsets: Counter[int] = Counter()
+    for item_id in looks:
+        if item_id in levels:
+            continue
+        number = _NUMBERED.match(" ".join(items[item_id].text.split()))
+        if number:
+            depths[item_id] = number.group(1).count(".") + 1
+            if looks[item_id] != "number":
+                offsets[style_level[_level_key(items[item_id])] - depths[item_id]] += 1
+    # Numbering gives depth relative to the numbered headings the looks place: "1 Rules" under
+    # an unnumbered book title is level 2, so "1.1.1 Abilities" is level 4.
+    offset = offsets.most_common(1)[0][0] if offsets else 0
     for item_id in looks:
         if item_id in levels:
             continue
         it = items[item_id]
         level = style_level[_level_key(it)]
-        numbered = _NUMBERED.match(" ".join(it.text.split()))
-        if numbered and "." in numbered.group(1) and not anchored:
+        depth = depths.get(item_id, 1)
+        if depth > 1 and not anchored:
             # "2.3.1 Cover" sits at depth 3 whatever its size says
-            level = min(numbered.group(1).count(".") + 1, _MAX_LEVELS)
+            level = max(1, min(depth + offset, _MAX_LEVELS))
         levels[item_id] = level
     return levels

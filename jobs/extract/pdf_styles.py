@@ -183,6 +183,9 @@ def _style_item(it: _Item, raw: list[HtmlLine]) -> None:
     texts = it.text.split("\n")
     info = [line for line in map(read_line, raw, texts) if line is not None]
     if info:
+        if any(line.text is not texts[n] for n, line in enumerate(info) if n < len(texts)):
+            # small capitals read back in their case (see :func:`read_line`)
+            it.text = "\n".join(line.text for line in info) + "\n"
         _apply_styles(it, info)
 
 

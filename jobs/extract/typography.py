@@ -19,7 +19,17 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["HtmlLine", "Line", "Style", "clean_text", "join_lines", "line_style", "page_lines", "read_line"]
+__all__ = [
+    "SMALL_CAPS",
+    "HtmlLine",
+    "Line",
+    "Style",
+    "clean_text",
+    "join_lines",
+    "line_style",
+    "page_lines",
+    "read_line",
+]
 
 Style = tuple[str, float, bool, bool]
 
@@ -27,8 +37,9 @@ HtmlLine = tuple[str, str, str, str]
 """One ``<p>`` of the HTML: top, left and line height (as written) and its inner HTML."""
 
 _HTML_LINE = re.compile(r'^<p style="top:(-?[\d.]+)pt;left:(-?[\d.]+)pt;line-height:([\d.]+)pt">(.*)</p>$', re.M)
-_SPAN_TOKEN = re.compile(r'<(/?)([bi])>|<span style="font-family:([^;"]*);font-size:([\d.]+)pt[^>]*>([^<]*)</span>')
-_SPAN_HEAD = re.compile(r'^((?:<[bi]>)*)<span style="font-family:([^;"]*);font-size:([\d.]+)pt')
+_FONT = r'<span style="font-family:([^;"]*);font-size:([\d.]+)pt(?:;color:#([0-9a-fA-F]{6}))?'
+_SPAN_TOKEN = re.compile(r"<(/?)([bi])>|" + _FONT + r"[^>]*>([^<]*)</span>")
+_SPAN_HEAD = re.compile(r"^((?:<[bi]>)*)" + _FONT)
 _GENERIC_FAMILY = re.compile(r",(?:serif|sans-serif|monospace)$")
 
 
@@ -68,9 +79,17 @@ def page_lines(page_html: str) -> list[HtmlLine]:
 _HEADS: dict[str, tuple[Style, bool] | None] = {}
 
 
-def _style(family: str, size: str, bold: bool, italic: bool) -> Style:
-    """A span's style: its family without the generic fallback, its size to the half point, weight, slant."""
-    return (_GENERIC_FAMILY.sub("", family), round(float(size) * 2) / 2, bold, italic)
+SMALL_CAPS = " small-caps"  # ends the family of a line set in small capitals
+
+
+def _style(family: str, size: str, bold: bool, italic: bool, color: str | None = None) -> Style:
+    """A span's style: its family without the generic fallback (and with its colour, unless black),
+    its size to the half point, weight, slant. Colour is part of the family because books that
+    never set a heading bold set it apart by colour."""
+    name = _GENERIC_FAMILY.sub("", family)
+    if color and color != "000000":
+        name = f"{name} #{color.lower()}"
+    return (name, round(float(size) * 2) / 2, bold, italic)
 
 
 def line_style(inner: str) -> tuple[Style, bool] | None:
@@ -85,7 +104,7 @@ def line_style(inner: str) -> tuple[Style, bool] | None:
             found = None
         else:
             tags, family = m.group(1), m.group(2)
-            style = _style(family, m.group(3), "<b>" in tags, "<i>" in tags)
+            style = _style(family, m.group(3), "<b>" in tags, "<i>" in tags, m.group(4))
             found = (style, family.endswith(",monospace"))
         if len(_HEADS) < 4096:
             _HEADS[head] = found
@@ -106,7 +125,8 @@ def read_line(raw: HtmlLine, text: str) -> Line | None:
             line.bold = [text]
         return line
     bold = italic = False
-    for closing, tag, family, size, span in _SPAN_TOKEN.findall(inner):
+    spans: list[tuple[Style, str]] = []
+    for closing, tag, family, size, color, span in _SPAN_TOKEN.findall(inner):
         if tag:
             if tag == "b":
                 bold = not closing
@@ -115,13 +135,14 @@ def read_line(raw: HtmlLine, text: str) -> Line | None:
             continue
         if not span or span.isspace():
             continue
-        style = _style(family, size, bold, italic)
+        style = _style(family, size, bold, italic, color)
+        spans.append((style, span))
         if line.first is None:
             line.first = style
             line.mono = family.endswith(",monospace")
         elif style != line.last:
             line.uniform = False
-            if line.first[2] and not bold and line.last is not None and line.last[2]:
+            if line.last is not None and _opens_label(line.first, line.last, style):
                 line.runin = True
         line.last = style
         if bold:
@@ -130,7 +151,58 @@ def read_line(raw: HtmlLine, text: str) -> Line | None:
             if line.bold is None:
                 line.bold = []
             line.bold.append(span)
+    if not line.uniform and _small_caps(spans):
+        big = max(spans, key=lambda sp: sp[0][1])[0]
+        line.first = line.last = (big[0] + SMALL_CAPS, *big[1:])  # type: ignore[assignment]
+        line.uniform, line.runin = True, False
+        # The sizes tell the case: fonts subset for fake small caps often map a capital and
+        # its small capital to one character, so the text reads "bAboon" for "Baboon".
+        recased = "".join(
+            html.unescape(span).upper() if style[1] == big[1] else html.unescape(span).lower() for style, span in spans
+        )
+        if "".join(recased.split()).lower() == "".join(text.split()).lower():
+            line.text = recased
     return line if line.first is not None else None
+
+
+def _colour(style: Style) -> str:
+    at = style[0].rfind(" #")
+    return style[0][at:] if at >= 0 else ""
+
+
+def _opens_label(first: Style, last: Style, style: Style) -> bool:
+    """Whether a line that opened in ``first`` (still in ``last``) and goes on in ``style`` opens
+    with a run-in label: bold going on in regular, or a colour going on in another colour
+    (books that never use bold mark their labels by colour)."""
+    if first[2]:
+        return last[2] and not style[2]
+    colour = _colour(first)
+    return bool(colour) and _colour(last) == colour and _colour(style) != colour
+
+
+def _small_caps(spans: list[tuple[Style, str]]) -> bool:
+    """Whether a line's spans are one style at two sizes, capitals at the larger: small capitals.
+
+    Typesetters that fake small caps (WeasyPrint, Word, many DTP exports) set each word's first
+    capital at full size and the rest as capitals about 0.7-0.8 of it; read span by span that is
+    a line of alternating sizes, not a run-in label, and the line is set in one style.
+    """
+    sizes = {style[1] for style, _ in spans}
+    if len(sizes) != 2 or len({(style[0], *style[2:]) for style, _ in spans}) != 1:
+        return False
+    small, big = min(sizes), max(sizes)
+    if not 0.6 <= small / big <= 0.9:
+        return False
+    # it opens with a word (a larger bullet or dash before smaller text is no small caps)
+    if not spans[0][1].lstrip().lstrip("([{\"'\u201c\u2018")[:1].isalpha():
+        return False
+    # the larger spans hold word-initial capitals (one letter a word) or whole words in capitals
+    return all(
+        sum(ch.isalpha() for ch in word) <= 1 or not any(ch.islower() for ch in word)
+        for style, text in spans
+        if style[1] == big
+        for word in text.split()
+    )
 
 
 # -- text hygiene ------------------------------------------------------------------------------------

@@ -158,3 +158,111 @@ def _story_pdf(html: str, css: str, columns: int = 1) -> bytes:
         writer.end_page()
     writer.close()
     return buffer.getvalue()
+
+
+RED = (0.48, 0.12, 0.12)
+
+
+def _small_caps(page: pymupdf.Page, x: float, y: float, text: str, size: float) -> None:
+    """Fake small capitals, as WeasyPrint or Word set them: each word's capital at full size,
+    the rest in capitals at four fifths of it, all in one colour."""
+    font = pymupdf.Font("tiro")
+    for word in text.split():
+        for part, scale in ((word[0].upper(), 1.0), (word[1:].upper(), 0.8)):
+            page.insert_text((x, y), part, fontname="tiro", fontsize=size * scale, color=RED)
+            x += font.text_length(part, size * scale)
+        x += font.text_length(" ", size)
+
+
+def _colour_only_bestiary() -> bytes:
+    """Entries in small capitals at the body size, labels and emphasis in colour, no bold at all."""
+    font = pymupdf.Font("tiro")
+    pdf = pymupdf.open()
+    page = pdf.new_page()
+    page.insert_text((72, 72), "Bestiary", fontname="tiro", fontsize=18)
+    y = 110.0
+    for n, name in enumerate(["Marsh Troll", "Reed Wisp", "Bog Hound", "Lantern Eel"]):
+        _small_caps(page, 72, y, name, 10)
+        y += 13
+        page.insert_text((72, y), "Large monstrosity, chaotic evil", fontname="tiit", fontsize=10)
+        y += 13
+        for label, value in (("Armor Class", "15 (natural armor)"), ("Hit Points", "59 (7d10 + 21)")):
+            page.insert_text((72, y), label, fontname="tiro", fontsize=10, color=RED)
+            page.insert_text((72 + font.text_length(label + " ", 10), y), value, fontname="tiro", fontsize=10)
+            y += 12
+        if n == 1:
+            # a line of colour emphasis on its own, in the labels' colour: no heading
+            page.insert_text((72, y + 4), "Sage Advice", fontname="tiro", fontsize=10, color=RED)
+            y += 16
+        for _ in range(2):
+            page.insert_text((72, y), PROSE, fontname="tiro", fontsize=10)
+            y += 12
+        y += 14
+    return pdf.tobytes()
+
+
+def test_small_capitals_in_colour_at_the_body_size_head_entries_in_a_book_without_bold() -> None:
+    doc = extract_document(_colour_only_bestiary(), "bestiary.pdf")
+    # read back in their case: the larger capital starts each word
+    assert _headings(doc) == [("Bestiary", 1)] + [
+        (name, 2) for name in ["Marsh Troll", "Reed Wisp", "Bog Hound", "Lantern Eel"]
+    ]
+    # the subtitle in italics and the colour line are text
+    assert [b.text for b in doc.blocks].count("Large monstrosity, chaotic evil") == 4
+    assert "Sage Advice" in [b.text for b in doc.blocks if b.kind is not BlockKind.HEADING]
+
+
+def test_a_label_in_colour_opens_a_line_of_its_own_like_a_bold_one() -> None:
+    doc = extract_document(_colour_only_bestiary(), "bestiary.pdf")
+    fields = [b.text for b in doc.blocks if b.text.startswith("Armor Class")]
+    assert len(fields) == 4
+    assert all(f.startswith("Armor Class 15 (natural armor)\nHit Points 59 (7d10 + 21)") for f in fields)
+
+
+def test_a_dash_bullet_larger_than_its_item_is_no_small_capital() -> None:
+    pdf = pymupdf.open()
+    page = pdf.new_page()
+    page.insert_text((72, 72), "Jumping", fontname="helv", fontsize=16)
+    y = 100.0
+    for item in ("You try to jump an unusually long distance", "You pull off a stunt midjump"):
+        page.insert_text((72, y), "\u2013", fontname="helv", fontsize=10)
+        page.insert_text((80, y), item, fontname="helv", fontsize=8.5)
+        y += 11
+    for _ in range(3):
+        page.insert_text((72, y), PROSE, fontname="helv", fontsize=8.5)
+        y += 11
+    doc = extract_document(pdf.tobytes(), "jump.pdf")
+    assert _headings(doc) == [("Jumping", 1)]
+    assert any("You try to jump" in b.text for b in doc.blocks)  # its case untouched
+
+
+NUMBERED_CSS = """
+body {font-family: sans-serif; font-size: 9pt;}
+h1 {font-size: 15pt; font-weight: normal; margin: 12pt 0 6pt 0;}
+h1.title {font-size: 22pt;}
+h2 {font-size: 11pt; font-weight: normal; margin: 10pt 0 4pt 0;}
+p {margin: 0 0 3pt 0;}
+p.h {margin: 9pt 0 2pt 0;}
+"""
+
+
+def test_headings_set_in_the_body_style_are_found_by_their_numbers() -> None:
+    # No bold anywhere and entries at the body size: only their numbers (and the space above)
+    # tell them; MuPDF joins each to the paragraph under it.
+    parts = ['<h1 class="title">The Digest</h1>']
+    for c, chapter in enumerate(["Roads", "Keeps"], 1):
+        parts.append(f"<h1>{c} {chapter}</h1>")
+        for s, section in enumerate(["Travel", "Rest"], 1):
+            parts.append(f"<h2>{c}.{s} {chapter} {section}</h2>")
+            for e, entry in enumerate(["Pace", "Fatigue", "Weather"], 1):
+                parts.append(f'<p class="h">{c}.{s}.{e} {entry} on the {chapter}</p><p>{PROSE} {PROSE}</p>')
+    parts.append("<p>Each day 1.5 times the usual pace is possible on a paved road.</p>")
+    doc = extract_document(_story_pdf("".join(parts), NUMBERED_CSS), "digest.pdf")
+    headings = dict(_headings(doc))
+    assert headings["1 Roads"] == headings["2 Keeps"] == headings["The Digest"] + 1
+    assert headings["1.2 Roads Rest"] == headings["1 Roads"] + 1
+    assert headings["1.2.3 Weather on the Roads"] == headings["2.1.1 Pace on the Keeps"] == headings["1 Roads"] + 2
+    assert len(headings) == 1 + 2 + 4 + 12
+    # the paragraphs are text under them, and a number in running text heads nothing
+    assert sum(b.text.startswith("The marsh road") for b in doc.blocks if b.kind is BlockKind.PARAGRAPH) == 12
+    assert not [t for t in headings if t.startswith("1.5")]
