@@ -1092,6 +1092,67 @@ def _weasyprint_3col(tree: Node, path: Path) -> tuple[list[int], int]:
     return [pages[f"h{k}"] for k in range(n)], len(doc.pages)
 
 
+# One column of Charter; entry headings in capitals at the body size, neither bold nor coloured,
+# set apart only by capitals and the space above; sections in bold italic; a drop cap opens each
+# chapter; the chapter's name in capitals as the running head on every page; no outline.
+WEASY_CAPS_CSS = """
+@page { size: A4; margin: 0.9in 0.9in 0.8in 0.9in;
+  @top-center { content: string(chapter); font: 7.5pt "Bitstream Charter"; letter-spacing: 1pt;
+                text-transform: uppercase; }
+  @bottom-center { content: "\u2014 " counter(page) " \u2014"; font: 8pt "Bitstream Charter"; } }
+@page cover { @top-center { content: none; } @bottom-center { content: none; } }
+html { bookmark-level: none; }
+h1, h2, h3, h4, h5 { bookmark-level: none; }
+body { font: 10pt/1.3 "Bitstream Charter"; }
+.cover { page: cover; }
+h1.book { font: bold 26pt "Bitstream Charter"; margin-top: 3in; }
+h1.chapter { font: 20pt "Bitstream Charter"; break-before: page; string-set: chapter content(); margin: 0 0 14pt 0; }
+h2 { font: bold italic 12pt "Bitstream Charter"; margin: 12pt 0 4pt 0; break-after: avoid; }
+h3 { font: 10pt "Bitstream Charter"; text-transform: uppercase; margin: 10pt 0 2pt 0; break-after: avoid; }
+h4, h5 { font: bold italic 10pt "Bitstream Charter"; margin: 6pt 0 1pt 0; break-after: avoid; }
+p { margin: 0 0 4pt 0; text-align: justify; hyphens: auto; }
+p.intro::first-letter { float: left; font-size: 34pt; line-height: 30pt; margin: 2pt 3pt 0 0; }
+p.field { margin: 0; text-align: left; }
+p.caption { font: italic 9pt "Bitstream Charter"; margin-top: 5pt; }
+table { border-collapse: collapse; margin: 2pt 0 6pt 0; font-size: 8.5pt; }
+td, th { padding: 1pt 4pt; border-bottom: 0.4pt solid #888; text-align: left; }
+"""
+
+
+def _weasyprint_caps(tree: Node, path: Path) -> tuple[list[int], int]:
+    import weasyprint
+
+    parts: list[str] = []
+    n = 0
+    for node, level, _ in tree.walk():
+        hid = f"h{n}"
+        n += 1
+        if level == 0:
+            parts.append(f'<div class="cover"><h1 class="book" id="{hid}">{_esc(node.title)}</h1>')
+            parts += [_element_html(el) for el in node.body]
+            parts.append("</div>")
+            continue
+        if level == 1:
+            parts.append(f'<h1 class="chapter" id="{hid}">{_esc(node.title)}</h1>')
+            body = [_element_html(el) for el in node.body]
+            if body and body[0].startswith("<p>"):
+                body[0] = '<p class="intro">' + body[0][3:]
+            parts += body
+            continue
+        tag = f"h{min(level, 5)}"
+        parts.append(f'<{tag} id="{hid}">{_esc(node.title)}</{tag}>')
+        parts += [_element_html(el) for el in node.body]
+    doc = weasyprint.HTML(string=f"<html><body>{''.join(parts)}</body></html>").render(
+        stylesheets=[weasyprint.CSS(string=WEASY_CAPS_CSS)]
+    )
+    pages: dict[str, int] = {}
+    for number, page in enumerate(doc.pages, 1):
+        for anchor in page.anchors:
+            pages.setdefault(anchor, number)
+    doc.write_pdf(path)
+    return [pages[f"h{k}"] for k in range(n)], len(doc.pages)
+
+
 def _dictionary_heads(tree: Node, headings: list[TruthHeading]) -> list[str]:
     """What the 3-column book prints in its margins: "first – last" entry of each page, and chapters.
 
@@ -1440,6 +1501,16 @@ LAYOUTS: dict[str, Layout] = {
             lambda: srd_tree(("Monsters", "Conditions"), scale=0.01, max_sections=2, title="Bestiary and Treasury"),
             _dictionary_heads,
             ("{n}",),
+        ),
+        Layout(
+            "weasyprint-caps",
+            "WeasyPrint",
+            "none",
+            _weasyprint_caps,
+            lambda s: srd_tree(("Spells", "Magic Items"), scale=s / 3, title="Spells and Treasure"),
+            lambda: srd_tree(("Spells", "Magic Items"), scale=0.01, max_sections=2, title="Spells and Treasure"),
+            lambda t, _: [c.title.upper() for c in t.children],
+            ("\u2014 {n} \u2014",),
         ),
         Layout(
             "reportlab-numbered",

@@ -60,7 +60,14 @@ from jobs.extract.pdf_furniture import _drop_furniture
 from jobs.extract.pdf_headings import _assign_levels
 from jobs.extract.pdf_items import _Item, _Page
 from jobs.extract.pdf_order import _reading_order
-from jobs.extract.pdf_styles import _apply_xhtml, _may_be_heading, _page_items, _read_sizes, _split_styles
+from jobs.extract.pdf_styles import (
+    _apply_xhtml,
+    _join_drop_caps,
+    _may_be_heading,
+    _page_items,
+    _read_sizes,
+    _split_styles,
+)
 from jobs.extract.pdf_tables import TableMode, _replace_tables
 from jobs.extract.pdf_tables import _may_draw as _may_draw  # re-exported: tests import it here
 from jobs.extract.typography import page_lines
@@ -247,6 +254,8 @@ def _read_page(page: Any, options: _Options, tally: _Tally) -> _Page:
         sizes = _read_sizes(textpage, {it.index for it in missing if _may_be_heading(it)})
         for it in missing:
             it.size = sizes.get(it.index, 0.0)
+    if items and not ocr:
+        items = _join_drop_caps(items)
     if items and options.tables is not TableMode.OFF:
         items = _replace_tables(page, textpage, items, options.tables, rotation_matrix, height)
     if options.image_sink is not None:

@@ -96,11 +96,22 @@ def _looks(it: _Item, body: Style | None, body_size: float) -> str | None:
         return "bold" if short else None
     if not short or it.lines > 2:
         return None
-    if style != body and _set_apart(style, body):
+    if (style != body and _set_apart(style, body)) or _capitals(stripped):
         return "style"
     if _SECTION_NUMBER.match(stripped):
         return "number"
     return None
+
+
+def _capitals(text: str) -> bool:
+    """Set in capitals: every letter upper case, and more than a couple of them ("ACID SPLASH")."""
+    letters = 0
+    for ch in text:
+        if ch.isalpha():
+            if not ch.isupper():
+                return False
+            letters += 1
+    return letters > 2
 
 
 def _set_apart(style: Style, body: Style) -> bool:

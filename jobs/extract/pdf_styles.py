@@ -158,6 +158,41 @@ def _join_numbers(text: str, raw: list[HtmlLine]) -> tuple[str, list[HtmlLine]]:
     return "\n".join(out_lines) + "\n", out_raw
 
 
+def _join_drop_caps(items: list[_Item]) -> list[_Item]:
+    """Put a drop cap back at the start of its paragraph ("S" + "pells are listed…").
+
+    A drop cap is a single capital set several lines tall beside the paragraph it opens; MuPDF
+    reads it as a block (or a line) of its own, which would make a one-letter heading and
+    leave the paragraph's first word cut. It is a lone letter at least twice the size of the
+    block that starts beside it, level with its top, with a word going on in lower case.
+    """
+    out = []
+    for it in items:
+        letter = it.text.strip()
+        if len(letter) != 1 or not letter.isalpha() or not it.size:
+            out.append(it)
+            continue
+        beside = [
+            o
+            for o in items
+            if o is not it
+            and o.x0 >= it.x0
+            and it.y0 - 2 <= o.y0 <= it.y0 + 0.5 * (it.y1 - it.y0)
+            and o.text[:1].islower()
+            and o.size
+            and it.size >= 2 * o.size
+        ]
+        if not beside:
+            out.append(it)
+            continue
+        target = min(beside, key=lambda o: (o.x0 - it.x1) ** 2 + (o.y0 - it.y0) ** 2)
+        target.text = letter + target.text
+        target.x0 = min(target.x0, it.x0)
+        if target.info:
+            target.info[0].text = letter + target.info[0].text
+    return out
+
+
 def _style_item(it: _Item, raw: list[HtmlLine]) -> None:
     """Styles of a block from its HTML lines: a look-up per line when it is set in one style."""
     style: Style | None = None

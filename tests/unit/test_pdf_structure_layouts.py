@@ -266,3 +266,30 @@ def test_headings_set_in_the_body_style_are_found_by_their_numbers() -> None:
     # the paragraphs are text under them, and a number in running text heads nothing
     assert sum(b.text.startswith("The marsh road") for b in doc.blocks if b.kind is BlockKind.PARAGRAPH) == 12
     assert not [t for t in headings if t.startswith("1.5")]
+
+
+def test_entries_in_capitals_at_the_body_size_are_headings_and_a_drop_cap_joins_its_word() -> None:
+    pdf = pymupdf.open()
+    page = pdf.new_page()
+    page.insert_text((72, 72), "Spells", fontname="tiro", fontsize=20)
+    # a drop cap three lines tall, the paragraph's first line going on beside it
+    page.insert_text((72, 128), "S", fontname="tiro", fontsize=34)
+    page.insert_text(
+        (98, 104), "pells are listed by level, then alphabetically, each with", fontname="tiro", fontsize=10
+    )
+    page.insert_text(
+        (98, 117), "its school, casting time, range, components and duration.", fontname="tiro", fontsize=10
+    )
+    y = 160.0
+    for name in ["ACID SPLASH", "FIRE BOLT", "MAGE HAND"]:
+        page.insert_text((72, y), name, fontname="tiro", fontsize=10)
+        y += 13
+        page.insert_text((72, y), "Conjuration cantrip", fontname="tiit", fontsize=10)
+        y += 13
+        for _ in range(3):
+            page.insert_text((72, y), PROSE, fontname="tiro", fontsize=10)
+            y += 12
+        y += 12
+    doc = extract_document(pdf.tobytes(), "caps.pdf")
+    assert _headings(doc) == [("Spells", 1), ("ACID SPLASH", 2), ("FIRE BOLT", 2), ("MAGE HAND", 2)]
+    assert doc.blocks[1].text.startswith("Spells are listed by level")
