@@ -211,6 +211,10 @@ class SourceFacts:
 
     by_key: Mapping[str, Sequence[StoredSourceFact]] = field(default_factory=dict)
 
+    def cite(self, fact: StoredSourceFact) -> str:
+        """:func:`cite` with the fact's entry at hand."""
+        return cite(fact, self.by_key.get(fact.subject.key, ()))
+
     def covering(self, claim: Claim) -> list[StoredSourceFact]:
         """The facts of the claim's entries whose field is the claim's predicate."""
         out: list[StoredSourceFact] = []
@@ -332,12 +336,35 @@ def compare_claim(value: Any, fact_value: RuleValue, field_name: str | None = No
     return outcome
 
 
-def cite(fact: StoredSourceFact) -> str:
-    """A source fact as a rationale cites it: 'Goblin — Hit Points 7 (2d6) (item X, p. 12, chunk Y)'."""
+def _printed_with(fact: StoredSourceFact, entry: Sequence[StoredSourceFact]) -> str | None:
+    """The parenthetical printed right after the fact's value, read as a field of its own ("7 (2d6)")."""
+    if fact.offset is None or fact.label is None:
+        return None
+    end = fact.offset + len(fact.raw)
+    for other in entry:
+        if (
+            other.uid != fact.uid
+            and other.item_uid == fact.item_uid
+            and other.label == fact.label
+            and other.offset is not None
+            and 0 < other.offset - end <= 3
+        ):
+            return " ".join(other.raw.split())
+    return None
+
+
+def cite(fact: StoredSourceFact, entry: Sequence[StoredSourceFact] = ()) -> str:
+    """A source fact as a rationale cites it: 'Goblin — Hit Points 7 (2d6) (item X, p. 12, chunk Y)'.
+
+    Args:
+        entry: the facts of the fact's entry, to print the value's parenthetical with it ("(2d6)").
+    """
     printed = " ".join((fact.raw or fact.value.canonical()).split())
     label = fact.label or fact.predicate.replace("_", " ")
     if not printed.casefold().startswith(label.casefold()):
         printed = f"{label} {printed}"
+    if (paren := _printed_with(fact, entry)) is not None:
+        printed = f"{printed} ({paren})"
     where = [f"item {fact.item_uid}"]
     if fact.page is not None:
         where.append(f"p. {fact.page}")
@@ -422,9 +449,9 @@ def check_proposal(
         verdict.cite_all(book)
         ruling = _house_rule(claim, state, book[0].predicate)
         if ruling is not None:
-            refusal = _against_house_rule(claim, ruling, book, gm, verdict)
+            refusal = _against_house_rule(claim, ruling, book, gm, verdict, facts)
         else:
-            refusal = _against_book(claim, book, gm, policy, events, verdict)
+            refusal = _against_book(claim, book, gm, policy, events, verdict, facts)
         if refusal is not None:
             verdict.refusal = refusal
             return verdict
@@ -438,6 +465,7 @@ def _against_book(
     policy: GatePolicy,
     events: Sequence[BaseStateEvent],
     verdict: SourceVerdict,
+    facts: SourceFacts,
 ) -> str | None:
     """Hold a claim against the book's facts; the refusal, or None (notes and links added to ``verdict``)."""
     outcomes = [(f, compare_claim(claim.value, f.value, f.predicate)) for f in book]
@@ -445,13 +473,13 @@ def _against_book(
     different = [f for f, c in outcomes if c is Comparison.DIFFERENT]
     if same:  # two books (or two printings of one entry) may differ: agreeing with one is agreeing
         verdict.supports.setdefault(claim.event_id, []).extend(f.uid for f in same)
-        verdict.notes.append(f"agrees with the rulebook: {cite(same[0])}")
+        verdict.notes.append(f"agrees with the rulebook: {facts.cite(same[0])}")
         return None
     if not different:
         verdict.notes.append(f"not checked against the rulebook: {claim.value!r} does not read as the value of "
-                             f"{cite(book[0])}")  # fmt: skip
+                             f"{facts.cite(book[0])}")  # fmt: skip
         return None
-    shown = "; ".join(cite(f) for f in different[:_CITED])
+    shown = "; ".join(facts.cite(f) for f in different[:_CITED])
     said = f"{claim.predicate} = {claim.value!r}"
     if gm and claim.fact_id is not None:
         verdict.house_rules.append(HouseRuleDraft(claim.fact_id, claim.event_id, book[0].predicate, tuple(different)))
@@ -478,7 +506,7 @@ def _against_book(
 
 
 def _against_house_rule(
-    claim: Claim, ruling: _Ruling, book: list[StoredSourceFact], gm: bool, verdict: SourceVerdict
+    claim: Claim, ruling: _Ruling, book: list[StoredSourceFact], gm: bool, verdict: SourceVerdict, facts: SourceFacts
 ) -> str | None:
     """Hold a claim against a house rule in force; the refusal, or None (notes added to ``verdict``)."""
     like = book[0].value
@@ -487,7 +515,7 @@ def _against_house_rule(
     claimed = as_rule_value(claim.value, like, field_name)
     what = (
         f"the house rule {field_name} = {ruling.value!r} (fact {ruling.fact_id}, a GM ruling; "
-        f"the book: {cite(book[0])})"
+        f"the book: {facts.cite(book[0])})"
     )
     comparison = Comparison.UNCOMPARABLE if ruled is None or claimed is None else compare_values(claimed, ruled)
     if comparison is Comparison.SAME:

@@ -161,7 +161,7 @@ def test_a_false_claim_about_a_monster_is_rejected_citing_rule_and_page(client: 
     decisions = {d["proposal_id"]: d for d in report["decisions"]}
     assert decisions[false]["status"] == "rejected"
     rationale = decisions[false]["rationale"]
-    assert "contradicts the rulebook: Goblin — Hit Points 7" in rationale
+    assert "contradicts the rulebook: Goblin — Hit Points 7 (2d6) (item" in rationale
     assert f"(item {item}, p. {page}, chunk chunk_" in rationale
     assert decisions[true]["status"] == "accepted", decisions[true]
     assert "agrees with the rulebook" in decisions[true]["rationale"]

@@ -142,7 +142,7 @@ def test_a_false_claim_is_rejected_citing_the_rule_and_a_true_one_is_supported_b
 
     rejected = decisions[false]
     assert rejected.status is ProposalStatus.REJECTED
-    assert "contradicts the rulebook: Goblin — Hit Points 7" in rejected.rationale
+    assert "contradicts the rulebook: Goblin — Hit Points 7 (2d6) (item" in rejected.rationale
     assert f"item {item}, p. 12, chunk {chunk}" in rejected.rationale
     (cited,) = rejected.source_fact_ids
     assert SourceFactStore(story.graph).for_item(item, entry="Goblin")[0].item_uid == item
