@@ -126,23 +126,23 @@ def judge(
         if not settled.accepted:
             decisions.append(_rejected(proposal, settled.rationale))
             continue
-        source = check_proposal(proposal, settled.events, state, source_facts, policy) if source_facts else None
-        if source is not None and source.refusal is not None:
+        source = SourceVerdict()
+        if source_facts is not None:
+            source = check_proposal(proposal, settled.events, state, source_facts, policy)
+        if source.refusal is not None:
             decisions.append(_rejected(proposal, source.refusal, source.cited))
             continue
-        notes = [settled.rationale] if settled.rationale else []
-        notes += source.notes if source is not None else []
+        notes = [*([settled.rationale] if settled.rationale else []), *source.notes]
         broken = list((axiom_violations or {}).get(proposal.id, ()))
         if broken and proposal.authority is not Authority.GM:
-            cited = source.cited if source is not None else []
-            decisions.append(_rejected(proposal, "it breaks the world's axioms: " + "; ".join(broken), cited))
+            decisions.append(_rejected(proposal, "it breaks the world's axioms: " + "; ".join(broken), source.cited))
             continue
         notes += [f"a GM ruling against the world's axioms: {'; '.join(broken)}"] if broken else []
-        events = [*settled.events, *(source.events if source is not None else [])]
+        events = [*settled.events, *source.events]
         checked = check_events(state, events, first_seq=seq, authority=proposal.authority.value)
         if checked.issues:
             why = "; ".join(f"[{i.code}] {i.message}" for i in checked.issues)
-            decisions.append(_rejected(proposal, f"validation failed: {why}", source.cited if source else []))
+            decisions.append(_rejected(proposal, f"validation failed: {why}", source.cited))
             continue
         state = checked.state
         seq += len(events)
@@ -165,8 +165,8 @@ def judge(
                 authority=proposal.authority,
                 rationale="; ".join([why, *notes]),
                 event_ids=[e.event_id for e in events],
-                source_fact_ids=source.cited if source is not None else [],
-                house_rule=bool(source is not None and source.house_rules),
+                source_fact_ids=source.cited,
+                house_rule=bool(source.house_rules),
             )
         )
     return decisions, batch, state
