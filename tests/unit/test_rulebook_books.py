@@ -32,6 +32,10 @@ _ENGINE_NEEDS = {
     ),
     "reportlab-times": lambda: importlib.util.find_spec("reportlab") is not None,
     "story-compact": lambda: True,
+    "pandoc-latex": lambda: shutil.which("pandoc") is not None and shutil.which("pdflatex") is not None,
+    "weasyprint-3col": lambda: importlib.util.find_spec("weasyprint") is not None,
+    "weasyprint-caps": lambda: importlib.util.find_spec("weasyprint") is not None,
+    "reportlab-numbered": lambda: importlib.util.find_spec("reportlab") is not None,
 }
 
 
@@ -271,3 +275,13 @@ def test_running_heads_set_on_one_line_count_as_furniture() -> None:
     assert structure.furniture_line("8", furniture, numbers)
     assert not structure.furniture_line("getting started with fate", furniture, numbers)
     assert not structure.furniture_line("fate condensed uses fate dice", furniture, numbers)
+
+
+def test_a_missing_typesetter_is_reported_so_the_benchmark_can_skip_its_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(books.shutil, "which", lambda name: None)
+    with pytest.raises(books.EngineMissing, match="pandoc"):
+        books.typeset("pandoc-latex", tmp_path, tiny=True)
+    with pytest.raises(books.EngineMissing, match="LibreOffice"):
+        books.typeset("libreoffice-docx", tmp_path, tiny=True)
