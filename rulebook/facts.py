@@ -5,7 +5,10 @@ family tables (:mod:`rulebook.tables`): the same section and tables always give 
 the same order. It
 
 1. prepares the text (:func:`section_text`: NFKC, one minus sign, Markdown bold read as bold terms,
-   list bullets dropped);
+   list bullets dropped); where a kind's unlabelled line runs straight into the first label on one
+   line ("Huge beast, unaligned Armor Class 12 …", a stat block set as one paragraph without bold),
+   the space before the label is read as a line break; an entry's name is its heading without a
+   leading section number ("2.3.1 Acid Arrow" states facts about "Acid Arrow");
 2. finds each kind's labels: at the start of a line in any case; inside a line only as printed (or in
    capitals) and only where the field before it on that line has ended right there ("Armor Class 17
    (natural armor) Hit Points 135 (18d10+36) Speed 10 ft." set as one line) or where the label is set
@@ -62,7 +65,7 @@ from schemas.rulefacts import (
     scan_value,
 )
 
-__all__ = ["GENERIC_KIND", "KindMatch", "detect_kind", "extract_facts", "section_text"]
+__all__ = ["GENERIC_KIND", "KindMatch", "detect_kind", "entry_name", "extract_facts", "section_text"]
 
 GENERIC_KIND = "entry"
 """The subject kind of an entry no kind of the tables claims (its generic fields only)."""
@@ -114,6 +117,54 @@ def _prepare(section: EntrySection) -> tuple[str, set[str]]:
     text = "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")
     text = re.sub(r"\n{3,}", "\n\n", text)  # a block that was only a bullet leaves no empty paragraph
     return text, bold
+
+
+# A section number before an entry's name ("2.3.1 Acid Arrow", "12. Goblin"): not part of the name.
+_NUMBERING = re.compile(r"^\s*\d{1,3}(?:\.\d{1,3})*\.?[ \t]+(?=[^\W\d_])")
+
+
+def entry_name(heading: str) -> str:
+    """An entry's name from its heading: cleaned, one space, without a leading section number."""
+    return " ".join(_NUMBERING.sub("", clean_text(heading)).split())
+
+
+def _split_run_on(text: str, tables: list[FamilyTable]) -> str:
+    """Break a line where a kind's unlabelled line runs straight into the first label.
+
+    A layout that sets a stat block as one paragraph without bold prints "Huge beast, unaligned Armor
+    Class 12 …" or "5th-level evocation Casting Time: 24 hours …" on one line: the kind line is then
+    no line of its own and the first label, inside a line after no field, would not be trusted. When
+    the text before a line's first label (as printed) reads whole as one of the kinds' lines, the space
+    before the label becomes a line break: the same length, so offsets into the text still hold.
+    """
+    out: list[str] | None = None
+    line_start = 0
+    window = max((k.line_window for t in tables for k in t.kinds.values()), default=0)
+    seen = 0
+    while seen < window and line_start < len(text):
+        line_end = text.find("\n", line_start)
+        line_end = len(text) if line_end < 0 else line_end
+        line = text[line_start:line_end]
+        if line.strip():
+            seen += 1
+            first = None
+            for table in tables:
+                scan = _label_scan(table)
+                m = scan.inline_re.search(line) if scan.inline_re is not None else None
+                if m is not None and (first is None or m.start("label") < first):
+                    first = m.start("label")
+            if first is not None:
+                prefix = line[:first].strip()
+                if prefix and any(
+                    regex.search(prefix)
+                    for table in tables
+                    for kind in table.kinds.values()
+                    for regex, _ in _compiled(kind).lines
+                ):
+                    out = out if out is not None else list(text)
+                    out[line_start + first - 1] = "\n"
+        line_start = line_end + 1
+    return "".join(out) if out is not None else text
 
 
 @lru_cache(maxsize=4096)
@@ -650,8 +701,8 @@ def _best_kind(
     section: EntrySection, tables: list[FamilyTable], text: str, lines: _Lines, bold: set[str]
 ) -> _KindRead | None:
     best: _KindRead | None = None
-    above = [entry_key(h) for h in section.heading_path[:-1]]
-    ctx = _Context(text, lines, bold, above, entry_key(section.heading), _prose_starts(text))
+    above = [entry_key(entry_name(h)) for h in section.heading_path[:-1]]
+    ctx = _Context(text, lines, bold, above, entry_key(entry_name(section.heading)), _prose_starts(text))
     for table in tables:
         for name, kind in table.kinds.items():
             beat = best.score if best is not None else 0.0
@@ -666,8 +717,10 @@ def detect_kind(section: EntrySection, tables: FamilyTable | Sequence[FamilyTabl
 
     Ties go to the table and kind listed first.
     """
+    chosen = _tables(tables)
     text, bold = _prepare(section)
-    best = _best_kind(section, _tables(tables), text, _Lines.of(text), bold)
+    text = _split_run_on(text, chosen)
+    best = _best_kind(section, chosen, text, _Lines.of(text), bold)
     if best is None:
         return None
     return KindMatch(
@@ -883,6 +936,7 @@ def extract_facts(section: EntrySection, tables: FamilyTable | Sequence[FamilyTa
     text, bold = _prepare(section)
     if not text.strip():
         return []
+    text = _split_run_on(text, chosen)
     lines = _Lines.of(text)
     best = _best_kind(section, chosen, text, lines, bold)
     facts: list[_Fact] = []
@@ -938,7 +992,7 @@ def extract_facts(section: EntrySection, tables: FamilyTable | Sequence[FamilyTa
         facts += _read_generic(family_table, text, taken, have, bold)
     if not facts:
         return []
-    name = " ".join(clean_text(section.heading).split())
+    name = entry_name(section.heading) or " ".join(clean_text(section.heading).split())
     subject = FactSubject(
         name=name,
         key=entry_key(name) or name.casefold(),
