@@ -32,18 +32,20 @@ def _outer_slots(pages: list[_Page], marked: list[tuple[_Page, _Item, str]], dro
     A running head need not repeat its text: a dictionary head names the first and last entry
     of its page, a LaTeX head the section running there. What repeats is its place and look:
     it is the outermost text of the page (nothing lies above a head or below a foot), a gap
-    of at least twice its own height keeps it off the text, and the same slot (band, position,
+    of at least its own line's height keeps it off the text, and the same slot (band, position,
     style of its first line) is filled so on many pages. A heading or a last line of a paragraph
     at the top of a page is set against the text, not apart from it.
     """
     found: dict[tuple[Any, ...], list[_Item]] = {}
     for page, it, _ in marked:
-        if id(it) in drop or it.lines > 2 or (it.style is None and not it.info):
+        # furniture found already counts for its slot, so that a head the repetition rule missed
+        # (a chapter one page long) is still known by the place the others hold
+        if it.lines > 2 or (it.style is None and not it.info):
             continue
         top = it.y1 <= page.height * _MARGIN_Y
         if not top and it.y0 < page.height * (1 - _MARGIN_Y):
             continue  # a side strip
-        gap = 2 * (it.y1 - it.y0)
+        gap = (it.y1 - it.y0) / it.lines if it.lines > 1 and it.y1 - it.y0 > 14 else it.y1 - it.y0
         others = [o for o in page.items if o is not it and id(o) not in drop]
         if top:
             apart = all(o.y0 >= it.y1 + gap for o in others if o.y1 > page.height * _MARGIN_Y)
@@ -59,7 +61,7 @@ def _outer_slots(pages: list[_Page], marked: list[tuple[_Page, _Item, str]], dro
     out: set[int] = set()
     for items in found.values():
         if len({it.page for it in items}) >= many:
-            out.update(id(it) for it in items)
+            out.update(id(it) for it in items if id(it) not in drop)
     return out
 
 

@@ -293,3 +293,24 @@ def test_entries_in_capitals_at_the_body_size_are_headings_and_a_drop_cap_joins_
     doc = extract_document(pdf.tobytes(), "caps.pdf")
     assert _headings(doc) == [("Spells", 1), ("ACID SPLASH", 2), ("FIRE BOLT", 2), ("MAGE HAND", 2)]
     assert doc.blocks[1].text.startswith("Spells are listed by level")
+
+
+def test_the_head_of_a_one_page_chapter_is_known_by_the_place_the_other_heads_hold() -> None:
+    # Book title left and chapter right on one baseline; most chapters run three pages (their
+    # heads repeat), two run one page (their heads are seen once).
+    pdf = pymupdf.open()
+    for chapter, length in (("Roads", 3), ("Credits", 1), ("Keeps", 3), ("Fens", 3), ("Index", 1)):
+        for n in range(length):
+            page = pdf.new_page()
+            page.insert_text((54, 36), "FATE OF THE MARSH", fontname="helv", fontsize=8)
+            page.insert_text((500, 36), chapter, fontname="helv", fontsize=8)
+            y = 66.0
+            if n == 0:
+                page.insert_text((60, y), chapter, fontname="hebo", fontsize=18)
+                y += 30
+            for _ in range(10):
+                page.insert_text((60, y), PROSE, fontname="tiro", fontsize=10)
+                y += 13
+    doc = extract_document(pdf.tobytes(), "fate.pdf")
+    assert not [b.text for b in doc.blocks if "MARSH" in b.text]
+    assert [t for t, _ in _headings(doc)] == ["Roads", "Credits", "Keeps", "Fens", "Index"]
