@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from schemas.errors import InvalidRequest
+from schemas.errors import InvalidRequest, NotFound
 from schemas.knowledge import ItemStatus
 from schemas.rulefacts import FactSubject, SourceFact, StoredSourceFact, entry_key
 from stores.graph.base import GraphStore
@@ -122,7 +122,12 @@ class SourceFactStore:
 
         Returns:
             How many facts were written.
+
+        Raises:
+            NotFound: no item ``item_uid`` (facts are never written without the item that states them).
         """
+        if not self.graph.run("MATCH (i:Item {uid: $item}) RETURN i.uid AS uid", {"item": item_uid}):
+            raise NotFound("graph", f"no item {item_uid!r} to state source facts")
         rows = [_to_props(f, seq) for seq, f in enumerate(self.stored(item_uid, library_uid, facts))]
         with self.graph.transaction() as tx:
             tx.run("MATCH (:Item {uid: $item})-[:STATES]->(f:SourceFact) DETACH DELETE f", {"item": item_uid})

@@ -16,7 +16,7 @@ import pytest
 
 from rulebook import builtin_table, extract_facts
 from schemas.common import sha256_hex
-from schemas.errors import InvalidRequest
+from schemas.errors import InvalidRequest, NotFound
 from schemas.knowledge import Chunk, FileType, Item, ItemStatus, Library, LibraryType
 from schemas.rulefacts import DiceValue, DistanceValue, EntrySection, NumberValue, SourceFact, StoredSourceFact
 from schemas.settings import Settings
@@ -253,8 +253,11 @@ def test_superseded_edition_keeps_its_facts_for_whoever_pins_it(graph: GraphStor
     assert [f.item_uid for f in store.find("Goblin") if f.predicate == "hit_points"] == ["item_srd_v2"]
 
 
-def test_bad_entry_names_and_limits_are_refused(graph: GraphStore) -> None:
+def test_bad_entry_names_limits_and_unknown_items_are_refused(graph: GraphStore) -> None:
     store = SourceFactStore(graph)
+    with pytest.raises(NotFound, match="item_ghost"):
+        store.save("item_ghost", "lib_srd", facts_of(Item.model_construct(title="ghost")))
+    assert graph.run("MATCH (f:SourceFact) RETURN count(f) AS n")[0]["n"] == 0
     with pytest.raises(InvalidRequest, match="no letters or digits"):
         store.find("  ...  ")
     with pytest.raises(InvalidRequest, match="no letters or digits"):
