@@ -48,9 +48,12 @@ def _body_size(pages: list[_Page]) -> float:
     return weights.most_common(1)[0][0] if weights else 0.0
 
 
+_NOT_ALNUM = re.compile(r"[\W_]+")
+
+
 def _norm_title(text: str) -> str:
     text = _HEADING_NUMBER.sub("", " ".join(text.split()))
-    return "".join(ch for ch in text.lower() if ch.isalnum())
+    return _NOT_ALNUM.sub("", text.lower())
 
 
 _SIZE_STEP = 1.04  # a line this much larger than the body size is set apart by size
@@ -379,6 +382,10 @@ def _split_at_titles(pages: list[_Page], toc_by_page: dict[int, dict[str, int]])
         for it in page.items:
             if it.kind is None and 2 <= it.lines <= 2 * _MAX_HEADING_LINES and _norm_title(it.text) not in wanted:
                 lines = it.text.split("\n")
+                start = _norm_title(lines[0])
+                if not start or not any(title.startswith(start) for title in wanted):
+                    out.append(it)
+                    continue
                 for k in range(1, min(it.lines, _MAX_HEADING_LINES + 1)):
                     if _norm_title(" ".join(lines[:k])) in wanted:
                         out.extend(_cut(it, k))

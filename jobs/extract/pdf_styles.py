@@ -216,12 +216,47 @@ def _style_item(it: _Item, raw: list[HtmlLine]) -> None:
                 _bold_terms(it, it.text.split("\n"))
             return
     texts = it.text.split("\n")
-    info = [line for line in map(read_line, raw, texts) if line is not None]
+    read = _read_edges(raw, texts) if len(raw) > 2 * _EDGE_LINES else list(map(read_line, raw, texts))
+    if any(line is not None and line.text is not text for line, text in zip(read, texts, strict=False)):
+        # small capitals read back in their case (see :func:`read_line`)
+        it.text = "\n".join(line.text if line is not None else text for line, text in zip(read, texts, strict=False))
+        it.text = it.text.rstrip("\n") + "\n"
+    info = [line for line in read if line is not None]
     if info:
-        if any(line.text is not texts[n] for n, line in enumerate(info) if n < len(texts)):
-            # small capitals read back in their case (see :func:`read_line`)
-            it.text = "\n".join(line.text for line in info) + "\n"
         _apply_styles(it, info)
+
+
+# The lines at each end of a long block whose styles are read in full: a heading merged into the
+# block sits there (:func:`_split_styles` cuts at most three lines off either end).
+_EDGE_LINES = 3
+_FIRST_COLOUR = re.compile(r"color:#([0-9a-fA-F]{6})")
+
+
+def _read_edges(raw: list[HtmlLine], texts: list[str]) -> list[Line | None]:
+    """A long block's lines: the first and last three read in full, and of those between only
+    the lines that hold bold (bold terms, run-in labels) or open in another colour (a label
+    in colour); the others are plain running text, kept with their text and no style.
+
+    Reading every span of every line is the largest Python cost of a page; the middle of a
+    paragraph can hold neither a heading nor, without bold or colour, a label.
+    """
+    colour = _FIRST_COLOUR.search(raw[0][3])
+    base = colour.group(1) if colour else ""
+    out: list[Line | None] = []
+    last = len(raw) - _EDGE_LINES
+    for n, (line, text) in enumerate(zip(raw, texts, strict=False)):
+        inner = line[3]
+        if n < _EDGE_LINES or n >= last or "<b>" in inner:
+            out.append(read_line(line, text))
+            continue
+        found = _FIRST_COLOUR.search(inner)
+        if found is not None and found.group(1) != base:
+            out.append(read_line(line, text))
+        elif not text or text.isspace():
+            out.append(None)
+        else:
+            out.append(Line(float(line[0]), float(line[1]), float(line[2]), text, uniform=False))
+    return out
 
 
 def _bold_terms(it: _Item, spans: list[str]) -> None:

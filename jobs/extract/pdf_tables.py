@@ -222,6 +222,7 @@ def _replace_tables(
                 if x0 <= (it.x0 + it.x1) / 2 <= x1 and y0 <= (it.y0 + it.y1) / 2 <= y1 and it.kind is None
             ]
             if inside:
-                items = [it for it in items if it not in inside]
+                taken = {id(it) for it in inside}
+                items = [it for it in items if id(it) not in taken]
                 items.append(_table_item(bbox, markdown, inside[0].index, number))
     return items

@@ -14,6 +14,7 @@ A :data:`Style` is ``(family, size, bold, italic)``, the size rounded to half a 
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
@@ -82,6 +83,7 @@ _HEADS: dict[str, tuple[Style, bool] | None] = {}
 SMALL_CAPS = " small-caps"  # ends the family of a line set in small capitals
 
 
+@functools.lru_cache(maxsize=4096)
 def _style(family: str, size: str, bold: bool, italic: bool, color: str | None = None) -> Style:
     """A span's style: its family without the generic fallback (and with its colour, unless black),
     its size to the half point, weight, slant. Colour is part of the family because books that

@@ -314,3 +314,19 @@ def test_the_head_of_a_one_page_chapter_is_known_by_the_place_the_other_heads_ho
     doc = extract_document(pdf.tobytes(), "fate.pdf")
     assert not [b.text for b in doc.blocks if "MARSH" in b.text]
     assert [t for t, _ in _headings(doc)] == ["Roads", "Credits", "Keeps", "Fens", "Index"]
+
+
+def test_labels_and_bold_terms_in_the_middle_of_a_long_block_are_read() -> None:
+    # Only a long block's first and last lines are read span by span, and the lines between
+    # that hold bold: a label on the fifth of nine lines still opens a line of its own.
+    labels = ["Armor Class", "Hit Points", "Speed", "Senses", "Languages", "Challenge", "Skills", "Saves", "Reach"]
+    fields = "<br/>".join(f"<b>{label}</b> {n} (some value)" for n, label in enumerate(labels, 10))
+    prose = f"{PROSE} " * 4 + "A <b>Lantern</b> burns here. " + f"{PROSE} " * 4
+    html = f"<h1>Marsh Troll</h1><p>{fields}</p><p>{prose}</p>"
+    css = "body {font-family: serif; font-size: 10pt;} h1 {font-size: 16pt;} p {margin: 0 0 4pt 0;}"
+    doc = extract_document(_story_pdf(html, css), "troll.pdf")
+    block = next(b for b in doc.blocks if b.text.startswith("Armor Class"))
+    assert block.text.split("\n") == [f"{label} {n} (some value)" for n, label in enumerate(labels, 10)]
+    assert "Languages" in block.bold_terms
+    paragraph = next(b for b in doc.blocks if "A Lantern burns" in b.text)
+    assert len(paragraph.text) > 700 and paragraph.bold_terms == ["Lantern"]  # nine lines or so
