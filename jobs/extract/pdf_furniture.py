@@ -1,4 +1,11 @@
-"""Page furniture of a PDF: running heads, footers and page numbers, found and dropped."""
+"""Page furniture of a PDF: running heads, footers and page numbers, found and dropped.
+
+Furniture is known by repetition — the same margin text (digits aside) over a run of nearby pages
+or on many pages, and page numbers wherever they stand in a band — and by place: a band line that
+is the outermost text of its page, set apart from the text, in a slot (band, position, style)
+that furniture fills on many pages, whatever it says (dictionary heads naming the page's first
+and last entry, LaTeX's section marks, the head of a chapter one page long).
+"""
 
 from __future__ import annotations
 

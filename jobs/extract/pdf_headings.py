@@ -1,5 +1,23 @@
 """Headings of a PDF and their levels: the outline, numbering and typographic style (body style,
 heading looks, style ranking and nesting), and the table captions that are never headings.
+
+The general rules, each held across typesetting conventions (WeasyPrint, LibreOffice, ReportLab,
+PyMuPDF Story, pandoc → LaTeX in the structure benchmark):
+
+* A heading is short, stands alone, does not end like a clause and is set apart from the body:
+  larger; bold where the body is not; or, at the body size, in small capitals, a colour or all
+  capitals — a style set apart so only when that style is used mostly as short lines of its own
+  (a colour that opens run-in labels or sets paragraphs is emphasis). Italics alone never are.
+* Numbering is a look of its own: body-style lines numbered like sections ("2.3.1 Bless") are
+  headings when the numbering hangs together (a parent, neighbour or child number exists), and
+  are cut off the paragraph MuPDF merged them into. Numbers give depth relative to the numbered
+  headings the looks place.
+* The outline gives levels where its titles match; an outline that names nearly every
+  heading-like block is the full list of headings, so what it leaves out is not one (a title
+  larger than everything it names excepted); a block that opens with an outline title is cut
+  after the title.
+* Styles are ranked by looks (larger, bold, upright, capitals, rarer) and nested by where they
+  appear; table captions (labelled, or in a style seen mostly above tables) are never headings.
 """
 
 from __future__ import annotations

@@ -1,6 +1,12 @@
 """One PDF page's text blocks and their styles: sizes, bold, monospace and bold terms, read from
 MuPDF's HTML lines (or, where they do not match, its XHTML and its block structures), and headings
 cut off the blocks MuPDF merged them into.
+
+Two repairs of MuPDF's blocks hold across typesetters: a bold section number set a quad from its
+title on one baseline is one line with it (not two table cells), and a drop cap (a lone letter
+twice the size of the lower-case paragraph beside it) goes back to the start of its paragraph.
+Only the ends of a long block, and its lines holding bold or another colour, are read span by
+span: the middle of a paragraph holds neither a heading nor a label.
 """
 
 from __future__ import annotations

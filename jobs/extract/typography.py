@@ -9,7 +9,11 @@ seen before, so its style is a dictionary look-up. That is all the structure rul
 line is set in one style (a heading line), whether it opens with a bold label and runs on in
 another style (a run-in label, "Casting Time: 1 action"), and which style the body text is in.
 
-A :data:`Style` is ``(family, size, bold, italic)``, the size rounded to half a point.
+A :data:`Style` is ``(family, size, bold, italic)``, the size rounded to half a point; the family
+carries the colour when it is not black (books without bold set headings and labels apart by
+colour) and ends in :data:`SMALL_CAPS` for a line in fake small capitals (one style at two sizes,
+word capitals at the larger), whose text is read back in its case. A line opens with a run-in
+label when it starts bold (or in a colour) and goes on in regular (or another colour).
 """
 
 from __future__ import annotations
