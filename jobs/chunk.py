@@ -180,9 +180,25 @@ class _Packer:
 
         A heading at the depth of the chunk's own sections or above (the next spell after a
         spell) always starts one, so that every entry gets a chunk of its own; a deeper heading
-        (a sub-heading inside the entry) does once the chunk holds a quarter of the target.
+        (a sub-heading inside the entry) does once the chunk holds a quarter of the target. So
+        does a heading two or more levels below the chunk's text (a chapter's lead-in, then a
+        section heading, then the first entry): the lead-in keeps its chunk, and the headings
+        between go on with the entry, whose chunk it then is.
         """
         depth = max((len(u.path) for u in self.current if not u.overlap), default=0)
+        text_depth = max(
+            (len(u.path) for u in self.current if not u.overlap and u.kind is not BlockKind.HEADING), default=0
+        )
+        if self.fresh and text_depth and len(unit.path) >= text_depth + 2:
+            between: list[_Unit] = []
+            while self.current and self.current[-1].kind is BlockKind.HEADING:
+                between.insert(0, self.current.pop())
+            self.tokens -= sum(u.tokens for u in between)
+            self.flush(overlap=False)
+            for heading in between:
+                self.add(heading)
+            self.add(unit)
+            return
         if self.fresh and len(unit.path) <= depth or self.fresh >= self.settings.target_tokens * _HEADING_BREAK_SHARE:
             self.flush(overlap=False)
         elif not self.fresh:

@@ -345,3 +345,20 @@ def test_structure_figures_count_headings_by_level_and_entries() -> None:
     assert figures.entries == 2  # the two spells; "Spells" has headings under it, "Monsters" no text
     assert figures.to_dict()["headings_by_level"] == {"1": 2, "2": 2}
     assert figures.furniture_dropped == 4
+
+
+def test_a_lead_in_keeps_its_chunk_and_the_first_entry_gets_its_own(counter: TokenCounter) -> None:
+    # A chapter's short lead-in, then a section heading with no text, then the first entry: the
+    # entry's chunk is the entry's (the section heading goes with it), not the chapter's.
+    blocks = [heading("Spells", 1), para("Spells are listed by level."), heading("Cantrips", 2)]
+    for name in ("Acid Splash", "Light"):
+        blocks += [heading(name, 3), para(f"{name} lasts a minute. " + sentences(name.lower(), 1))]
+    blocks += [heading("Rituals", 1), para(sentences("ritual", 2))]
+    chunks = chunk_document(ExtractedDocument(blocks, page_count=1), settings(target=400, maximum=800), counter)
+    assert [c.heading_path for c in chunks] == [
+        ["Spells"],
+        ["Spells", "Cantrips", "Acid Splash"],
+        ["Spells", "Cantrips", "Light"],
+        ["Rituals"],
+    ]
+    assert chunks[1].text.startswith("Cantrips")
