@@ -44,6 +44,14 @@ per variant.
 Cost, on the same pages in the same run (best of ``--reps``, interleaved): extract + chunk (the
 ingest path without facts) against extract + chunk + sections + facts; facts per page and the
 throughput ratio (issue 14's goal: ≥ 0.9×). Writes ``rule_facts.json`` and ``rule_facts.png``.
+
+Ingest, end to end (``--ingest-reps``, default 3; 0 skips it): the books of ``--ingest-layouts`` typeset
+at ``--ingest-scale`` go through :func:`jobs.pipeline.run_ingest` (local Ray, the embedded stores, the
+default embedding model) into a fresh data folder per run, with ``LOREKEEPER_RULE_FACTS`` off and on,
+alternating which goes first; the best of each is kept. Reported: pages per second both ways and their
+ratio (the goal's ≥ 0.9×; also the ratio of the medians: the machine may be shared), facts per page
+and per kind as the ingest reports them, and from the graph afterwards: facts stored, the share
+SUPPORTED_BY a chunk, and the share whose page lies in that chunk's page range.
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -402,11 +411,12 @@ def score_facts(
 def facts_by_key(
     sections: Iterable[EntrySection], table: FamilyTable | Sequence[FamilyTable]
 ) -> dict[str, list[SourceFact]]:
-    """Facts of every section, by the key of its heading (the first section of a key wins)."""
+    """Facts of every section, by their subject's key (the entry's name without a section number: the
+    first section of a key wins)."""
     out: dict[str, list[SourceFact]] = {}
     for section in sections:
         facts = extract_facts(section, table)
-        key = entry_key(section.heading)
+        key = facts[0].subject.key if facts else entry_key(section.heading)
         if facts and key not in out:
             out[key] = facts
     return out
@@ -502,6 +512,121 @@ def run_layout(
     }
 
 
+# -- ingest, end to end --------------------------------------------------------------------------------
+
+
+def _ingest_once(paths: list[Path], data: Path, facts: bool) -> dict[str, Any]:
+    from jobs.pipeline import run_ingest
+    from jobs.plan import IngestOptions
+    from schemas.settings import load_settings
+
+    settings = load_settings(data_dir=data, rule_facts=facts)
+    report = run_ingest([str(p) for p in paths], IngestOptions(library="srd"), settings=settings)
+    failed = [f.source_ref for f in report.files if f.status != "completed"]
+    if failed:
+        raise RuntimeError(f"ingest failed for {failed}: {[f.error for f in report.files if f.error]}")
+    by_kind: Counter[str] = Counter()
+    for f in report.files:
+        by_kind.update(f.facts_by_kind)
+    run: dict[str, Any] = {
+        "seconds": report.seconds,
+        "pages": report.pages,
+        "chunks": report.chunks,
+        "facts": report.facts,
+        "facts_by_kind": dict(by_kind.most_common()),
+        "pages_per_s": report.pages / report.seconds,
+    }
+    if facts:
+        run["graph"] = _graph_check(settings)
+    return run
+
+
+def _graph_check(settings: Any) -> dict[str, Any]:
+    """What the graph holds after an ingest with facts: every fact, its chunk link, its page in range."""
+    from stores.factory import open_graph_store
+
+    graph = open_graph_store(settings)
+    try:
+        stored = graph.run("MATCH (:Item)-[:STATES]->(f:SourceFact) RETURN count(f) AS n")[0]["n"]
+        rows = graph.run(
+            "MATCH (:Item)-[:STATES]->(f:SourceFact)-[:SUPPORTED_BY]->(c:Chunk) "
+            "RETURN count(f) AS linked, "
+            "sum(CASE WHEN f.page >= c.page_start AND f.page <= c.page_end THEN 1 ELSE 0 END) AS in_range"
+        )[0]
+    finally:
+        graph.close()
+    return {
+        "facts_stored": stored,
+        "supported_by_chunk": rows["linked"] / max(stored, 1),
+        "page_in_chunk_range": (rows["in_range"] or 0) / max(rows["linked"], 1),
+    }
+
+
+def run_ingest_cost(layouts: Sequence[str], scale: float, reps: int, folder: Path) -> dict[str, Any]:
+    """The real ingest of the same books with facts off and on, alternating, best of ``reps`` each."""
+    import shutil
+
+    from jobs.pipeline import start_ray
+
+    tree = srd_tree(CHAPTERS, scale=scale)
+    paths = []
+    for layout in layouts:
+        path = folder / f"ingest-{layout}.pdf"
+        LAYOUTS[layout].render(tree, path)
+        paths.append(path)
+    started = start_ray()  # one Ray for every run: its start-up is no part of either side
+    runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+    try:
+        for rep in range(reps):
+            for mode in ("off", "on") if rep % 2 == 0 else ("on", "off"):
+                data = folder / f"ingest-data-{mode}-{rep}"
+                run = _ingest_once(paths, data, facts=mode == "on")
+                print(
+                    f"ingest facts {mode}: {run['pages']} pages, {run['chunks']} chunks, {run['facts']} facts "
+                    f"in {run['seconds']:.1f} s ({run['pages_per_s']:.2f} pages/s)"
+                )
+                runs[mode].append(run)
+                shutil.rmtree(data, ignore_errors=True)
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+    best = {mode: max(r, key=lambda run: run["pages_per_s"]) for mode, r in runs.items()}
+    on, off = best["on"], best["off"]
+    median = {mode: statistics.median(run["pages_per_s"] for run in r) for mode, r in runs.items()}
+    return {
+        "layouts": list(layouts),
+        "scale": scale,
+        "reps": reps,
+        "pages": on["pages"],
+        "chunks": on["chunks"],
+        "facts": on["facts"],
+        "facts_per_page": on["facts"] / max(on["pages"], 1),
+        "facts_by_kind": on["facts_by_kind"],
+        "pages_per_s_without_facts": off["pages_per_s"],
+        "pages_per_s_with_facts": on["pages_per_s"],
+        "throughput_with_facts_vs_without": on["pages_per_s"] / off["pages_per_s"],
+        "throughput_median_with_facts_vs_without": median["on"] / median["off"],
+        "graph": on["graph"],
+        "runs": runs,
+    }
+
+
+def print_ingest(ingest: dict[str, Any]) -> None:
+    graph = ingest["graph"]
+    print(
+        f"\ningest end to end ({', '.join(ingest['layouts'])} at scale {ingest['scale']}, best of {ingest['reps']}): "
+        f"{ingest['pages']} pages, {ingest['chunks']} chunks; without facts "
+        f"{ingest['pages_per_s_without_facts']:.2f} pages/s, with {ingest['pages_per_s_with_facts']:.2f} "
+        f"({ingest['throughput_with_facts_vs_without']:.3f}x, goal 0.9x; medians "
+        f"{ingest['throughput_median_with_facts_vs_without']:.3f}x); {ingest['facts']} facts, "
+        f"{ingest['facts_per_page']:.1f} per page {ingest['facts_by_kind']}; in the graph "
+        f"{graph['facts_stored']}, SUPPORTED_BY a chunk {graph['supported_by_chunk']:.3f}, page in the "
+        f"chunk's range {graph['page_in_chunk_range']:.3f}"
+    )
+
+
 # -- output ---------------------------------------------------------------------------------------------
 
 
@@ -549,16 +674,32 @@ def print_fields(rows: list[dict[str, Any]]) -> None:
         print(f"{name:26s} " + " ".join(f"{c:>17s}" for c in cells))
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> None:
+def plot(rows: list[dict[str, Any]], path: Path, ingest: dict[str, Any] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fields = sorted({f for r in rows for f in r["per_field"]})
-    fig, (ax1, ax2) = plt.subplots(
-        1, 2, figsize=(16, max(6, 0.22 * len(fields) + 1.5)), gridspec_kw={"width_ratios": [1.1, 1]}
+    fig, axes = plt.subplots(
+        1,
+        3 if ingest else 2,
+        figsize=(20 if ingest else 16, max(6, 0.22 * len(fields) + 1.5)),
+        gridspec_kw={"width_ratios": [1.1, 1, 0.45] if ingest else [1.1, 1]},
     )
+    ax1, ax2 = axes[0], axes[1]
+    if ingest:
+        ax3 = axes[2]
+        speeds = [ingest["pages_per_s_without_facts"], ingest["pages_per_s_with_facts"]]
+        ax3.bar(["without facts", "with facts"], speeds, color=["#999999", "#4477aa"])
+        for x, v in enumerate(speeds):
+            ax3.text(x, v, f"{v:.2f}", ha="center", va="bottom", fontsize=8)
+        ax3.set_ylabel("pages / s (run_ingest, best of runs)", fontsize=8)
+        ax3.set_title(
+            f"ingest {ingest['throughput_with_facts_vs_without']:.2f}x (goal 0.9x)\n"
+            f"{ingest['pages']} pages, {ingest['facts_per_page']:.1f} facts/page",
+            fontsize=9,
+        )
     metrics = [
         ("overall", "precision", "P all"),
         ("overall", "recall", "R all"),
@@ -608,6 +749,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", type=Path, help="write the PDFs here instead of a temporary folder")
     parser.add_argument("--no-embed", action="store_true", help="skip timing the embedding of the chunks")
+    parser.add_argument("--ingest-reps", type=int, default=3, help="real ingests each way (0: none)")
+    parser.add_argument("--ingest-layouts", nargs="*", default=["story-compact", "reportlab-times"])
+    parser.add_argument("--ingest-scale", type=float, default=0.25, help="share of entries in the ingested books")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
@@ -633,6 +777,9 @@ def main() -> int:
                 f"(typeset {row['typeset_s']:.1f} s)"
             )
             rows.append(row)
+        ingest: dict[str, Any] = {}
+        if args.ingest_reps:
+            ingest = run_ingest_cost(args.ingest_layouts, args.ingest_scale, args.ingest_reps, folder)
     synthetic: dict[str, Any] = {}
     if args.synthetic:
         import rule_facts_synthetic
@@ -651,6 +798,8 @@ def main() -> int:
             print(f"  {name}: {misses[0]}")
         if row["stray_facts"]:
             print(f"  facts on sections that are no entry: {row['stray_facts']}")
+    if ingest:
+        print_ingest(ingest)
     result = {
         "benchmark": "rule_facts",
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -663,9 +812,13 @@ def main() -> int:
             "reps": args.reps,
             "synthetic": args.synthetic,
             "seed": args.seed,
+            "ingest_reps": args.ingest_reps,
+            "ingest_layouts": args.ingest_layouts,
+            "ingest_scale": args.ingest_scale,
         },
         "layouts": rows,
         "synthetic": synthetic,
+        "ingest": ingest,
         "notes": [
             "Truth from the SRD 5.1 JSON's structured fields (not the printed text); only fields the book prints.",
             "A fact is right when same_value holds against its entry's truth; facts on sections that match no "
@@ -675,11 +828,20 @@ def main() -> int:
             "cost: best of reps, interleaved; throughput_with_facts_vs_without = extract+chunk seconds / "
             "extract+chunk+sections+facts seconds on the same bytes; ingest_estimate_with_facts_vs_without adds "
             "the embedding of the book's chunks (all-MiniLM-L6-v2 on this CPU, timed once) to both sides.",
+            "ingest: run_ingest on local Ray and the embedded stores, a fresh data folder per run, rule facts "
+            "off and on alternating, best of ingest_reps each; pages/s from the report (Ray started once "
+            "before, the embedding model loaded in each run on both sides); facts per kind as the ingest "
+            "reports them; graph: facts stored, share SUPPORTED_BY a chunk, share whose page is in that "
+            "chunk's page range.",
         ],
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "rule_facts.json").write_text(json.dumps(_round(result), indent=1, ensure_ascii=False))
-    plot(rows + ([synthetic["all"] | {"layout": "synthetic"}] if synthetic else []), args.out / "rule_facts.png")
+    plot(
+        rows + ([synthetic["all"] | {"layout": "synthetic"}] if synthetic else []),
+        args.out / "rule_facts.png",
+        ingest or None,
+    )
     print(f"\nwrote {args.out / 'rule_facts.json'} and rule_facts.png")
     return 0
 

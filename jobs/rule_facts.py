@@ -108,10 +108,11 @@ class _Chunks:
         return own[0] if own else None
 
 
-def _page(blocks: Sequence[Block], probe: str, default: int | None) -> int | None:
-    for block in blocks:
-        if block.page is not None and probe and probe in _squash(block.text):
-            return block.page
+def _page(blocks: Sequence[tuple[int | None, str]], probe: str, default: int | None) -> int | None:
+    """The page of the first block (page, squashed text) holding ``probe``, else ``default``."""
+    for page, text in blocks:
+        if page is not None and probe and probe in text:
+            return page
     return default
 
 
@@ -151,13 +152,14 @@ def read_facts(
         out.entries += 1
         path = _path(section.heading_path)
         text = section_text(section)
+        squashed = [(b.page, _squash(b.text)) for b in blocks]
         for fact in facts:
             probe = _probe(fact.raw)
             # the text from the fact on tells a short value ("9") from the same digits elsewhere
             start = fact.offset if fact.offset is not None else None
             context = _squash(text[start : start + 4 * _PROBE_CHARS])[:_PROBE_CHARS] if start is not None else ""
             chunk = located.locate(path, (context, probe))
-            page = _page(blocks, probe, section.page)
+            page = _page(squashed, probe, section.page)
             if page is None and chunk is not None:
                 page = chunk.page_start
             out.facts.append(
