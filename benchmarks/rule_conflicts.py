@@ -280,6 +280,8 @@ def _restate(value: RuleValue, rng: random.Random, field_name: str) -> Any:
         items = list(reversed(value.items))
         if field_name == "effects":  # sentences hold commas: a player lists them with semicolons
             return "; ".join(items)
+        if any(re.search(r"\b(?:and|or)\b", i) for i in items):  # "and" inside an item: commas only
+            return ", ".join(items)
         return ", ".join(items[:-1]) + (" and " if len(items) > 1 else "") + items[-1] if items else "none"
     if isinstance(value, TextValue):
         return value.text.upper() if rng.random() < 0.5 else value.text.title()
