@@ -82,3 +82,15 @@ def test_a_failed_model_leaves_every_axiom_unchecked(judge_with) -> None:  # typ
     rulings = judge_with("I cannot do that.").judge([SPOKEN, DEAD], PROPOSALS)
     assert rulings.violations == {}
     assert rulings.unchecked == [SPOKEN.text, DEAD.text] and rulings.judge == "llm (failed)"
+
+
+@pytest.mark.servers
+def test_open_services_gives_the_gate_an_axiom_judge_when_an_extractor_is_configured() -> None:
+    from schemas.serving import EngineKind, ServeSettings
+    from tests.unit.serve_support import api_services
+
+    with api_services(ServeSettings(api_host="127.0.0.1")) as services:
+        assert services.story.axiom_judge is None
+    with api_services(ServeSettings(api_host="127.0.0.1", extractor_engine=EngineKind.ECHO)) as services:
+        judge = services.story.axiom_judge
+        assert isinstance(judge, LLMAxiomJudge) and judge.engine is not services.flow.extractor
