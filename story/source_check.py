@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from rulebook.tables import builtin_tables
@@ -127,6 +127,7 @@ def _unlabelled(text: str, field_name: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)  # the gate asks it for every current fact against every claim
 def predicate_field(predicate: str, kind: str | None = None) -> str:
     """A proposal's predicate as a field of the family tables ("HP", "Hit Points" → ``hit_points``).
 
