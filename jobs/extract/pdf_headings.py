@@ -115,8 +115,8 @@ def _looks(it: _Item, body: Style | None, body_size: float) -> str | None:
     short = len(stripped.split()) <= _MAX_BOLD_HEADING_WORDS
     if style[2] and not body[2]:
         return "bold" if short else None
-    if not short or it.lines > 2:
-        return None
+    if not short or it.lines > 2 or sum(ch.isalpha() for ch in stripped) < 3:
+        return None  # a letter or two in colour are a figure's labels ("x", "γ"), not a heading
     if (style != body and _set_apart(style, body)) or _capitals(stripped):
         return "style"
     if _SECTION_NUMBER.match(stripped):

@@ -330,3 +330,19 @@ def test_labels_and_bold_terms_in_the_middle_of_a_long_block_are_read() -> None:
     assert "Languages" in block.bold_terms
     paragraph = next(b for b in doc.blocks if "A Lantern burns" in b.text)
     assert len(paragraph.text) > 700 and paragraph.bold_terms == ["Lantern"]  # nine lines or so
+
+
+def test_a_figure_label_in_colour_is_no_heading() -> None:
+    # LaTeX figures label their axes and points in colour at the body size ("x", "γ", "U").
+    pdf = pymupdf.open()
+    page = pdf.new_page()
+    page.insert_text((72, 72), "Topology", fontname="tiro", fontsize=18)
+    y = 100.0
+    for label in ("x", "y", "U"):
+        page.insert_text((200, y), label, fontname="tiit", fontsize=10, color=(0, 0, 1))
+        y += 30
+    for _ in range(6):
+        page.insert_text((72, y), PROSE, fontname="tiro", fontsize=10)
+        y += 12
+    doc = extract_document(pdf.tobytes(), "figure.pdf")
+    assert _headings(doc) == [("Topology", 1)]
