@@ -37,7 +37,30 @@ layout                    engine and style                             outline (
                           without page breaks; footer "<book> |
                           <chapter>" (the first chapter opened on the
                           page, else the running one) and the number
+``pandoc-latex``          Markdown → pandoc → pdflatex (article):      every heading (hyperref)
+                          Latin Modern, numbered headings ("1.2.3")
+                          in LaTeX's bold, fancyhdr heads naming the
+                          current section with its number
+``weasyprint-3col``       WeasyPrint, three columns on mirrored        none
+                          pages, no bold anywhere: entries in small
+                          capitals at the body size set apart by
+                          colour, labels in colour; dictionary heads
+                          ("first – last entry of the page"), the
+                          chapter at the outer foot
+``weasyprint-caps``       WeasyPrint, one column: entries in capitals  none
+                          at the body size, neither bold nor
+                          coloured; a drop cap opens each chapter;
+                          the chapter in capitals as running head
+``reportlab-numbered``    ReportLab, two columns of Helvetica, never   none
+                          bold: headings numbered ("2.3.1 Bless"),
+                          entries at the body size told only by
+                          number and space; labels in italics
 ========================  ===========================================  ====================================
+
+The last four are the layouts the structure rules were *not* tuned on (added to check that the
+rules hold on other conventions). pandoc-latex needs ``pandoc`` and ``pdflatex`` (Debian:
+``pandoc texlive-latex-recommended texlive-fonts-recommended lmodern``); a layout whose engine
+is missing raises :class:`EngineMissing`, and the benchmark skips it with that note.
 
 Each typeset book comes with its ground truth (:class:`TypesetBook`): every heading of the tree with
 its level (book title 0, chapter 1, …), kind and the page the engine put it on — read from the engine
@@ -1092,9 +1115,10 @@ def _weasyprint_3col(tree: Node, path: Path) -> tuple[list[int], int]:
     return [pages[f"h{k}"] for k in range(n)], len(doc.pages)
 
 
-# One column of Charter; entry headings in capitals at the body size, neither bold nor coloured,
-# set apart only by capitals and the space above; sections in bold italic; a drop cap opens each
-# chapter; the chapter's name in capitals as the running head on every page; no outline.
+# One column of serif (Charter where WeasyPrint finds it, else DejaVu); entry headings in capitals
+# at the body size, neither bold nor coloured, set apart only by capitals and the space above;
+# sections in bold italic; a drop cap opens each chapter; the chapter's name in capitals as the
+# running head on every page; no outline.
 WEASY_CAPS_CSS = """
 @page { size: A4; margin: 0.9in 0.9in 0.8in 0.9in;
   @top-center { content: string(chapter); font: 7.5pt "Bitstream Charter"; letter-spacing: 1pt;
