@@ -19,7 +19,15 @@ from functools import cache
 
 from jobs.document import Block, BlockKind, ExtractedDocument, TextChunk
 from jobs.rows import chunk_uid
-from rulebook import FamilyTable, builtin_tables, entry_sections, extract_facts, load_tables, section_text
+from rulebook import (
+    FamilyTable,
+    builtin_tables,
+    detect_kind,
+    entry_sections,
+    extract_facts,
+    load_tables,
+    section_text,
+)
 from schemas.knowledge import FileType
 from schemas.rulefacts import EntrySection, SourceFact, clean_text
 from schemas.settings import Settings
@@ -28,6 +36,9 @@ __all__ = ["FACT_FILE_TYPES", "FactsRead", "read_facts", "rule_tables"]
 
 #: The formats whose headings extraction reads reliably enough to fold into entries.
 FACT_FILE_TYPES = frozenset({FileType.PDF, FileType.MARKDOWN, FileType.HTML})
+
+# Entries sampled to tell which family a book is (detect_kind on each: a few percent of reading it).
+_SAMPLE = 48
 
 # How much of a fact's text is looked for: enough to tell fields apart, short enough to stay inside
 # one block when the value wraps to the next.
@@ -134,18 +145,46 @@ def _sections(blocks: Sequence[Block]) -> list[tuple[EntrySection, list[Block]]]
     return [(s, run) for s, run in zip(sections, runs, strict=True) if s.text.strip()]
 
 
+def _by_document(tables: Sequence[FamilyTable], sections: Sequence[EntrySection]) -> list[FamilyTable]:
+    """The tables in the order this document calls for: its own family first, then the generic table.
+
+    With every shipped table in play, the first table that reads generic fields names the family of
+    an entry no kind claims, and the first table wins a tie between kinds. A sample of the entries
+    (at most ``_SAMPLE``, spread over the book) votes for the family whose kinds they are; the winner
+    goes first, the tables without kinds next (a book no family claims gets ``generic`` facts), the
+    rest after. Nothing is dropped, so a kind of another family is still read where it is printed.
+    """
+    if len(tables) < 2:
+        return list(tables)
+    step = max(1, len(sections) // _SAMPLE)
+    votes = Counter(m.family for s in sections[::step][:_SAMPLE] if (m := detect_kind(s, tables)) is not None)
+    own = [t for t in tables if votes and t.family == votes.most_common(1)[0][0]]
+    plain = [t for t in tables if not t.kinds and t not in own]
+    return own + plain + [t for t in tables if t not in own and t not in plain]
+
+
 def read_facts(
-    doc: ExtractedDocument, chunks: Sequence[TextChunk], item_uid: str, tables: Sequence[FamilyTable]
+    doc: ExtractedDocument,
+    chunks: Sequence[TextChunk],
+    item_uid: str,
+    tables: Sequence[FamilyTable],
+    *,
+    order_by_document: bool = False,
 ) -> FactsRead:
     """The source facts a document states, each with the chunk id and page that hold it.
 
-    A document without headings has no entries and states nothing.
+    ``order_by_document``: the tables were not named by the user (every shipped one): put the
+    document's own family first (:func:`_by_document`). A document without headings has no entries
+    and states nothing.
     """
     if not any(b.kind is BlockKind.HEADING for b in doc.blocks):
         return FactsRead()
     located = _Chunks(item_uid, chunks)
     out = FactsRead()
-    for section, blocks in _sections(doc.blocks):
+    sections = _sections(doc.blocks)
+    if order_by_document:
+        tables = _by_document(tables, [s for s, _ in sections])
+    for section, blocks in sections:
         facts = extract_facts(section, tables)
         if not facts:
             continue
@@ -168,4 +207,3 @@ def read_facts(
                 )
             )
     return out
-

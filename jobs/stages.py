@@ -336,7 +336,8 @@ class ExtractStage:
         if not self.settings.rule_facts or item.file_type not in FACT_FILE_TYPES:
             return FactsRead()
         try:
-            read = read_facts(doc, chunks, item.uid, rule_tables(self.settings))
+            tables = rule_tables(self.settings)
+            read = read_facts(doc, chunks, item.uid, tables, order_by_document=not self.settings.rule_families)
             retrying("save_facts", partial(self.facts.save, item.uid, item.library_uid, read.facts))
         except Exception as exc:  # noqa: BLE001 - facts are an addition to the file, not a condition of it
             log.warning(

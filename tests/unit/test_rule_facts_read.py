@@ -107,3 +107,51 @@ def test_a_markdown_rulebook_reads_as_extraction_leaves_it() -> None:
     assert facts["range"].raw == "Range: 150 feet" and facts["range"].page is None  # Markdown has no pages
     assert facts["range"].chunk_id == chunk_uid("item_book", chunks[0].sequence)
     assert read.by_kind == {"spell": len(read.facts)}
+
+
+GODS = """# Gods of the Deep
+
+## Thunder
+
+**Also called.** The Drummer Below
+
+**Domains.** Storms, oaths
+
+## Tide
+
+**Also called.** The Patient One
+
+**Domains.** Sea, time
+"""
+
+BESTIARY = """# Bestiary
+
+## Goblin
+
+*Small humanoid (goblinoid), neutral evil*
+
+**Armor Class** 15 (leather armor, shield)
+**Hit Points** 7 (2d6)
+**Speed** 30 ft.
+
+## Goblin Lore
+
+**Also called.** Hob-kin
+"""
+
+
+def test_a_book_no_family_claims_states_generic_facts_and_a_dnd_book_its_own() -> None:
+    """Every shipped table is in play by default; the generic fields of an entry no kind claims are
+    named for the book's own family (its entries vote), or ``generic`` when no family claims any."""
+    tables = rule_tables(Settings())
+    gods = extract_document(GODS.encode(), "gods.md")
+    chunking = fit_chunking(Library(name="x", type=LibraryType.RULEBOOK).effective_chunking(), 256)
+    chunks = chunk_document(gods, chunking, TokenCounter())
+    plain = read_facts(gods, chunks, "item_book", tables, order_by_document=True)
+    assert plain.facts and {f.family for f in plain.facts} == {"generic"}
+    assert {f.predicate for f in plain.facts} >= {"also_called", "domains"}
+
+    book = extract_document(BESTIARY.encode(), "bestiary.md")
+    chunks = chunk_document(book, chunking, TokenCounter())
+    read = read_facts(book, chunks, "item_book", tables, order_by_document=True)
+    assert {(f.subject.key, f.family) for f in read.facts} == {("goblin", "dnd5e"), ("goblin lore", "dnd5e")}
