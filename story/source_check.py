@@ -11,6 +11,11 @@ them:
   the goblin: ``source_entry: "Goblin"``), each read by :func:`schemas.rulefacts.entry_key`; the
   predicate is read as a field of the family tables (``"hp"``, ``"Hit Points"`` and ``"hit_points"``
   are all ``hit_points``: a field's name or any of its printed labels, :func:`predicate_field`).
+* **Individuals and play.** An entity matched only through ``source_entry`` is an individual of the
+  entry's kind: a player's claim about it is held to the book, but a GM's different value is that one
+  individual (a tougher goblin chief), noted, never a house rule for every goblin. An attribute set on
+  an entity that already exists is a change in play (a wounded goblin's hit points), noted when it
+  departs from the book, never refused by it.
 * **Which book.** Only the items and libraries the campaign pins (none: every ready item), and not
   those it pins for another use than canon (reference, inspiration): the gate's law is the edition the
   table plays. All source facts for a whole batch are read in one graph read (:func:`read_source_facts`).
@@ -157,6 +162,19 @@ class Claim:
     predicate: str
     value: Any
     fact_id: str | None = None  # for a FactAdded: the fact (a house rule, or disputed)
+    instance: bool = False  # the entity is one of the entry's kind ("Grik", source_entry Goblin), not the entry
+    change: bool = False  # an attribute set on an entity that exists: a change in play (a wound), not a claim
+
+
+def is_instance(entity: Mapping[str, Any]) -> bool:
+    """Whether the entity is an individual of an entry's kind ("Grik" with ``source_entry: Goblin``) rather
+    than the entry itself (an entity named "Goblin" or aliased so)."""
+    attrs = entity.get("attributes") or {}
+    entry = attrs.get(SOURCE_ENTRY)
+    if not isinstance(entry, str) or not (key := entry_key(entry)):
+        return False
+    own = [entity.get("name"), *(entity.get("aliases") or [])]
+    return key not in {entry_key(n) for n in own if isinstance(n, str)}
 
 
 def entity_keys(entity: Mapping[str, Any]) -> tuple[str, ...]:
@@ -178,23 +196,26 @@ def claims_of(events: Sequence[BaseStateEvent], state: WorldState) -> list[Claim
     """The claims ``events`` make about entities the state knows or the events create."""
     created = _new_entities(events)
 
-    def keys(entity_id: str) -> tuple[str, ...]:
-        entity = created.get(entity_id) or state.entities.get(entity_id)
-        return entity_keys(entity) if entity is not None else ()
+    def entity(entity_id: str) -> Mapping[str, Any] | None:
+        return created.get(entity_id) or state.entities.get(entity_id)
+
+    def claim(event_id: str, entity_id: str, predicate: str, value: Any, **extra: Any) -> Claim:
+        found = entity(entity_id)
+        keys = entity_keys(found) if found is not None else ()
+        return Claim(event_id, entity_id, keys, predicate, value, instance=bool(found and is_instance(found)), **extra)
 
     out: list[Claim] = []
     for event in events:
         if isinstance(event, FactAdded) and event.value is not None:
-            out.append(
-                Claim(event.event_id, event.subject_entity_id, keys(event.subject_entity_id), event.predicate,
-                      event.value, event.fact_id)
-            )  # fmt: skip
+            fact_id = event.fact_id
+            out.append(claim(event.event_id, event.subject_entity_id, event.predicate, event.value, fact_id=fact_id))
         elif isinstance(event, EntityCreated):
             for name, value in sorted(event.attributes.items()):
                 if name != SOURCE_ENTRY and value is not None:
-                    out.append(Claim(event.event_id, event.entity_id, keys(event.entity_id), name, value))
+                    out.append(claim(event.event_id, event.entity_id, name, value))
         elif isinstance(event, EntityAttributeSet) and _sets_value(event):
-            out.append(Claim(event.event_id, event.entity_id, keys(event.entity_id), event.attribute, event.value))
+            change = event.entity_id not in created
+            out.append(claim(event.event_id, event.entity_id, event.attribute, event.value, change=change))
     return [c for c in out if c.keys]
 
 
@@ -410,7 +431,8 @@ class _Ruling:
 
 
 def _house_rule(claim: Claim, state: WorldState, field_name: str) -> _Ruling | None:
-    """The GM's current canon on the claim's entries and field on this line of the story, if any."""
+    """The GM's current canon on the claim's field on this line of the story, if any: a house rule on the
+    claim's entry, or the GM's word on the claim's own entity (an individual the GM made different)."""
     wanted = set(claim.keys)
     found: _Ruling | None = None
     best = -1
@@ -420,7 +442,10 @@ def _house_rule(claim: Claim, state: WorldState, field_name: str) -> _Ruling | N
         if fact["status"] == FactStatus.SUPERSEDED.value or predicate_field(fact["predicate"]) != field_name:
             continue
         subject = state.entities.get(fact["subject"])
-        if subject is None or not wanted & set(entity_keys(subject)):
+        if subject is None:
+            continue
+        # the entry's rule, or the GM's word on this very individual; another individual's is its own
+        if fact["subject"] != claim.entity_id and (is_instance(subject) or not wanted & set(entity_keys(subject))):
             continue
         if fact["seq"] > best:  # the latest ruling stands
             best, found = fact["seq"], _Ruling(fid, fact["value"], fact["turn_id"])
@@ -482,6 +507,12 @@ def _against_book(
         return None
     shown = "; ".join(facts.cite(f) for f in different[:_CITED])
     said = f"{claim.predicate} = {claim.value!r}"
+    if claim.change:  # a wounded goblin has fewer hit points than its stat block: play, not a claim on the rule
+        verdict.notes.append(f"{said} changes the entity in play; the rulebook prints {shown}")
+        return None
+    if claim.instance and gm:  # a GM's tougher goblin chief is that one goblin, not a rule for every goblin
+        verdict.notes.append(f"a GM's individual ({said}) departs from its entry in the rulebook: {shown}")
+        return None
     if gm and claim.fact_id is not None:
         verdict.house_rules.append(HouseRuleDraft(claim.fact_id, claim.event_id, book[0].predicate, tuple(different)))
         verdict.notes.append(f"a GM ruling ({said}) overrides the rulebook for this campaign, kept as a house rule: "
@@ -524,6 +555,12 @@ def _against_house_rule(
         return None
     if comparison is Comparison.DIFFERENT:
         said = f"{claim.predicate} = {claim.value!r}"
+        if claim.change:
+            verdict.notes.append(f"{said} changes the entity in play; the rule in force is {what}")
+            return None
+        if gm and claim.instance:
+            verdict.notes.append(f"a GM's individual ({said}) departs from {what}")
+            return None
         if gm:
             verdict.notes.append(f"a GM ruling ({said}) changes {what}")
             different = [f for f in book if compare_claim(claim.value, f.value, f.predicate) is Comparison.DIFFERENT]

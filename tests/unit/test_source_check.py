@@ -187,6 +187,32 @@ def test_an_entity_is_matched_by_its_source_entry_and_its_attributes_are_claims(
     assert decisions[snik.id].status is ProposalStatus.ACCEPTED, decisions[snik.id].rationale
 
 
+def test_an_individual_changes_in_play_and_a_gms_individual_is_no_house_rule(story: StoryService) -> None:
+    """A wounded goblin has fewer hit points than its stat block, and a GM's tougher goblin chief is that one
+    goblin: neither is refused by the book, and neither changes the rule for every goblin."""
+    rulebook(story, "Basic Rules")
+    campaign_id, scene_id, goblin, turn_id = table(story)
+    grik = gm_entity(story, scene_id, "creature", "Grik", source_entry="Goblin", hit_points=30)
+    story.end_scene(scene_id)
+    assert story.house_rules(campaign_id) == []
+    scene_id = story.start_scene(campaign_id, title="The wound").id
+    wound = story.propose(
+        scene_id,
+        type="state_change",
+        content={"events": [{"kind": "set_entity_attribute", "entity_id": grik, "attribute": "hp", "value": 3}]},
+        authority="player",
+        confidence=1.0,
+        resolution=ROLL,
+        evidence={"turn_ids": [turn_id]},
+    )
+    tougher = claim(story, scene_id, goblin, turn_id, "hit_points", 30)  # the entry itself: still the book's 7
+    decisions = decided(story, scene_id)
+    assert decisions[wound.id].status is ProposalStatus.ACCEPTED, decisions[wound.id].rationale
+    assert "changes the entity in play" in decisions[wound.id].rationale
+    assert decisions[tougher].status is ProposalStatus.REJECTED
+    assert "contradicts the rulebook: Goblin — Hit Points 7" in decisions[tougher].rationale
+
+
 def test_a_gm_ruling_becomes_a_house_rule_on_its_branch_only(story: StoryService) -> None:
     rulebook(story, "Basic Rules")
     campaign_id, scene_id, goblin, before = table(story)
