@@ -265,6 +265,41 @@ def test_a_retried_extract_leaves_one_set_of_facts_invisible_until_ready(
         graph.close()
 
 
+def test_a_table_the_worker_cannot_read_costs_the_facts_not_the_file(
+    workspace: dict[str, Path], tmp_path: Path
+) -> None:
+    """LOREKEEPER_RULE_FAMILIES may name a file the driver has and a worker node does not: the extract
+    stage logs rule_facts_failed and the file goes on to its chunks, with no facts."""
+    from structlog.testing import capture_logs
+
+    table = tmp_path / "house.toml"
+    settings = load_settings(data_dir=tmp_path / "data", rule_families=str(table))  # never written
+    options = IngestOptions(library="house", library_type=LibraryType.RULEBOOK)
+    graph = open_graph_store(settings)
+    graph.ensure_schema(LOREKEEPER_GRAPH_SCHEMA)
+    blob = open_blob_store(settings)
+    blob.ensure_bucket()
+    blob.close()
+    catalog = Catalog(graph)
+    from jobs.pipeline import ensure_library
+
+    library, _ = ensure_library(catalog, options)
+    book = workspace["books"] / "grimoire.pdf"
+    job = catalog.save_job(IngestJob(source=IngestSource.PATH, source_ref=str(book), library_uid=library.uid))
+    stage = ExtractStage(settings, options, library, max_model_tokens=256)
+    try:
+        with capture_logs() as logs:
+            rows = stage.process(SourceRow(job.id, str(book), book.name, IngestSource.PATH, None, None))
+        assert rows and all(row.chunk_uid for row in rows)  # chunk rows, not a failed status row
+        failed = [e for e in logs if e["event"] == "rule_facts_failed"]
+        assert len(failed) == 1 and "house.toml" in failed[0]["message"]
+        assert catalog.get_job(job.id).facts_extracted == 0
+        assert graph.run("MATCH (f:SourceFact) RETURN count(f) AS n")[0]["n"] == 0
+    finally:
+        del stage
+        graph.close()
+
+
 def test_route_mcp_tool_and_command_read_an_entrys_facts(
     workspace: dict[str, Path], settings: Settings, state: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
