@@ -349,8 +349,8 @@ def _split_styles(items: list[_Item]) -> list[_Item]:
             uniform = info[a].uniform
             if not uniform or b - a > _MAX_HEADING_LINES:
                 break
-            if nxt.first == info[a].first and not nxt.runin:
-                break
+            if (nxt.first is None or nxt.first == info[a].first) and not nxt.runin:
+                break  # the same style goes on (or a line not read span by span: plain text)
             cuts.append(b)
             start = b
         a, b = runs[-1]

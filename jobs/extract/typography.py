@@ -161,13 +161,22 @@ def read_line(raw: HtmlLine, text: str) -> Line | None:
         big = max(spans, key=lambda sp: sp[0][1])[0]
         line.first = line.last = (big[0] + SMALL_CAPS, *big[1:])  # type: ignore[assignment]
         line.uniform, line.runin = True, False
-        # The sizes tell the case: fonts subset for fake small caps often map a capital and
-        # its small capital to one character, so the text reads "bAboon" for "Baboon".
-        recased = "".join(
-            html.unescape(span).upper() if style[1] == big[1] else html.unescape(span).lower() for style, span in spans
-        )
-        if "".join(recased.split()).lower() == "".join(text.split()).lower():
-            line.text = recased
+        # The sizes tell the case where the text does not: fonts subset for fake small caps
+        # often map a capital and its small capital to one character, so the text reads
+        # "bAboon" for "Baboon". Small letters that are all capitals already are a word in
+        # capitals with a larger initial ("SUPPLEMENTARY INFORMATION:") and stay as they are.
+        small = "".join(span for style, span in spans if style[1] != big[1])
+        if (
+            any(ch.islower() for ch in small)
+            and any(ch.isupper() for ch in small)
+            or any(ch.islower() for style, span in spans if style[1] == big[1] for ch in span)
+        ):
+            recased = "".join(
+                html.unescape(span).upper() if style[1] == big[1] else html.unescape(span).lower()
+                for style, span in spans
+            )
+            if "".join(recased.split()).lower() == "".join(text.split()).lower():
+                line.text = recased
     return line if line.first is not None else None
 
 

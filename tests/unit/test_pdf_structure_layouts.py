@@ -163,12 +163,14 @@ def _story_pdf(html: str, css: str, columns: int = 1) -> bytes:
 RED = (0.48, 0.12, 0.12)
 
 
-def _small_caps(page: pymupdf.Page, x: float, y: float, text: str, size: float) -> None:
+def _small_caps(page: pymupdf.Page, x: float, y: float, text: str, size: float, garbled: bool = False) -> None:
     """Fake small capitals, as WeasyPrint or Word set them: each word's capital at full size,
-    the rest in capitals at four fifths of it, all in one colour."""
+    the rest at four fifths of it, all in one colour. The text layer keeps the source's case,
+    or, ``garbled``, mixes it up as fonts subset for small caps do ("bAboon")."""
     font = pymupdf.Font("tiro")
     for word in text.split():
-        for part, scale in ((word[0].upper(), 1.0), (word[1:].upper(), 0.8)):
+        rest = "".join(ch.upper() if k % 2 else ch for k, ch in enumerate(word[1:])) if garbled else word[1:]
+        for part, scale in ((word[0].lower() if garbled else word[0], 1.0), (rest, 0.8)):
             page.insert_text((x, y), part, fontname="tiro", fontsize=size * scale, color=RED)
             x += font.text_length(part, size * scale)
         x += font.text_length(" ", size)
@@ -182,7 +184,7 @@ def _colour_only_bestiary() -> bytes:
     page.insert_text((72, 72), "Bestiary", fontname="tiro", fontsize=18)
     y = 110.0
     for n, name in enumerate(["Marsh Troll", "Reed Wisp", "Bog Hound", "Lantern Eel"]):
-        _small_caps(page, 72, y, name, 10)
+        _small_caps(page, 72, y, name, 10, garbled=n % 2 == 1)
         y += 13
         page.insert_text((72, y), "Large monstrosity, chaotic evil", fontname="tiit", fontsize=10)
         y += 13
@@ -210,6 +212,24 @@ def test_small_capitals_in_colour_at_the_body_size_head_entries_in_a_book_withou
     # the subtitle in italics and the colour line are text
     assert [b.text for b in doc.blocks].count("Large monstrosity, chaotic evil") == 4
     assert "Sage Advice" in [b.text for b in doc.blocks if b.kind is not BlockKind.HEADING]
+
+
+def test_a_word_in_capitals_with_a_larger_initial_keeps_its_capitals() -> None:
+    # The Federal Register sets "SUPPLEMENTARY INFORMATION:" with larger initials; its text
+    # layer is in capitals already, so nothing is recased.
+    pdf = pymupdf.open()
+    page = pdf.new_page()
+    font = pymupdf.Font("helv")
+    x = 72.0
+    for part, size in (("S", 10), ("UPPLEMENTARY", 8), (" I", 10), ("NFORMATION:", 8)):
+        page.insert_text((x, 100), part, fontname="helv", fontsize=size)
+        x += font.text_length(part, size)
+    y = 114.0
+    for _ in range(4):
+        page.insert_text((72, y), PROSE, fontname="helv", fontsize=9)
+        y += 11
+    doc = extract_document(pdf.tobytes(), "register.pdf")
+    assert doc.blocks[0].text == "SUPPLEMENTARY INFORMATION:"
 
 
 def test_a_label_in_colour_opens_a_line_of_its_own_like_a_bold_one() -> None:
@@ -346,3 +366,11 @@ def test_a_figure_label_in_colour_is_no_heading() -> None:
         y += 12
     doc = extract_document(pdf.tobytes(), "figure.pdf")
     assert _headings(doc) == [("Topology", 1)]
+
+
+def test_a_long_paragraph_with_emphasis_near_its_end_stays_one_paragraph() -> None:
+    prose = f"{PROSE} " * 8 + "It ends at the <i>Old Ford</i> by the mill."
+    css = "body {font-family: serif; font-size: 10pt;} h1 {font-size: 16pt;} p {margin: 0 0 4pt 0;}"
+    doc = extract_document(_story_pdf(f"<h1>Roads</h1><p>{prose}</p>", css), "roads.pdf")
+    assert [b.kind for b in doc.blocks] == [BlockKind.HEADING, BlockKind.PARAGRAPH]
+    assert doc.blocks[1].text.endswith("by the mill.")
