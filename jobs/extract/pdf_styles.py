@@ -233,13 +233,14 @@ def _style_item(it: _Item, raw: list[HtmlLine]) -> None:
 
 
 # The lines at each end of a long block whose styles are read in full: a heading merged into the
-# block sits there (:func:`_split_styles` cuts at most three lines off either end).
-_EDGE_LINES = 3
+# block sits there (:func:`_split_styles` cuts at most three lines off either end, and looks at
+# the line before a trailing run).
+_EDGE_LINES = 4
 _FIRST_COLOUR = re.compile(r"color:#([0-9a-fA-F]{6})")
 
 
 def _read_edges(raw: list[HtmlLine], texts: list[str]) -> list[Line | None]:
-    """A long block's lines: the first and last three read in full, and of those between only
+    """A long block's lines: the first and last four read in full, and of those between only
     the lines that hold bold (bold terms, run-in labels) or open in another colour (a label
     in colour); the others are plain running text, kept with their text and no style.
 
