@@ -25,7 +25,7 @@ import structlog
 from jobs import metrics
 from jobs.plan import IngestOptions, StagePlan, plan_stages
 from jobs.rows import RowStatus, SourceRow, WrittenRow
-from jobs.rule_facts import rule_tables
+from jobs.rule_facts import FACT_FILE_TYPES, RULE_FACTS_READ, rule_tables
 from jobs.sources import SourceFile, discover
 from jobs.stages import EmbedStage, ExtractStage, WriteStage, retrying
 from models.embedding import SentenceTransformerEmbedder
@@ -142,17 +142,23 @@ def _precheck(file: SourceFile, options: IngestOptions) -> str | None:
     return None
 
 
-def _unchanged_local_file(catalog: Catalog, library: Library, job: IngestJob, file: SourceFile) -> str | None:
+def _unchanged_local_file(
+    catalog: Catalog, library: Library, job: IngestJob, file: SourceFile, *, rule_facts: bool = False
+) -> str | None:
     """The ready item a local file is unchanged from, with its job closed as skipped; else None.
 
     Checked on the driver so that a re-run over unchanged files finishes in seconds, without
-    starting Ray or loading a model. (Object-store sources are checked by the extract stage.)
+    starting Ray or loading a model. (Object-store sources are checked by the extract stage.) With
+    ``rule_facts``, an item whose facts were never read goes on to the extract stage, which reads
+    them and skips the rest.
     """
     if file.source is not IngestSource.PATH:
         return None
     versions = catalog.items_for_source(library.uid, job.source_ref)
     current = next((v for v in versions if v.status is ItemStatus.READY), None)
     if current is None:
+        return None
+    if rule_facts and current.file_type in FACT_FILE_TYPES and not catalog.item_props(current.uid).get(RULE_FACTS_READ):
         return None
     digest = hashlib.sha256()
     with open(file.ref, "rb") as handle:
@@ -299,7 +305,10 @@ def run_ingest(
             report.files.append(FileOutcome(job.id, job.source_ref, "failed", error=reason))
             notify("file_done", {"status": "failed", "source_ref": job.source_ref, "error": reason})
             continue
-        unchanged = retrying("unchanged_check", partial(_unchanged_local_file, catalog, library, job, file))
+        unchanged = retrying(
+            "unchanged_check",
+            partial(_unchanged_local_file, catalog, library, job, file, rule_facts=settings.rule_facts),
+        )
         if unchanged is not None:
             report.files.append(FileOutcome(job.id, job.source_ref, "skipped", unchanged))
             notify("file_done", {"status": "skipped", "item_uid": unchanged})
@@ -460,8 +469,12 @@ class _Tally:
             report.stage_nodes[stage][node] += 1
         if row.status in (RowStatus.SKIPPED, RowStatus.FAILED) and not row.chunk_uid:
             status = row.status.value
-            ref = _ref(self.catalog, job_id)
-            report.files.append(FileOutcome(job_id, ref, status, item_uid or None, error=row.error))
+            job = _job(self.catalog, job_id)
+            ref = job.source_ref if job is not None else job_id
+            outcome = FileOutcome(job_id, ref, status, item_uid or None, error=row.error)
+            if job is not None and row.status is RowStatus.SKIPPED:  # facts read for an unchanged item
+                outcome.facts, outcome.facts_by_kind = job.facts_extracted, dict(job.facts_by_kind)
+            report.files.append(outcome)
             self.done.add(job_id)
             self.notify("file_done", {"status": status, "item_uid": item_uid, "error": row.error or ""})
             return
@@ -551,11 +564,11 @@ def _root_cause(exc: BaseException) -> LorekeeperError | None:
     return None
 
 
-def _ref(catalog: Catalog, job_id: str) -> str:
+def _job(catalog: Catalog, job_id: str) -> IngestJob | None:
     try:
-        return catalog.get_job(job_id).source_ref
+        return catalog.get_job(job_id)
     except LorekeeperError:
-        return job_id
+        return None
 
 
 def _finalize(catalog: Catalog, job_id: str, item_uid: str, chunks: int, pages: int, error: str | None) -> FileOutcome:

@@ -32,7 +32,11 @@ from schemas.knowledge import FileType
 from schemas.rulefacts import EntrySection, SourceFact, clean_text
 from schemas.settings import Settings
 
-__all__ = ["FACT_FILE_TYPES", "FactsRead", "read_facts", "rule_tables"]
+__all__ = ["FACT_FILE_TYPES", "RULE_FACTS_READ", "FactsRead", "read_facts", "rule_tables"]
+
+#: The item property set once an item's facts were read (even none): an unchanged re-ingest of an
+#: item without it reads them (an item ingested before rule facts, or with them off).
+RULE_FACTS_READ = "rule_facts_read"
 
 #: The formats whose headings extraction reads reliably enough to fold into entries.
 FACT_FILE_TYPES = frozenset({FileType.PDF, FileType.MARKDOWN, FileType.HTML})

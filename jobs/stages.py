@@ -30,8 +30,8 @@ from jobs.concepts import assign_bold_terms, build_concept_extractor, collect_co
 from jobs.document import ExtractedDocument, StructureFigures, TextChunk
 from jobs.extract import extract_document
 from jobs.plan import IngestOptions, StagePlan, fit_chunking
-from jobs.rows import ChunkRow, EmbeddedRow, RowStatus, SourceRow, WrittenRow
-from jobs.rule_facts import FACT_FILE_TYPES, FactsRead, read_facts, rule_tables
+from jobs.rows import ChunkRow, EmbeddedRow, RowStatus, SourceRow, WrittenRow, chunk_uid
+from jobs.rule_facts import FACT_FILE_TYPES, RULE_FACTS_READ, FactsRead, read_facts, rule_tables
 from jobs.tokens import TokenCounter
 from models.embedding import SentenceTransformerEmbedder
 from schemas.common import JobStatus, content_id, sha256_hex, utc_now
@@ -203,11 +203,14 @@ class ExtractStage:
                                                          job.source_ref))
             current = next((v for v in versions if v.status is ItemStatus.READY), None)
             if current is not None and current.content_hash == digest:
+                read = self._facts_of_unchanged(job, current, name, data)
                 self._update_job(
                     job,
                     item_uid=current.uid,
                     status=JobStatus.COMPLETED,
                     completed_at=utc_now(),
+                    facts_extracted=len(read.facts),
+                    facts_by_kind=read.by_kind,
                     progress=IngestProgress(fraction=1.0, stage=IngestStage.WRITING, message="unchanged; skipped"),
                 )
                 log.info("ingest_item_unchanged", job_id=job.id, item_uid=current.uid)
@@ -339,6 +342,7 @@ class ExtractStage:
             tables = rule_tables(self.settings)
             read = read_facts(doc, chunks, item.uid, tables, order_by_document=not self.settings.rule_families)
             retrying("save_facts", partial(self.facts.save, item.uid, item.library_uid, read.facts))
+            retrying("item_facts_read", partial(self.catalog.save_item, item, **{RULE_FACTS_READ: True}))
         except Exception as exc:  # noqa: BLE001 - facts are an addition to the file, not a condition of it
             log.warning(
                 "rule_facts_failed",
@@ -351,6 +355,48 @@ class ExtractStage:
         log.info(
             "rule_facts_extracted", job_id=job.id, item_uid=item.uid, facts=len(read.facts), entries=read.entries,
             by_kind=read.by_kind,
+        )
+        return read
+
+    def _facts_of_unchanged(self, job: IngestJob, current: Item, name: str, data: bytes) -> FactsRead:
+        """The facts of an unchanged, ready item that were never read (ingested before rule facts, or
+        with them off): read now, without re-embedding anything, and linked to the item's chunks.
+
+        The file is chunked again as it was; a fact whose chunk no longer has the same text (the
+        chunking changed since) keeps no chunk id rather than pointing at another passage.
+        """
+        if not self.settings.rule_facts or current.file_type not in FACT_FILE_TYPES:
+            return FactsRead()
+        if retrying("item_props", partial(self.catalog.item_props, current.uid)).get(RULE_FACTS_READ):
+            return FactsRead()
+        try:
+            password = self.options.password.get_secret_value() if self.options.password else None
+            doc = extract_document(data, name, password=password, max_bytes=self.options.max_file_bytes)
+            chunks = chunk_document(doc, self.chunking, self.counter)
+            stored = retrying("get_chunks", partial(
+                self.catalog.get_chunks, [chunk_uid(current.uid, c.sequence) for c in chunks]
+            ))
+            same = {
+                uid for c in chunks
+                if (uid := chunk_uid(current.uid, c.sequence)) in stored
+                and stored[uid].content_hash == sha256_hex(c.text)
+            }
+            read = read_facts(
+                doc, chunks, current.uid, rule_tables(self.settings),
+                order_by_document=not self.settings.rule_families,
+            )
+            read.facts = [f if f.chunk_id in same else f.model_copy(update={"chunk_id": None}) for f in read.facts]
+            retrying("save_facts", partial(self.facts.save, current.uid, current.library_uid, read.facts))
+            retrying("item_facts_read", partial(self.catalog.save_item, current, **{RULE_FACTS_READ: True}))
+        except Exception as exc:  # noqa: BLE001 - the item stays as it was; the next run tries again
+            log.warning(
+                "rule_facts_failed", job_id=job.id, item_uid=current.uid, exception_type=type(exc).__name__,
+                message=str(exc),
+            )
+            return FactsRead()
+        log.info(
+            "rule_facts_extracted", job_id=job.id, item_uid=current.uid, facts=len(read.facts),
+            entries=read.entries, by_kind=read.by_kind, unchanged=True,
         )
         return read
 

@@ -231,6 +231,37 @@ def test_facts_turned_off_are_not_written(ray_local: None, workspace: dict[str, 
         graph.close()
 
 
+def test_an_unchanged_book_ingested_without_facts_gets_them_on_the_next_run(
+    ray_local: None, workspace: dict[str, Path]
+) -> None:
+    """The book of the previous test was ingested with facts off (as one ingested before rule facts
+    existed): with them on, the unchanged file is skipped, nothing is embedded again, and its facts are
+    read, linked to its chunks and visible at once; the run after that skips it on the driver."""
+    on = load_settings(data_dir=workspace["root"] / "data-off")
+    graph = open_graph_store(on)
+    try:
+        chunks_before = graph.run("MATCH (c:Chunk) RETURN count(c) AS n")[0]["n"]
+    finally:
+        graph.close()
+    outcome = _ingest([workspace["books"] / "grimoire.pdf"], on)["grimoire.pdf"]
+    assert outcome.status == "skipped" and outcome.facts > 0 and set(outcome.facts_by_kind) == {"creature", "spell"}
+    assert outcome.item_uid
+    facts = _facts(on, outcome.item_uid)
+    assert len(facts) == outcome.facts
+    assert _predicates(facts, "goblin")["challenge_rating"].page == 2
+    graph = open_graph_store(on)
+    try:
+        linked = graph.run("MATCH (f:SourceFact)-[:SUPPORTED_BY]->(c:Chunk) RETURN count(f) AS n")[0]["n"]
+        chunks_after = graph.run("MATCH (c:Chunk) RETURN count(c) AS n")[0]["n"]
+    finally:
+        graph.close()
+    assert linked == len(facts) and chunks_after == chunks_before
+
+    again = _ingest([workspace["books"] / "grimoire.pdf"], on)["grimoire.pdf"]
+    assert again.status == "skipped" and again.facts == 0  # already read: skipped before any worker
+    assert len(_facts(on, outcome.item_uid)) == len(facts)
+
+
 def test_a_retried_extract_leaves_one_set_of_facts_invisible_until_ready(
     workspace: dict[str, Path], tmp_path: Path
 ) -> None:
