@@ -12,7 +12,7 @@ from stores.graph.base import GraphSchema, PropertyIndex, UniqueConstraint
 #: Every node label of the product, each with a unique ``uid``.
 NODE_LABELS: tuple[str, ...] = (
     # library: what was ingested
-    "Library", "Collection", "Item", "Chunk", "Concept", "ImageAsset", "IngestJob",
+    "Library", "Collection", "Item", "Chunk", "Concept", "ImageAsset", "IngestJob", "SourceFact",
     # story lineage
     "World", "Campaign", "Branch", "Turn", "Take", "Scene", "Checkpoint", "ProposedChange", "StateEvent",
     "Commit", "Resolution", "PromptSnapshot", "Retrieval", "MediaAsset",
@@ -29,6 +29,8 @@ INDEXED_PROPERTIES: tuple[tuple[str, str], ...] = (
     ("Chunk", "item_uid"),         # all chunks of an item (reindex, delete)
     ("Chunk", "content_hash"),
     ("Concept", "normalized_name"),
+    ("SourceFact", "subject_key"),  # the gate reads the facts of the entries a scene's proposals touch
+    ("SourceFact", "item_uid"),
     ("IngestJob", "status"),
     ("Campaign", "world_uid"),
     ("Branch", "campaign_id"),
