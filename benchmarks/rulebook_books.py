@@ -39,7 +39,8 @@ layout                    engine and style                             outline (
                           page, else the running one) and the number
 ``pandoc-latex``          Markdown → pandoc → pdflatex (article):      every heading (hyperref)
                           Latin Modern, numbered headings ("1.2.3")
-                          in LaTeX's bold, fancyhdr heads naming the
+                          in LaTeX's bold, sub-headings as run-in
+                          ``\paragraph``, fancyhdr heads naming the
                           current section with its number
 ``weasyprint-3col``       WeasyPrint, three columns on mirrored        none
                           pages, no bold anywhere: entries in small
@@ -1371,7 +1372,8 @@ LATEX_HEADER = r"""
 
 
 def _pandoc_latex(tree: Node, path: Path) -> tuple[list[int], int]:
-    """Markdown → pandoc → pdflatex: article class, numbered headings, hyperref outline of every level."""
+    """Markdown → pandoc → pdflatex: article class, numbered headings, sub-headings as LaTeX's run-in
+    ``\paragraph`` (the text goes on after the title on its line), hyperref outline of every level."""
     pandoc = shutil.which("pandoc")
     if pandoc is None or shutil.which("pdflatex") is None:
         raise EngineMissing(
@@ -1414,6 +1416,8 @@ def _pandoc_latex(tree: Node, path: Path) -> tuple[list[int], int]:
                 "geometry:margin=2.2cm",
                 "-V",
                 "hyperrefoptions=bookmarksdepth=5",
+                "-V",
+                "subparagraph=yes",  # LaTeX's own run-in \paragraph (pandoc makes it stand alone)
             ],
             capture_output=True,
             text=True,

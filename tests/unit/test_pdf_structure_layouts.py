@@ -374,3 +374,29 @@ def test_a_long_paragraph_with_emphasis_near_its_end_stays_one_paragraph() -> No
     doc = extract_document(_story_pdf(f"<h1>Roads</h1><p>{prose}</p>", css), "roads.pdf")
     assert [b.kind for b in doc.blocks] == [BlockKind.HEADING, BlockKind.PARAGRAPH]
     assert doc.blocks[1].text.endswith("by the mill.")
+
+
+def test_a_run_in_heading_a_quad_from_its_text_is_a_heading_and_a_label_is_not() -> None:
+    # LaTeX's \paragraph: the bold title, a quad, then the text on the same line. A run-in
+    # label ("Range: 60 feet") has a word space there and stays in its paragraph.
+    font, bold = pymupdf.Font("tiro"), pymupdf.Font("tibo")
+    pdf = pymupdf.open()
+    page = pdf.new_page()
+    page.insert_text((72, 72), "Abilities", fontname="tibo", fontsize=16)
+    y = 110.0
+    for title in ("Strength Checks", "Other Checks"):
+        page.insert_text((72, y), title, fontname="tibo", fontsize=10)
+        page.insert_text((72 + bold.text_length(title, 10) + 10, y), "A check can model any attempt", fontsize=10)
+        y += 12
+        for _ in range(3):
+            page.insert_text((72, y), PROSE, fontname="tiro", fontsize=10)
+            y += 12
+        y += 12
+    page.insert_text((72, y), "Range:", fontname="tibo", fontsize=10)
+    page.insert_text((72 + bold.text_length("Range:", 10) + font.text_length(" ", 10), y), "60 feet", fontsize=10)
+    page.insert_text((72, y + 12), PROSE, fontname="tiro", fontsize=10)
+    doc = extract_document(pdf.tobytes(), "abilities.pdf")
+    assert _headings(doc) == [("Abilities", 1), ("Strength Checks", 2), ("Other Checks", 2)]
+    texts = [b.text for b in doc.blocks]
+    assert sum(t.startswith("A check can model any attempt") for t in texts) == 2
+    assert any(t.startswith("Range: 60 feet") for t in texts)
