@@ -67,6 +67,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: benchmarks.rulebook_books must import
+    sys.path.insert(0, str(REPO))
 SRD_JSON = REPO.parent / "shared" / "corpus" / "rulebooks" / "dnd-srd-5.1" / "json-srd-2014"
 RESULTS = REPO / "benchmarks" / "results"
 

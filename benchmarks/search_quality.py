@@ -63,7 +63,8 @@ RUNS: dict[str, LegWeights | None] = {
     "vector": LegWeights(vector=1, text=0, graph=0),
     "text": LegWeights(vector=0, text=1, graph=0),
     "graph": LegWeights(vector=0, text=0, graph=1),
-    "hybrid": None,  # the service's weights
+    "hybrid without coverage": LegWeights(vector=1, text=1, graph=0.5),  # the default before the coverage leg
+    "hybrid": None,  # the service's weights (with the coverage leg)
 }
 
 

@@ -75,6 +75,13 @@ class LegWeights(BaseModel):
     vector: float = Field(default=1.0, ge=0, le=100)
     text: float = Field(default=1.0, ge=0, le=100)
     graph: float = Field(default=1.0, ge=0, le=100)
+    coverage: float = Field(
+        default=0.0,
+        ge=0,
+        le=100,
+        description="Weight of the coverage leg (the candidates ranked by how much of the query each states); "
+        "0 here, so weights given with a request fuse exactly the legs they name.",
+    )
 
 
 class SearchRequest(BaseModel):

@@ -1,5 +1,6 @@
-"""Hybrid retrieval: vector, BM25 and graph legs, fused by weighted reciprocal rank fusion, then
-re-ranked by a cross-encoder when one is configured.
+"""Hybrid retrieval: vector, BM25 and graph legs, fused by weighted reciprocal rank fusion, with the
+coverage leg (:mod:`search.coverage`: the candidates re-read for how much of the query each states) fused
+in, then re-ranked by a cross-encoder when one is configured.
 
 Only chunks of *visible* items that pass the filters are returned (see :mod:`search.scope`): every
 leg is restricted to the same items, so an item appears in search only once all its chunks are in
@@ -23,6 +24,7 @@ from models.fusion import Fused, rrf
 from models.rerank import Reranker
 from schemas.errors import ConfigError, NotFound
 from schemas.search import LegWeights, SearchFilters, SearchHit, SearchRequest
+from search.coverage import coverage_ranking
 from search.graph import GraphLeg, GraphLegConfig, GraphLegResult
 from search.metrics import RERANK_DURATION, SEARCH_DURATION
 from search.scope import ItemScope, Scope, ScopedItem
@@ -62,6 +64,17 @@ class HybridConfig(BaseModel):
         description="RRF constant: larger flattens the rank curve. Small: a leg's first hit (often the named "
         "entry) should count much more than its fifth (5-10 in the joint fit).",
     )
+    coverage_weight: float = Field(
+        default=1.0,
+        ge=0,
+        description="RRF weight of the coverage leg (0 = off): every candidate the other legs found, ranked by "
+        "the share of the query's constraints (words, values with units, numbers beside their words, word pairs) "
+        "it states (search/coverage.py). It finds the entry a question describes instead of naming; fitted on "
+        "both question sets, two-fold (docs/search.md).",
+    )
+    coverage_pair_weight: float = Field(
+        default=0.5, ge=0, le=1, description="Weight of a two-word constraint ('very rare') relative to a word's."
+    )
     candidates: int = Field(default=50, gt=0, le=1000, description="Hits fetched from each leg before fusing.")
     collection: str = Field(default="chunks", description="Vector collection of chunk embeddings.")
     graph: GraphLegConfig = Field(default_factory=GraphLegConfig, description="Reach and scoring of the graph leg.")
@@ -80,27 +93,34 @@ class HybridConfig(BaseModel):
             return {"vector": override.vector, "text": override.text, "graph": override.graph}
         return {"vector": self.vector_weight, "text": self.text_weight, "graph": self.graph_weight}
 
+    def coverage(self, override: LegWeights | None = None) -> float:
+        """The coverage leg's weight: a request's weights name it (0 unless set), else the preset's."""
+        return override.coverage if override is not None else self.coverage_weight
+
 
 HYBRID_RRF = HybridConfig()
-"""The default preset: vector 1, text 1, graph 0.5, k = 5, fitted jointly on the rules questions
+"""The default preset: vector 1, text 1, graph 0.5, coverage 1, k = 5, fitted jointly on the rules questions
 (benchmarks/rules_questions.py) and the paraphrased player questions (benchmarks/search_quality.py), so
 that neither kind of question pays for the other (docs/search.md); re-ranking the best 10 when a
 reranker is set."""
 
-RULES_QUESTIONS = HybridConfig(vector_weight=1, text_weight=3, graph_weight=1, rrf_k=3)
+RULES_QUESTIONS = HybridConfig(vector_weight=1, text_weight=3, graph_weight=1, rrf_k=3, coverage_weight=0)
 """Fitted on the rules questions alone: vector 1, text 3, graph 1, k = 3 (best there, 0.977 / 0.890; the
 player questions drop to 0.898 / 0.787 with it)."""
 
-PLAYER_QUESTIONS = HybridConfig(vector_weight=1, text_weight=1, graph_weight=0.1, rrf_k=20)
+PLAYER_QUESTIONS = HybridConfig(vector_weight=1, text_weight=1, graph_weight=0.1, rrf_k=20, coverage_weight=0)
 """The previous default, tuned on the paraphrased player questions of benchmarks/search_quality.py: vector 1,
 text 1, graph 0.1, k = 20."""
 
-EQUAL_WEIGHTS = HybridConfig(vector_weight=1, text_weight=1, graph_weight=1, rrf_k=60)
-"""Textbook RRF: every leg weighted 1, k = 60."""
+EQUAL_WEIGHTS = HybridConfig(vector_weight=1, text_weight=1, graph_weight=1, rrf_k=60, coverage_weight=0)
+"""Textbook RRF: every leg weighted 1, k = 60, no coverage leg."""
 
-VECTOR_ONLY = HybridConfig(text_weight=0, graph_weight=0)
-TEXT_ONLY = HybridConfig(vector_weight=0, graph_weight=0)
-GRAPH_ONLY = HybridConfig(vector_weight=0, text_weight=0)
+NO_COVERAGE = HybridConfig(coverage_weight=0)
+"""The default preset without the coverage leg (what it was before that leg)."""
+
+VECTOR_ONLY = HybridConfig(text_weight=0, graph_weight=0, coverage_weight=0)
+TEXT_ONLY = HybridConfig(vector_weight=0, graph_weight=0, coverage_weight=0)
+GRAPH_ONLY = HybridConfig(vector_weight=0, text_weight=0, coverage_weight=0)
 
 
 @dataclass(slots=True)
@@ -206,7 +226,8 @@ class HybridSearcher:
             filters: keyword filters, applied on every leg.
             limit: how many hits to return.
             rerank: None re-ranks when a reranker is configured, True requires one, False never re-ranks.
-            weights: RRF weight per leg for this query; 0 skips a leg.
+            weights: RRF weight per leg for this query; 0 skips a leg (the coverage leg is off unless
+                they set it).
 
         Raises:
             ConfigError: ``rerank=True`` and no reranker is configured.
@@ -222,6 +243,11 @@ class HybridSearcher:
         allowed = scope.items
         hits_by_leg, citations = self._run_legs(query, filters, scope, leg_weights, depth)
         fused = rrf(hits_by_leg, leg_weights, k=self.config.rrf_k)
+        coverage_weight = self.config.coverage(weights)
+        if coverage_weight > 0 and fused:
+            hits_by_leg["coverage"] = self._coverage_leg(query, fused, citations, allowed)
+            leg_weights = {**leg_weights, "coverage": coverage_weight}
+            fused = rrf(hits_by_leg, leg_weights, k=self.config.rrf_k)
         keep = max(limit, self.config.rerank_candidates) if use_rerank else limit
         top = fused[:keep]
         self._complete_citations(top, citations, allowed)
@@ -279,9 +305,7 @@ class HybridSearcher:
         for leg, runner in runners.items():
             if weights[leg] > 0 and self.config.parallel:
                 futures[leg] = self._submit(runner)
-        vector_hits: list[VectorHit] = (
-            self._vector_leg(query, filters, depth) if weights["vector"] > 0 else []
-        )
+        vector_hits: list[VectorHit] = self._vector_leg(query, filters, depth) if weights["vector"] > 0 else []
         results: dict[str, Any] = {}
         for leg, runner in runners.items():
             if weights[leg] > 0:
@@ -328,6 +352,20 @@ class HybridSearcher:
                 citation = citations.setdefault(ghit.chunk_id, _Citation(item_uid=ghit.item_uid))
                 citation.concepts = tuple(dict.fromkeys(ghit.concepts))
         return legs, citations
+
+    def _coverage_leg(
+        self, query: str, fused: list[Fused], citations: dict[str, _Citation], allowed: dict[str, ScopedItem]
+    ) -> list[tuple[str, float]]:
+        """Every candidate the legs found, ranked by how much of the query its heading path and text state
+        (:mod:`search.coverage`); the text index holds the text of those the text leg did not return."""
+        started = time.perf_counter()
+        self._complete_citations(fused, citations, allowed)
+        texts = {d.id: "\n".join([*citations[d.id].heading_path, citations[d.id].text]) for d in fused}
+        ranked = coverage_ranking(query, [d.id for d in fused], texts, pair_weight=self.config.coverage_pair_weight)
+        elapsed = time.perf_counter() - started
+        SEARCH_DURATION.labels(search_type="coverage").observe(elapsed)
+        log.debug("search_coverage_ranked", candidates=len(ranked), ms=round(elapsed * 1000, 2))
+        return ranked
 
     def _text_leg(self, query: str, filters: SearchFilters | None, depth: int) -> list[TextHit]:
         hits, elapsed = _timed("text", lambda: self.text.search(query, filters=filters, limit=depth, highlight=True))

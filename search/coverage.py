@@ -1,0 +1,262 @@
+"""The coverage leg: how much of what a query asks for each candidate chunk states.
+
+A question that describes an entry instead of naming it ("the 3rd-level evocation spell that deals fire
+damage in a 20-foot sphere", "the large celestial with truesight out to 120 feet") names attributes, and
+the entry it means is the one that has *all* of them. BM25 adds up matching words, so an entry holding
+"fire" five times outranks the one holding every constraint once; a dense model blurs the numbers. This
+leg re-reads the candidates the other legs found (their union, a few dozen chunks) and ranks them by the
+share of the query's constraints each one states, weighted by how rare the constraint is among the
+candidates (a constraint every candidate meets tells them apart no more than one none meets).
+
+A constraint is one of:
+
+* a word of the query (stemmed, function words dropped);
+* a typed value, read the same way on both sides so that the printed form does not matter: a number and
+  its unit (``60 feet``, ``60-foot`` and ``60 ft.`` are all ``60 ft``; ``1 hour``; ``10 minutes``), a
+  level (``3rd-level`` and ``Level 3``), dice (``1d3``);
+* a bare number with the words next to it in the query (``45 hit points``, ``challenge rating 13``,
+  ``DC 15``): a chunk meets it when the number stands within a few words of one of those words
+  (``Hit Points 45 (10d8)``), not anywhere (every stat block holds a 13 somewhere);
+* two adjacent words (``very rare``, ``saving throw``), at a lower weight: ``rare`` alone is met by a
+  very rare item too;
+* a word after a negation (``needs no attunement``): met by a chunk that does *not* hold the word.
+
+The result is one more ranked list for reciprocal rank fusion (:class:`search.hybrid.HybridSearcher`); it
+never adds a chunk the other legs did not find. Nothing here knows a game: the units are units of
+measure, and the typed values are read by pattern, so any rulebook's stat lines and any player's
+paraphrase meet on them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from search.graph import STOP_WORDS, stem
+
+# Units of measure and how they are printed, to one key each: "feet", "foot" and "ft" are the same unit.
+UNITS: dict[str, str] = {
+    **dict.fromkeys(("ft", "foot", "feet"), "ft"),
+    **dict.fromkeys(("inch", "inches", "in"), "inch"),
+    **dict.fromkeys(("yard", "yards", "yd"), "yard"),
+    **dict.fromkeys(("mile", "miles", "mi"), "mile"),
+    **dict.fromkeys(("m", "meter", "meters", "metre", "metres"), "m"),
+    **dict.fromkeys(("km", "kilometer", "kilometers", "kilometre", "kilometres"), "km"),
+    **dict.fromkeys(("lb", "lbs", "pound", "pounds"), "lb"),
+    **dict.fromkeys(("kg", "kilogram", "kilograms"), "kg"),
+    **dict.fromkeys(("round", "rounds"), "round"),
+    **dict.fromkeys(("turn", "turns"), "turn"),
+    **dict.fromkeys(("second", "seconds", "sec"), "second"),
+    **dict.fromkeys(("minute", "minutes", "min"), "minute"),
+    **dict.fromkeys(("hour", "hours", "hr"), "hour"),
+    **dict.fromkeys(("day", "days"), "day"),
+    **dict.fromkeys(("week", "weeks"), "week"),
+    **dict.fromkeys(("month", "months"), "month"),
+    **dict.fromkeys(("year", "years"), "year"),
+}
+
+# Words of the question itself ("what was that … I'm looking for"), never a constraint on the answer.
+QUESTION_WORDS = frozenset(
+    {
+        "name",
+        "what",
+        "which",
+        "who",
+        "looking",
+        "i'm",
+        "im",
+        "that",
+        "was",
+        "is",
+        "it",
+        "has",
+        "the",
+        "out",
+        "one",
+        "kind",
+        "called",
+        "find",
+        "remember",
+        "look",
+    }
+)
+
+# A negation makes the next word a constraint the answer must *not* state.
+NEGATIONS = frozenset({"no", "not", "without", "never", "non"})
+
+# Stop words that change the word after them ("very rare" is not "rare"): kept as the first word of a pair.
+MODIFIERS = frozenset({"very", "more", "less", "most", "least"})
+
+NUMBER_WINDOW = 3
+"""How many words from a bare number a chunk may hold one of the query's words next to it."""
+
+QUERY_CONTEXT = 2
+"""How many words on each side of a bare number in the query say what it counts."""
+
+_TOKEN_RE = re.compile(r"\d+d\d+|\d+(?:[/.]\d+)?(?:st|nd|rd|th)?|[^\W\d_][\w'’]*")
+_ORDINAL_RE = re.compile(r"(\d+)(?:st|nd|rd|th)")
+_DICE_RE = re.compile(r"\d+d\d+")
+
+
+class Kind(StrEnum):
+    """What a token or constraint is."""
+
+    WORD = "word"  # a stemmed word
+    VALUE = "value"  # a typed value: number + unit, level, dice
+    NUMBER = "number"  # a bare number
+    STOP = "stop"  # a function word: no constraint, but it separates pairs
+    PAIR = "pair"  # two adjacent words
+    ABSENT = "absent"  # a word after a negation
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: Kind
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """One thing the query asks of its answer; ``near`` holds the words a bare number must stand beside."""
+
+    kind: Kind
+    text: str
+    near: frozenset[str] = frozenset()
+
+
+def tokens(text: str, *, query: bool = False) -> list[Token]:
+    """``text`` as words, typed values, bare numbers and function words, in order.
+
+    Args:
+        query: also treat the question's own words (:data:`QUESTION_WORDS`) as function words.
+    """
+    raw = _TOKEN_RE.findall(unicodedata.normalize("NFKC", text).casefold().replace("’", "'"))
+    out: list[Token] = []
+    i = 0
+    while i < len(raw):
+        word = raw[i]
+        after = raw[i + 1] if i + 1 < len(raw) else ""
+        if word[0].isdigit():
+            ordinal = _ORDINAL_RE.fullmatch(word)
+            if _DICE_RE.fullmatch(word):
+                out.append(Token(Kind.VALUE, word))
+            elif ordinal and after == "level":  # "3rd-level", "3rd level"
+                out.append(Token(Kind.VALUE, f"level {ordinal.group(1)}"))
+                i += 1
+            elif ordinal:
+                out.append(Token(Kind.NUMBER, ordinal.group(1)))
+            elif after in UNITS:  # "60 feet", "60-foot", "60 ft."
+                out.append(Token(Kind.VALUE, f"{word} {UNITS[after]}"))
+                i += 1
+            else:
+                out.append(Token(Kind.NUMBER, word))
+        elif word == "level" and after.isdigit():  # "Level 3 Evocation"
+            out.append(Token(Kind.VALUE, f"level {after}"))
+            i += 1
+        elif word in STOP_WORDS or word in NEGATIONS or (query and word in QUESTION_WORDS):
+            out.append(Token(Kind.STOP, word))
+        else:
+            out.append(Token(Kind.WORD, stem(word)))
+        i += 1
+    return out
+
+
+def query_constraints(query: str) -> list[Constraint]:
+    """What ``query`` asks of its answer, each constraint once, in query order."""
+    toks = tokens(query, query=True)
+    found: list[Constraint] = []
+    for i, tok in enumerate(toks):
+        before = toks[i - 1] if i else None
+        negated = before is not None and before.kind is Kind.STOP and before.text in NEGATIONS
+        if tok.kind in (Kind.WORD, Kind.VALUE):
+            found.append(Constraint(Kind.ABSENT if negated else tok.kind, tok.text))
+        elif tok.kind is Kind.NUMBER:
+            near = frozenset(
+                t.text for t in toks[max(0, i - QUERY_CONTEXT) : i + QUERY_CONTEXT + 1] if t.kind is Kind.WORD
+            )
+            found.append(Constraint(Kind.NUMBER, tok.text, near))
+        pairs = before is not None and (
+            before.kind is Kind.WORD or (before.kind is Kind.STOP and before.text in MODIFIERS)
+        )
+        if tok.kind is Kind.WORD and pairs and not negated:
+            assert before is not None
+            found.append(Constraint(Kind.PAIR, f"{before.text} {tok.text}"))
+    return list(dict.fromkeys(found))
+
+
+class StatedText:
+    """A chunk's text read the way queries are, to check constraints against."""
+
+    def __init__(self, text: str) -> None:
+        self.tokens = tokens(text)
+        self.terms = {t.text for t in self.tokens if t.kind in (Kind.WORD, Kind.VALUE)}
+        self.pairs = {f"{a.text} {b.text}" for a, b in zip(self.tokens, self.tokens[1:], strict=False)}
+        self.numbers: dict[str, list[int]] = {}
+        for i, tok in enumerate(self.tokens):
+            if tok.kind is Kind.NUMBER:
+                self.numbers.setdefault(tok.text, []).append(i)
+
+    def meets(self, constraint: Constraint) -> bool:
+        """Whether the text states what ``constraint`` asks."""
+        if constraint.kind is Kind.PAIR:
+            return constraint.text in self.pairs
+        if constraint.kind is Kind.ABSENT:
+            return constraint.text not in self.terms
+        if constraint.kind is not Kind.NUMBER:
+            return constraint.text in self.terms
+        for i in self.numbers.get(constraint.text, ()):
+            if not constraint.near:
+                return True
+            window = self.tokens[max(0, i - NUMBER_WINDOW) : i + NUMBER_WINDOW + 1]
+            if any(t.kind is Kind.WORD and t.text in constraint.near for t in window):
+                return True
+        return False
+
+
+def coverage_scores(query: str, texts: Mapping[str, str], *, pair_weight: float = 0.5) -> dict[str, float]:
+    """Each candidate's share (0 to 1) of the query's constraints that its text meets.
+
+    A constraint weighs ``ln(1 + n / (1 + met))`` over the ``n`` candidates, ``met`` of which meet it, and a
+    pair of words ``pair_weight`` times that.
+
+    Args:
+        query: the player's words.
+        texts: candidate id → the text to check (its heading path and body).
+        pair_weight: weight of a two-word constraint relative to a single word's.
+
+    Returns:
+        A score per candidate id; all 0 when the query asks nothing checkable.
+    """
+    constraints = query_constraints(query)
+    if not constraints or not texts:
+        return dict.fromkeys(texts, 0.0)
+    met = {doc_id: [stated.meets(c) for c in constraints] for doc_id, stated in _read(texts).items()}
+    n = len(met)
+    weights = []
+    for j, constraint in enumerate(constraints):
+        count = sum(flags[j] for flags in met.values())
+        weight = math.log(1.0 + n / (1.0 + count))
+        weights.append(weight * (pair_weight if constraint.kind is Kind.PAIR else 1.0))
+    total = sum(weights) or 1.0
+    return {
+        doc_id: sum(w for w, hit in zip(weights, flags, strict=True) if hit) / total for doc_id, flags in met.items()
+    }
+
+
+def _read(texts: Mapping[str, str]) -> dict[str, StatedText]:
+    return {doc_id: StatedText(text) for doc_id, text in texts.items()}
+
+
+def coverage_ranking(
+    query: str, candidates: list[str], texts: Mapping[str, str], *, pair_weight: float = 0.5
+) -> list[tuple[str, float]]:
+    """``candidates`` (in fused order) re-ranked by :func:`coverage_scores`, ties kept in fused order:
+    the coverage leg's ranked list for reciprocal rank fusion."""
+    scores = coverage_scores(query, {c: texts.get(c, "") for c in candidates}, pair_weight=pair_weight)
+    position = {doc_id: i for i, doc_id in enumerate(candidates)}
+    ordered = sorted(candidates, key=lambda d: (-round(scores[d], 9), position[d]))
+    return [(doc_id, scores[doc_id]) for doc_id in ordered]
