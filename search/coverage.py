@@ -35,6 +35,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 from search.graph import STOP_WORDS, stem
 
@@ -160,9 +161,15 @@ def tokens(text: str, *, query: bool = False) -> list[Token]:
         elif word in STOP_WORDS or word in NEGATIONS or (query and word in QUESTION_WORDS):
             out.append(Token(Kind.STOP, word))
         else:
-            out.append(Token(Kind.WORD, stem(word)))
+            out.append(Token(Kind.WORD, _stem(word)))
         i += 1
     return out
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    # A book's vocabulary is small and every query re-reads dozens of chunks: stem each word once.
+    return stem(word)
 
 
 def query_constraints(query: str) -> list[Constraint]:
@@ -248,7 +255,14 @@ def coverage_scores(query: str, texts: Mapping[str, str], *, pair_weight: float 
 
 
 def _read(texts: Mapping[str, str]) -> dict[str, StatedText]:
-    return {doc_id: StatedText(text) for doc_id, text in texts.items()}
+    return {doc_id: _stated(text) for doc_id, text in texts.items()}
+
+
+@lru_cache(maxsize=8192)
+def _stated(text: str) -> StatedText:
+    # The same chunks come back for related questions (an entry's, a chapter's): read each once, within
+    # a bound (a few MB at 8,192 chunks).
+    return StatedText(text)
 
 
 def coverage_ranking(
