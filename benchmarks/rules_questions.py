@@ -1371,6 +1371,44 @@ def run_lorekeeper(layout: Layout, questions: Sequence[Question], work: Path, *,
     return result
 
 
+# The search levers measured in-process on each layout's stores (``--levers``): the default preset and the
+# presets it is compared with. Names of presets in search/hybrid.py.
+LEVERS = ("HYBRID_RRF", "NO_COVERAGE")
+
+
+def run_levers(layout: Layout, questions: Sequence[Question], work: Path) -> dict[str, Any]:
+    """The questions searched in this process over the stores ``run_lorekeeper`` filled, once per preset of
+    :data:`LEVERS` (the same searcher the CLI opens, with another config): what each lever is worth on this
+    layout, in the same run. Each: recall@5 / MRR@10 overall, per kind, describe and named."""
+    import logging
+
+    import structlog
+
+    from schemas.settings import load_settings
+    from search import hybrid
+    from search.service import open_searcher
+
+    logging.getLogger().setLevel(logging.WARNING)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    settings = load_settings(data_dir=work / f"data-{layout.name}")
+    out: dict[str, Any] = {}
+    with open_searcher(settings, reranker=None) as searcher:
+        searcher.load()
+        for name in LEVERS:
+            config = getattr(hybrid, name)
+            searcher.config = config
+            searcher.graph_leg.config = config.graph
+            started = time.perf_counter()
+            hits = [
+                [(h.heading_path, h.text) for h in searcher.search(q.query, limit=10, rerank=False)] for q in questions
+            ]
+            result = evaluate_hits(questions, hits)
+            out[name] = {k: v for k, v in result.items() if k not in ("missed_at_5", "ranks")}
+            out[name]["config"] = config.model_dump(mode="json", exclude={"graph"})
+            out[name]["mean_ms"] = round((time.perf_counter() - started) * 1000 / max(1, len(questions)), 2)
+    return out
+
+
 # -- report ---------------------------------------------------------------------------------------
 
 
@@ -1448,6 +1486,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-lorekeeper", action="store_true", help="baselines only")
     parser.add_argument("--no-baselines", action="store_true", help="lorekeeper only")
+    parser.add_argument(
+        "--levers", action="store_true", help="also search each layout in-process with each preset of LEVERS"
+    )
     parser.add_argument("--dump-questions", type=Path, help="also write the questions here (JSON lines)")
     parser.add_argument("--work", type=Path, help="keep the generated books and data folders here")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -1496,6 +1537,17 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             result = run_lorekeeper(layout, asked, work)
+            if args.levers:
+                result["levers"] = run_levers(layout, asked, work)
+                print(
+                    "  levers: "
+                    + ", ".join(
+                        f"{n} {r['recall_at_5']:.3f}/{r['mrr_at_10']:.3f} (describe {r['describe']['recall_at_5']:.2f}/"
+                        f"{r['describe']['mrr_at_10']:.2f})"
+                        for n, r in result["levers"].items()
+                    ),
+                    flush=True,
+                )
             systems[f"lorekeeper {layout.name}"] = result
             layouts_run.append(layout.name)
             print(f"  {result['corpus']} {result['timings']}", flush=True)
