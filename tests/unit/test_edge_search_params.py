@@ -41,7 +41,7 @@ def index(tmp_path: Path) -> Iterator[QdrantEdgeVectorIndex]:
 
 def _params(index: QdrantEdgeVectorIndex, library: str | None) -> qe.SearchParams:
     col = index._collection("c")
-    edge_filter = build_filter(qe, SearchFilters(library=library) if library else None)
+    edge_filter = build_filter(qe, SearchFilters(library=[library]) if library else None)
     return index._search_params(qe, col, edge_filter)
 
 
@@ -73,5 +73,5 @@ def test_each_mode_finds_the_exact_top_k(index: QdrantEdgeVectorIndex) -> None:
             if lib == library
         }
         truth = sorted(scores, key=scores.__getitem__, reverse=True)[:10]
-        got = index.search("c", query.tolist(), filters=SearchFilters(library=library), limit=10)
+        got = index.search("c", query.tolist(), filters=SearchFilters(library=[library]), limit=10)
         assert [h.id for h in got] == truth
