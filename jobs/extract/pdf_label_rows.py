@@ -1,0 +1,205 @@
+"""A small table of a label row over one value row, put back in row order.
+
+Stat blocks set their ability scores as a two-row table: "STR DEX CON INT WIS CHA" over
+"8 (-1) 14 (+2) …". When the table has no rules (so no table is found) and a value cell is too
+narrow for its text, the cell wraps ("3" over "(−4)"), and MuPDF cuts the value row into several
+blocks, some merged with the paragraph below: read block by block, the cells come out of order
+and the row's ends land after the next paragraph. Here the value row is rebuilt from the page's
+words: each word below the label row goes to the column whose label it stands under, lines
+below the first are taken while every word stays inside one column and the line is set in the
+row's type (a prose line runs across the columns, a wrapped cell does not), and the cells are
+read column by column. Rows already read whole (one line, one block) are left as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.extract.pdf_items import _Item
+from jobs.extract.pdf_styles import _part
+
+_MAX_LABEL_CHARS = 12  # a label cell: "STR", "Level", "AC"; longer ones are a table's headers
+_MIN_COLUMNS = 3
+_SLACK = 2.0  # points a word may reach into the next column's share (centred cells, kerning)
+
+Word = tuple[float, float, float, float, str, int, int, int]
+
+
+def _label_row(it: _Item) -> list[str] | None:
+    """The cells of a block that is one row of short labels set side by side, else None."""
+    if it.kind is not None or it.lines < _MIN_COLUMNS:
+        return None
+    cells = it.text.split("\n")
+    if cells and not cells[-1]:
+        cells.pop()
+    if len(cells) != it.lines or any(not c.strip() or len(c.strip()) > _MAX_LABEL_CHARS for c in cells):
+        return None
+    return cells
+
+
+def _columns(words: list[Word], it: _Item) -> list[tuple[float, float]] | None:
+    """Each label's share of the row, (left, right), split at the midpoints between labels."""
+    cells: dict[int, list[Word]] = {}
+    for w in words:
+        if w[5] == it.index:
+            cells.setdefault(w[6], []).append(w)
+    if len(cells) != it.lines:
+        return None
+    boxes = sorted((min(w[0] for w in ws), max(w[2] for w in ws), min(w[1] for w in ws)) for ws in cells.values())
+    tops = [b[2] for b in boxes]
+    height = it.y1 - it.y0
+    if max(tops) - min(tops) > 0.5 * height:
+        return None  # not side by side: a stacked list of short lines
+    if any(b[0] < a[1] for a, b in zip(boxes, boxes[1:], strict=False)):
+        return None
+    centres = [(b[0] + b[1]) / 2 for b in boxes]
+    cuts = [(a + b) / 2 for a, b in zip(centres, centres[1:], strict=False)]
+    pitch = min(b - a for a, b in zip(centres, centres[1:], strict=False))
+    lefts = [centres[0] - pitch / 2, *cuts]
+    rights = [*cuts, centres[-1] + pitch / 2]
+    return list(zip(lefts, rights, strict=True))
+
+
+def _column_of(w: Word, columns: list[tuple[float, float]]) -> int | None:
+    """The column a word stands in, or None when it runs into a neighbour's (prose does)."""
+    centre = (w[0] + w[2]) / 2
+    for n, (left, right) in enumerate(columns):
+        if left <= centre < right:
+            return n if w[0] >= left - _SLACK and w[2] <= right + _SLACK else None
+    return None
+
+
+def _visual_lines(words: list[Word]) -> list[list[Word]]:
+    """Words grouped into lines by their vertical middle, top to bottom."""
+    lines: list[list[Word]] = []
+    for w in sorted(words, key=lambda w: ((w[1] + w[3]) / 2, w[0])):
+        middle = (w[1] + w[3]) / 2
+        if lines:
+            last = lines[-1][0]
+            if abs((last[1] + last[3]) / 2 - middle) < 0.3 * (last[3] - last[1]):
+                lines[-1].append(w)
+                continue
+        lines.append([w])
+    return lines
+
+
+def _value_row(words: list[Word], it: _Item, columns: list[tuple[float, float]]) -> list[list[Word]] | None:
+    """The words of the value row under the label row ``it``, column by column, or None."""
+    left, right = columns[0][0], columns[-1][1]
+    height = it.y1 - it.y0
+    below = [
+        w for w in words if w[1] >= it.y1 - 1.0 and w[1] < it.y1 + 4 * height and left <= (w[0] + w[2]) / 2 < right
+    ]
+    lines = _visual_lines(below)
+    if not lines or min(w[1] for w in lines[0]) > it.y1 + 0.6 * height:
+        return None
+    cells: list[list[Word]] = [[] for _ in columns]
+    row_height = lines[0][0][3] - lines[0][0][1]
+    for n, line in enumerate(lines):
+        spots = [_column_of(w, columns) for w in line]
+        if any(s is None for s in spots):
+            if n == 0:
+                return None
+            break
+        if n:
+            h = line[0][3] - line[0][1]
+            top = min(w[1] for w in line)
+            if abs(h - row_height) > 0.05 * row_height or top > max(w[3] for w in lines[n - 1]) + 0.3 * row_height:
+                break
+        for w, s in zip(line, spots, strict=True):
+            cells[s].append(w)  # type: ignore[index]
+    if sum(1 for c in cells if c) < 2:
+        return None
+    return cells
+
+
+def _without(it: _Item, taken: set[int]) -> _Item | None:
+    """``it`` less its lines numbered in ``taken``; None when nothing is left."""
+    keep = [n for n in range(it.lines) if n not in taken]
+    if not keep:
+        return None
+    lines = it.text.split("\n")
+    if it.info is not None and len(it.info) == it.lines:
+        part = _part(it, [it.info[n] for n in keep])
+    else:
+        part = _Item(it.x0, it.y0, it.x1, it.y1, "\n".join(lines[n] for n in keep) + "\n", len(keep), it.index, it.page)
+        part.size, part.bold, part.mono, part.styled, part.style = it.size, it.bold, it.mono, it.styled, it.style
+        part.bold_terms = [t for t in it.bold_terms if t in part.text] if it.bold_terms else None
+    return part
+
+
+def _rebuild(items: list[_Item], words: list[Word], it: _Item, touched: set[int]) -> list[_Item] | None:
+    """The page's items with the value row under label row ``it`` read as one line, or None to keep them."""
+    columns = _columns(words, it)
+    if columns is None:
+        return None
+    cells = _value_row(words, it, columns)
+    if cells is None:
+        return None
+    row = [w for c in cells for w in c]
+    blocks = {w[5] for w in row}
+    spans = {(w[5], w[6]) for w in row}
+    by_index = {x.index: x for x in items if x.kind is None}
+    if any(b not in by_index or b in touched for b in blocks):
+        return None  # a block cut for an earlier row no longer matches its words' line numbers
+    if len(spans) == 1:
+        (block,) = blocks
+        if sum(1 for w in words if w[5] == block) == len(row):
+            return None  # already one line of one block, read whole
+    # Only whole MuPDF lines move: a line holding row words and others is left alone.
+    line_words: dict[tuple[int, int], int] = {}
+    for w in words:
+        if w[5] in blocks:
+            line_words[(w[5], w[6])] = line_words.get((w[5], w[6]), 0) + 1
+    row_count: dict[tuple[int, int], int] = {}
+    for w in row:
+        row_count[(w[5], w[6])] = row_count.get((w[5], w[6]), 0) + 1
+    if any(line_words[k] != n for k, n in row_count.items()):
+        return None
+    for b in blocks:
+        if by_index[b].lines != 1 + max(w[6] for w in words if w[5] == b):
+            return None  # the block's text and its words disagree on its lines (or it was cut before)
+    touched.update(blocks)
+    text = " ".join(" ".join(w[4] for w in sorted(c, key=lambda w: (w[1], w[0]))) for c in cells if c)
+    first = by_index[min(blocks)]
+    value = _Item(
+        min(w[0] for w in row),
+        min(w[1] for w in row),
+        max(w[2] for w in row),
+        max(w[3] for w in row),
+        text + "\n",
+        1,
+        first.index,
+        first.page,
+    )
+    value.styled, value.style = first.styled, first.style
+    out: list[_Item] = []
+    for x in items:
+        if x.kind is None and x.index in blocks:
+            if x is first:
+                out.append(value)
+            rest = _without(x, {n for b, n in spans if b == x.index})
+            if rest is not None:
+                left = [w for w in words if w[5] == x.index and (w[5], w[6]) not in spans]
+                rest.x0, rest.y0 = min(w[0] for w in left), min(w[1] for w in left)
+                rest.x1, rest.y1 = max(w[2] for w in left), max(w[3] for w in left)
+                out.append(rest)
+        else:
+            out.append(x)
+    return out
+
+
+def _label_rows(textpage: Any, items: list[_Item]) -> list[_Item]:
+    """Read each value row under a label row of short side-by-side cells in row order (module doc)."""
+    labels = [it for it in items if _label_row(it) is not None]
+    if not labels:
+        return items
+    words: list[Word] = [tuple(w) for w in textpage.extractWORDS()]  # type: ignore[misc]
+    touched: set[int] = set()
+    for it in labels:
+        if it.index in touched:
+            continue
+        rebuilt = _rebuild(items, words, it, touched)
+        if rebuilt is not None:
+            items = rebuilt
+    return items
