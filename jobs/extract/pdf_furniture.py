@@ -72,6 +72,23 @@ def _outer_slots(pages: list[_Page], marked: list[tuple[_Page, _Item, str]], dro
     return out
 
 
+def _runs_into_text(page: _Page, it: _Item) -> bool:
+    """Whether a top-band line is the first line of the text below it, which touches it.
+
+    A running head is set off from the text by a gap; a line the text runs on from (a stat
+    block's "STR DEX CON …" row at the head of a column, its scores just below) is text, however
+    often its words come back at the top of a page.
+    """
+    top = page.height * _MARGIN_Y
+    if it.y1 > top:
+        return False
+    touch = 0.3 * min(it.y1 - it.y0, 12.0)
+    return any(
+        o is not it and o.y1 > top and o.x0 < it.x1 and o.x1 > it.x0 and -1.0 <= o.y0 - it.y1 < touch
+        for o in page.items
+    )
+
+
 def _drop_furniture(pages: list[_Page]) -> int:
     """Remove running heads, footers and page numbers; returns how many lines were dropped.
 
@@ -113,12 +130,13 @@ def _drop_furniture(pages: list[_Page]) -> int:
     drop: set[int] = set()
     slots: Counter[tuple[Any, ...]] = Counter()
     for page, it, key in marked:
-        if key in furniture or _PAGE_NUMBER.match(it.text):
+        if (key in furniture and not _runs_into_text(page, it)) or _PAGE_NUMBER.match(it.text):
             drop.add(id(it))
             if key in furniture and it.style is not None and it.lines == 1:
                 slots[_slot(it, page)] += 1
     for page, it, _ in marked:
-        if id(it) not in drop and it.lines == 1 and it.style is not None and slots[_slot(it, page)] >= 3:
+        slot = id(it) not in drop and it.lines == 1 and it.style is not None and slots[_slot(it, page)] >= 3
+        if slot and not _runs_into_text(page, it):
             drop.add(id(it))
     drop |= _outer_slots(pages, marked, drop, many)
     # A bare page number set a little above the bottom band (or below the top one) is still one

@@ -111,3 +111,37 @@ def test_a_label_row_over_a_row_read_whole_is_left_as_it_was() -> None:
     texts = _texts(_pdf(_stat_block("Ape", APE)))
     at = texts.index("STR DEX CON INT WIS CHA")
     assert texts[at + 1] == " ".join(APE)
+
+
+def _column_head_pdf(pages: int) -> bytes:
+    """Pages whose text opens on a stat block's label row, just under a running head."""
+    head = "".join(f"<th>{label}</th>" for label in LABELS)
+    cells = "".join(f"<td>{score}</td>" for score in APE)
+    html = (
+        f"<table><tr>{head}</tr><tr>{cells}</tr></table>"
+        "<p><b>Senses</b> passive Perception 13</p><p><b>Challenge</b> 1/2</p>"
+        "<p>Tigers hunt alone and at night, and the ape keeps away from them.</p>"
+    )
+    buffer = io.BytesIO()
+    writer = pymupdf.DocumentWriter(buffer)
+    mediabox = pymupdf.paper_rect("a4")
+    for _ in range(pages):
+        story = pymupdf.Story(html=html, user_css=CSS)
+        device = writer.begin_page(mediabox)
+        story.place(pymupdf.Rect(40, 50, 290, 790))
+        story.draw(device)
+        writer.end_page()
+    writer.close()
+    with pymupdf.open(stream=buffer.getvalue(), filetype="pdf") as doc:
+        for page in doc:
+            page.insert_text((40, 34), "Bestiary", fontsize=8)
+            page.insert_text((300, 810), str(page.number + 1), fontsize=8)
+        return doc.tobytes()
+
+
+def test_a_label_row_at_the_head_of_each_page_is_text_not_a_running_head() -> None:
+    texts = _texts(_column_head_pdf(4))
+    joined = "\n".join(texts)
+    assert joined.count("STR DEX CON INT WIS CHA") == 4, texts
+    assert joined.count(" ".join(APE)) == 4
+    assert "Bestiary" not in joined  # the running head above it still goes
