@@ -14,7 +14,8 @@ transcript import throughput against embedding alone.
    distinct lines are embedded with the real model and the other records get one of those vectors
    plus noise (embedding 100k lines on 2 cores takes ~25 min; HNSW latency depends on the distribution,
    not on which text a vector came from). Measured p50/p95 as of the main head, as of a branch head,
-   with an observer filter. Goal: p95 ≤ 30 ms without re-ranking.
+   with an observer filter. Queries are embedded as a recall process embeds them (torch on
+   ``search_threads``, 1 by default). Goal: p95 ≤ 30 ms without re-ranking.
 3. **Import throughput**: ``lorekeeper campaign import-transcript``'s code path on LoCoMo conversations
    (``../shared/corpus/memory/locomo-dev``, internal evaluation only) against embedding the same turns
    with the same model alone, same run. Goal: ≥ 0.8× (turns per second).
@@ -175,18 +176,22 @@ def branch_correctness(
 def latency(
     data: Path, lines: list[tuple[str, str]], *, records: int, embedded: int, queries: int, seed: int
 ) -> dict[str, Any]:
-    from models.embedding import SentenceTransformerEmbedder
+    from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
     from story.lineage import BranchLine, lineage_of
     from story.recall_index import open_recall_index
 
     rng = np.random.default_rng(seed)
-    embedder = SentenceTransformerEmbedder()
+    embedder = SentenceTransformerEmbedder()  # the bulk lines: every core
     settings = Settings(data_dir=data / "latency")
-    index = open_recall_index(settings, embedder=embedder)
+    # Queries as a recall process embeds them (open_recall_index's default): torch on search_threads (1);
+    # loaded at the first query, after the bulk embedding (torch's thread count is per process).
+    queries_by = SentenceTransformerEmbedder(EmbeddingConfig(threads=settings.search_threads))
+    index = open_recall_index(settings, embedder=queries_by)
     try:
         distinct = lines[:embedded]
         t0 = time.perf_counter()
         base = embedder.embed_documents([text for _, text in distinct])
+        del embedder
         embed_s = time.perf_counter() - t0
         # a main line of 80% of the records, four branches forked at 20/40/60/80% of it
         main_len = int(records * 0.8)
@@ -260,7 +265,7 @@ def latency(
         query_embed = []
         for q in sample:
             t0 = time.perf_counter()
-            embedder.embed_query(q)
+            queries_by.embed_query(q)
             query_embed.append(time.perf_counter() - t0)
         out["query_embedding"] = {"p50_ms": percentile_ms(query_embed, 50), "p95_ms": percentile_ms(query_embed, 95)}
         return out
