@@ -77,8 +77,15 @@ def _tables(families: tuple[str, ...]) -> list[FamilyTable]:
 
 
 def _squash(text: str) -> str:
-    """Text as compared when locating a fact: cleaned, no Markdown emphasis, one space, case folded."""
-    return " ".join(clean_text(text).replace("*", " ").replace("_", " ").split()).casefold()
+    """Text as compared when locating a fact: cleaned, no Markdown emphasis, one space, case folded.
+
+    ASCII text skips :func:`clean_text`: its normal form and character map change only other
+    characters, and the split below folds the spaces it would (locating squashes every block,
+    chunk and fact, a large share of reading a book's facts).
+    """
+    if not text.isascii():
+        text = clean_text(text)
+    return " ".join(text.replace("*", " ").replace("_", " ").split()).casefold()
 
 
 def _path(titles: Sequence[str]) -> tuple[str, ...]:
@@ -184,6 +191,7 @@ def read_facts(
     if not any(b.kind is BlockKind.HEADING for b in doc.blocks):
         return FactsRead()
     located = _Chunks(item_uid, chunks)
+    uids: dict[int, str] = {}  # chunk ids by sequence: a book's facts share a few hundred chunks
     out = FactsRead()
     sections = _sections(doc.blocks)
     if order_by_document:
@@ -205,9 +213,10 @@ def read_facts(
             page = _page(squashed, probe, section.page)
             if page is None and chunk is not None:
                 page = chunk.page_start
-            out.facts.append(
-                fact.model_copy(
-                    update={"chunk_id": chunk_uid(item_uid, chunk.sequence) if chunk else None, "page": page}
-                )
-            )
+            uid = None
+            if chunk is not None:
+                uid = uids.get(chunk.sequence)
+                if uid is None:
+                    uid = uids[chunk.sequence] = chunk_uid(item_uid, chunk.sequence)
+            out.facts.append(fact.model_copy(update={"chunk_id": uid, "page": page}))
     return out
