@@ -1048,9 +1048,14 @@ def normalize(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
+# A section number a numbered book prints before a heading ("2.6.1 Animate Objects", "12. Combat", "A.3"):
+# the entry's heading is its name.
+_SECTION_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z](?:\.\d+)+\.?)\s+(?=\S)")
+
+
 def norm_heading(heading: str) -> str:
     text = unicodedata.normalize("NFKC", re.sub(r"<[^>]+>", "", heading)).translate(_QUOTES).translate(_DASHES)
-    text = re.sub(r"^\s*#+\s*", "", text)
+    text = _SECTION_NUMBER.sub("", re.sub(r"^\s*#+\s*", "", text), count=1)
     return " ".join(_HEADING_PUNCT.sub(" ", text.casefold()).split())
 
 
@@ -1075,7 +1080,7 @@ def heading_matches(entry: str, heading_path: Sequence[str], text: str) -> bool:
         if 0 < len(line.strip()) <= 100 and norm_heading(line) == target:
             return True
         plain = unicodedata.normalize("NFKC", line).translate(_QUOTES).translate(_DASHES)
-        if opens.match(_EMPHASIS.sub("", plain).lstrip("# \t")):
+        if opens.match(_SECTION_NUMBER.sub("", _EMPHASIS.sub("", plain).lstrip("# \t"), count=1)):
             return True
     return False
 

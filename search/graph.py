@@ -120,10 +120,21 @@ def query_names(query: str, *, max_ngram: int = MAX_NGRAM) -> list[NamedSpan]:
     return spans
 
 
+# A section number before a heading's name: "2.6.1 Animate Objects", "12. Combat", "A.3 Poisons". A letter
+# alone needs a number after it, so a name that opens with a one-letter word keeps it.
+_SECTION_NUMBER_RE = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z](?:\.\d+)+\.?)\s+(?=\S)")
+
+
+def without_section_number(heading: str) -> str:
+    """The heading's name without the section number a numbered book prints before it (a player names
+    *Animate Objects*, never *2.6.1 Animate Objects*)."""
+    return _SECTION_NUMBER_RE.sub("", heading, count=1)
+
+
 def heading_keys(heading: str) -> set[str]:
     """The names under which a query names this heading: its words as :func:`query_names` cuts them, and
-    with the last word singular (``Demiplanes`` is named by ``demiplane`` too)."""
-    words = _WORD_RE.findall(normalize_name(heading))
+    with the last word singular (``Demiplanes`` is named by ``demiplane`` too), without a section number."""
+    words = _WORD_RE.findall(normalize_name(without_section_number(heading)))
     return _name_forms(words) if words else set()
 
 
@@ -505,7 +516,7 @@ class GraphLeg:
             idf = math.log(1.0 + max(total, df) / df)
             key = stem_key(concept.name)
             tiers = [
-                _ENTRY if heading and stem_key(str(heading)) == key else int(in_heading or 0)
+                _ENTRY if heading and stem_key(without_section_number(str(heading))) == key else int(in_heading or 0)
                 for _, _, in_heading, heading, _ in found
             ]
             # The concept's own entry first, then sections about it, then passing mentions; within a tier in

@@ -84,6 +84,15 @@ def test_relevance_needs_the_answer_and_the_entry_heading() -> None:
     assert not rq.heading_matches("Fly", [], "Flying creatures fall")
 
 
+def test_a_numbered_books_headings_match_without_their_section_numbers() -> None:
+    q = rq.Question("spell-001", "spell", "Animate Objects", "range?", ["Range: 120 feet"], "range")
+    text = "2.6.1 Animate Objects\n\n5th-level transmutation Casting Time: 1 action Range: 120 feet"
+    assert rq.is_relevant(q, ["Numbered Rules Digest", "2 Spells", "2.6.1 Animate Objects"], text)
+    assert rq.is_relevant(q, ["2 Spells", "2.6 5th-Level Spells"], text)  # the heading opens a line of the text
+    assert rq.norm_heading("12. Combat") == "combat" and rq.norm_heading("A Bag of Tricks") == "a bag of tricks"
+    assert not rq.is_relevant(q, ["2 Spells", "2.6.2 Animate Dead"], "Range: 120 feet")
+
+
 def test_description_answers_may_sit_in_the_heading_path() -> None:
     q = rq.Question("spell-099", "spell", "Fireball", "the 3rd-level ...", ["Fireball"], "describe", True)
     assert rq.is_relevant(q, ["Spells", "Fireball"], "A bright streak flashes")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from models.fusion import rrf
-from search.graph import query_names, singular, stem_key
+from search.graph import heading_keys, query_names, singular, stem_key, without_section_number
 
 pytestmark = pytest.mark.unit
 
@@ -33,6 +33,17 @@ def test_stem_keys_meet_across_inflections() -> None:
     assert stem_key("languages") == stem_key("Language")
     assert stem_key("running") == stem_key("run")
     assert stem_key("fate point") != stem_key("fate")
+
+
+@pytest.mark.parametrize(
+    ("heading", "name"),
+    [("2.6.1 Animate Objects", "Animate Objects"), ("12. Combat", "Combat"), ("A.3 Poisons", "Poisons"),
+     ("A Bag of Tricks", "A Bag of Tricks"), ("10-foot Pole", "10-foot Pole"), ("Fireball", "Fireball")],
+)
+def test_a_numbered_books_heading_is_named_without_its_section_number(heading: str, name: str) -> None:
+    assert without_section_number(heading) == name
+    # The entry lookup keys of a numbered heading are its name's: "Animate Objects" finds "2.6.1 Animate Objects".
+    assert heading_keys(heading) == heading_keys(name)
 
 
 def test_rrf_weights_ranks_and_keeps_every_leg() -> None:
