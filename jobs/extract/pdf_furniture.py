@@ -73,20 +73,26 @@ def _outer_slots(pages: list[_Page], marked: list[tuple[_Page, _Item, str]], dro
 
 
 def _runs_into_text(page: _Page, it: _Item) -> bool:
-    """Whether a top-band line is the first line of the text below it, which touches it.
+    """Whether a band line is the first line of the text below it (top band) or the last of the
+    text above it (bottom band), which touches it.
 
-    A running head is set off from the text by a gap; a line the text runs on from (a stat
-    block's "STR DEX CON …" row at the head of a column, its scores just below) is text, however
-    often its words come back at the top of a page.
+    A running head or foot is set off from the text by a gap; a line the text runs on from or
+    into (a stat block's "STR DEX CON …" row at the head or the foot of a column) is text, however
+    often its words come back in the band.
     """
-    top = page.height * _MARGIN_Y
-    if it.y1 > top:
-        return False
+    top, bottom = page.height * _MARGIN_Y, page.height * (1 - _MARGIN_Y)
     touch = 0.3 * min(it.y1 - it.y0, 12.0)
-    return any(
-        o is not it and o.y1 > top and o.x0 < it.x1 and o.x1 > it.x0 and -1.0 <= o.y0 - it.y1 < touch
-        for o in page.items
-    )
+    if it.y1 <= top:
+        return any(
+            o is not it and o.y1 > top and o.x0 < it.x1 and o.x1 > it.x0 and -1.0 <= o.y0 - it.y1 < touch
+            for o in page.items
+        )
+    if it.y0 >= bottom:
+        return any(
+            o is not it and o.y0 < bottom and o.x0 < it.x1 and o.x1 > it.x0 and -1.0 <= it.y0 - o.y1 < touch
+            for o in page.items
+        )
+    return False
 
 
 def _drop_furniture(pages: list[_Page]) -> int:

@@ -83,15 +83,14 @@ def _visual_lines(words: list[Word]) -> list[list[Word]]:
     return lines
 
 
-def _value_row(words: list[Word], it: _Item, columns: list[tuple[float, float]]) -> list[list[Word]] | None:
-    """The words of the value row under the label row ``it``, column by column, or None."""
+def _value_row(
+    words: list[Word], top: float, height: float, columns: list[tuple[float, float]]
+) -> list[list[Word]] | None:
+    """The words of the value row starting at ``top`` under labels ``height`` tall, column by column, or None."""
     left, right = columns[0][0], columns[-1][1]
-    height = it.y1 - it.y0
-    below = [
-        w for w in words if w[1] >= it.y1 - 1.0 and w[1] < it.y1 + 4 * height and left <= (w[0] + w[2]) / 2 < right
-    ]
+    below = [w for w in words if w[1] >= top - 1.0 and w[1] < top + 4 * height and left <= (w[0] + w[2]) / 2 < right]
     lines = _visual_lines(below)
-    if not lines or min(w[1] for w in lines[0]) > it.y1 + 0.6 * height:
+    if not lines or min(w[1] for w in lines[0]) > top + 0.6 * height:
         return None
     cells: list[list[Word]] = [[] for _ in columns]
     row_height = lines[0][0][3] - lines[0][0][1]
@@ -111,6 +110,29 @@ def _value_row(words: list[Word], it: _Item, columns: list[tuple[float, float]])
     if sum(1 for c in cells if c) < 2:
         return None
     return cells
+
+
+def _next_column_row(
+    items: list[_Item], words: list[Word], it: _Item, columns: list[tuple[float, float]]
+) -> list[list[Word]] | None:
+    """The value row of a label row that ends its column, at the head of the next column.
+
+    A column break can fall between the two rows; the values then stand under the labels'
+    places moved by the distance between the two columns' left edges.
+    """
+    height = it.y1 - it.y0
+    beside = [x for x in items if x is not it and x.x0 < it.x1 and x.x1 > it.x0]
+    if any(it.y1 - 1.0 <= x.y0 < it.y1 + 2 * height for x in beside):
+        return None  # text goes on below it in its own column
+    right = [x for x in items if x.x0 >= it.x1]
+    own = [x for x in beside if x.y1 <= it.y0 + 1.0] + [it]
+    if not right:
+        return None
+    next_left = min(x.x0 for x in right)
+    head = [x for x in right if x.x0 < next_left + 2 * height]
+    shift = next_left - min(x.x0 for x in own)
+    moved = [(a + shift, b + shift) for a, b in columns]
+    return _value_row(words, min(x.y0 for x in head), height, moved)
 
 
 def _without(it: _Item, taken: set[int]) -> _Item | None:
@@ -133,7 +155,9 @@ def _rebuild(items: list[_Item], words: list[Word], it: _Item, touched: set[int]
     columns = _columns(words, it)
     if columns is None:
         return None
-    cells = _value_row(words, it, columns)
+    cells = _value_row(words, it.y1, it.y1 - it.y0, columns)
+    if cells is None:
+        cells = _next_column_row(items, words, it, columns)
     if cells is None:
         return None
     row = [w for c in cells for w in c]

@@ -145,3 +145,27 @@ def test_a_label_row_at_the_head_of_each_page_is_text_not_a_running_head() -> No
     assert joined.count("STR DEX CON INT WIS CHA") == 4, texts
     assert joined.count(" ".join(APE)) == 4
     assert "Bestiary" not in joined  # the running head above it still goes
+
+
+def _split_row_pdf() -> bytes:
+    """A stat block whose label row ends the first column and whose scores open the second.
+
+    Filler lines push the block down until Story breaks the column between the two rows.
+    """
+    for lines in range(40, 90):
+        filler = "".join(f"<p>Filler line {n} of the bestiary's opening pages.</p>" for n in range(lines))
+        pdf = _pdf(filler + _stat_block("Sea Horse", SEA_HORSE))
+        with pymupdf.open(stream=pdf, filetype="pdf") as doc:
+            blocks = doc[0].get_text("blocks")
+        labels = [b for b in blocks if b[4].startswith("STR\nDEX")]
+        values = [b for b in blocks if b[4].startswith("1\n") or b[4].startswith("1 (")]
+        if labels and values and labels[0][0] < 290 < values[0][0]:
+            return pdf
+    raise AssertionError("no filler length broke the column between the two rows")
+
+
+def test_a_label_row_ending_a_column_takes_its_values_from_the_head_of_the_next() -> None:
+    texts = _texts(_split_row_pdf())
+    at = texts.index("STR DEX CON INT WIS CHA")
+    assert texts[at + 1] == " ".join(SEA_HORSE), texts[at - 2 : at + 4]
+    assert texts[at + 2].startswith("Senses passive Perception 10")
