@@ -17,6 +17,7 @@ from typing import Any
 
 from jobs.extract.pdf_items import _Item
 from jobs.extract.pdf_styles import _part
+from jobs.extract.pdf_tables import _line_pitch, _row_like
 
 _MAX_LABEL_CHARS = 12  # a label cell: "STR", "Level", "AC"; longer ones are a table's headers
 _MIN_COLUMNS = 3
@@ -213,9 +214,25 @@ def _rebuild(items: list[_Item], words: list[Word], it: _Item, touched: set[int]
     return out
 
 
+def _read_whole(items: list[_Item], it: _Item) -> bool:
+    """Whether the block under label row ``it`` is one line standing alone: its row, read whole.
+
+    Checked on the blocks before the page's words are read, which most pages with such a row
+    (every stat block whose scores fit their cells) never need.
+    """
+    height = it.y1 - it.y0
+    below = [x for x in items if x is not it and x.x0 < it.x1 and x.x1 > it.x0 and it.y1 - 1.0 <= x.y0 < it.y1 + height]
+    return len(below) == 1 and below[0].lines == 1 and below[0].kind is None
+
+
 def _label_rows(textpage: Any, items: list[_Item]) -> list[_Item]:
     """Read each value row under a label row of short side-by-side cells in row order (module doc)."""
     labels = [it for it in items if _label_row(it) is not None]
+    if not labels:
+        return items
+    pitch = _line_pitch(items)
+    # side by side (a stacked list is no row), and not already followed by its row read whole
+    labels = [it for it in labels if _row_like(it, pitch) and not _read_whole(items, it)]
     if not labels:
         return items
     words: list[Word] = [tuple(w) for w in textpage.extractWORDS()]  # type: ignore[misc]
