@@ -17,8 +17,6 @@ from rulebook import TableError, builtin_tables
 from schemas.knowledge import ChunkingDefaults, Library, LibraryType
 from schemas.settings import Settings
 
-pytestmark = pytest.mark.unit
-
 HEADING, PARAGRAPH = BlockKind.HEADING, BlockKind.PARAGRAPH
 
 
@@ -32,6 +30,7 @@ def _read(doc: ExtractedDocument, chunking: ChunkingDefaults | None = None) -> t
     return read_facts(doc, chunks, "item_book", rule_tables(Settings())), chunks
 
 
+@pytest.mark.unit
 def test_tables_default_to_every_shipped_family_and_a_bad_name_is_refused(tmp_path) -> None:
     assert [t.family for t in rule_tables(Settings())] == list(builtin_tables())
     assert [t.family for t in rule_tables(Settings(rule_families=["fate"]))] == ["fate"]
@@ -43,6 +42,7 @@ def test_tables_default_to_every_shipped_family_and_a_bad_name_is_refused(tmp_pa
         rule_tables(Settings(rule_families=[str(bad)]))
 
 
+@pytest.mark.ray  # calls run_ingest (which refuses the settings before it starts Ray)
 def test_an_ingest_with_a_bad_family_fails_before_it_starts(tmp_path) -> None:
     settings = Settings(data_dir=tmp_path / "data", rule_families=["dnd3"])
     with pytest.raises(TableError, match="dnd3"):
@@ -50,6 +50,7 @@ def test_an_ingest_with_a_bad_family_fails_before_it_starts(tmp_path) -> None:
     assert not (tmp_path / "data").exists()  # nothing was opened
 
 
+@pytest.mark.unit
 def test_a_stat_block_over_a_page_break_gives_each_fact_its_page() -> None:
     doc = _doc(
         [
@@ -70,6 +71,7 @@ def test_a_stat_block_over_a_page_break_gives_each_fact_its_page() -> None:
     assert read.entries == 1 and read.by_kind == {"creature": len(read.facts)}
 
 
+@pytest.mark.unit
 def test_an_entry_cut_into_two_chunks_puts_each_fact_on_the_chunk_holding_it() -> None:
     filler = " ".join(["The goblin sneaks along the wall and waits for a careless traveller."] * 6)
     doc = _doc(
@@ -94,11 +96,13 @@ def test_an_entry_cut_into_two_chunks_puts_each_fact_on_the_chunk_holding_it() -
     assert holder["armor_class"] != holder["challenge_rating"]
 
 
+@pytest.mark.unit
 def test_a_document_without_headings_states_nothing() -> None:
     doc = _doc([Block(PARAGRAPH, "Armor Class 15\nHit Points 7 (2d6)\nSpeed 30 ft.", page=1)])
     assert _read(doc)[0].facts == []
 
 
+@pytest.mark.unit
 def test_a_markdown_rulebook_reads_as_extraction_leaves_it() -> None:
     text = "# Spells\n\n## Fireball\n\n*3rd-level evocation*\n\n**Range:** 150 feet\n**Duration:** Instantaneous\n"
     doc = extract_document(text.encode(), "spells.md")
@@ -140,6 +144,7 @@ BESTIARY = """# Bestiary
 """
 
 
+@pytest.mark.unit
 def test_a_book_no_family_claims_states_generic_facts_and_a_dnd_book_its_own() -> None:
     """Every shipped table is in play by default; the generic fields of an entry no kind claims are
     named for the book's own family (its entries vote), or ``generic`` when no family claims any."""
