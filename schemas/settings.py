@@ -261,6 +261,12 @@ class Settings(BaseSettings):
     search_graph_weight: float | None = Field(
         default=None, ge=0, description="RRF weight of the graph (concept) leg; unset = the preset's."
     )
+    search_coverage_weight: float | None = Field(
+        default=None,
+        ge=0,
+        description="RRF weight of the coverage leg (candidates re-read for the share of the query's words and "
+        "values they state; 0 turns it off); unset = the preset's.",
+    )
     search_rrf_k: int | None = Field(default=None, gt=0, description="RRF constant k; unset = the preset's.")
     search_threads: int | None = Field(
         default=1,

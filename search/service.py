@@ -19,7 +19,7 @@ def config_from_settings(settings: Settings) -> HybridConfig:
     """The default preset (:data:`HYBRID_RRF`) with what the ``LOREKEEPER_SEARCH_*`` and
     ``LOREKEEPER_RERANK_CANDIDATES`` settings change."""
     changes: dict[str, float | int] = {"rerank_candidates": settings.rerank_candidates}
-    for leg in ("vector", "text", "graph"):
+    for leg in ("vector", "text", "graph", "coverage"):
         weight = getattr(settings, f"search_{leg}_weight")
         if weight is not None:
             changes[f"{leg}_weight"] = weight

@@ -257,6 +257,8 @@ def test_settings_change_the_preset(world: World) -> None:
     )
     config = config_from_settings(changed)
     assert (config.graph_weight, config.rrf_k, config.rerank_candidates, config.text_weight) == (0.5, 60, 20, 1.0)
+    off = config_from_settings(load_settings(data_dir=world.settings.data_dir, search_coverage_weight=0))
+    assert (off.coverage_weight, HYBRID_RRF.coverage_weight) == (0.0, 1.0)
 
 
 def _fields(world: World, chunk_id: str) -> dict[str, object]:
