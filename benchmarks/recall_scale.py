@@ -53,6 +53,7 @@ import structlog  # noqa: E402
 
 from schemas.recall import RecallKind, RecallRecord  # noqa: E402
 from schemas.settings import Settings  # noqa: E402
+from stores.vector.edge import QdrantEdgeVectorIndex  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "corpus"
 CRD3 = CORPUS / "memory" / "crd3"
@@ -177,8 +178,9 @@ def latency(
     data: Path, lines: list[tuple[str, str]], *, records: int, embedded: int, queries: int, seed: int
 ) -> dict[str, Any]:
     from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
+    from schemas.search import SearchFilters
     from story.lineage import BranchLine, lineage_of
-    from story.recall_index import open_recall_index
+    from story.recall_index import RecallIndex, lineage_cover, open_recall_index
 
     rng = np.random.default_rng(seed)
     embedder = SentenceTransformerEmbedder()  # the bulk lines: every core
@@ -246,22 +248,58 @@ def latency(
             "load_s": round(load_s, 1),
             "cases": {},
         }
+        # the vector search parameters before 6d7491b (ACORN on every filtered search), same index, same
+        # run, queries alternating between the two: on a shared machine only the pair compares
+        assert isinstance(index.vectors, QdrantEdgeVectorIndex)  # the embedded engines of Settings' defaults
+        previous = RecallIndex(index.text, _PreviousParams(index.vectors.path), queries_by, collection=index.collection)
+        query_vectors = {q: queries_by.embed_query(q) for q in sample}
         for name, lineage in [*cases.items(), ("main head + observer", cases["main head"])]:
             observer = observers[0] if "observer" in name else None
             for q in sample[:5]:  # warm-up
                 index.search("camp_bench", q, lineage=lineage, observer=observer)
-            times, wrong = [], 0
-            for q in sample:
-                t0 = time.perf_counter()
-                hits = index.search("camp_bench", q, lineage=lineage, observer=observer, limit=10)
-                times.append(time.perf_counter() - t0)
-                wrong += sum(not lineage.contains(h.branch_id, h.depth) for h in hits)
+                previous.search("camp_bench", q, lineage=lineage, observer=observer)
+            times: list[float] = []
+            before: list[float] = []
+            wrong = 0
+            for n, q in enumerate(sample):
+                for which in (index, previous) if n % 2 else (previous, index):
+                    t0 = time.perf_counter()
+                    hits = which.search("camp_bench", q, lineage=lineage, observer=observer, limit=10)
+                    (times if which is index else before).append(time.perf_counter() - t0)
+                    wrong += sum(not lineage.contains(h.branch_id, h.depth) for h in hits)
+            filters = SearchFilters(
+                campaign=["camp_bench"], lineage=lineage_cover(lineage), observer=[observer] if observer else None
+            )
+            legs: dict[str, list[float]] = {"now": [], "previous": []}
+            agree: list[float] = []
+            for n, q in enumerate(sample):
+                found = {}
+                for key, which in (
+                    (("now", index), ("previous", previous)) if n % 2 else (("previous", previous), ("now", index))
+                ):
+                    t0 = time.perf_counter()
+                    vhits = which.vectors.search(
+                        index.collection, query_vectors[q].tolist(), filters=filters, limit=100
+                    )
+                    legs[key].append(time.perf_counter() - t0)
+                    found[key] = [h.id for h in vhits[:10]]
+                agree.append(len(set(found["now"]) & set(found["previous"])) / max(1, len(found["previous"])))
             out["cases"][name] = {
                 "p50_ms": percentile_ms(times, 50),
                 "p95_ms": percentile_ms(times, 95),
                 "queries": len(times),
                 "off_lineage_hits": wrong,
+                "previous_params": {"p50_ms": percentile_ms(before, 50), "p95_ms": percentile_ms(before, 95)},
+                "vector_leg": {
+                    "p50_ms": percentile_ms(legs["now"], 50),
+                    "p95_ms": percentile_ms(legs["now"], 95),
+                    "previous_p50_ms": percentile_ms(legs["previous"], 50),
+                    "previous_p95_ms": percentile_ms(legs["previous"], 95),
+                    "top10_overlap_with_previous": round(float(np.mean(agree)), 3),
+                },
             }
+            print(name, json.dumps(out["cases"][name]), flush=True)
+        previous.vectors.close()
         query_embed = []
         for q in sample:
             t0 = time.perf_counter()
@@ -271,6 +309,14 @@ def latency(
         return out
     finally:
         index.close()
+
+
+class _PreviousParams(QdrantEdgeVectorIndex):
+    """qdrant-edge with the search parameters before 6d7491b: ACORN on every filtered search."""
+
+    def _search_params(self, qe: Any, col: Any, edge_filter: Any) -> Any:
+        acorn = qe.AcornSearchParams(enable=True) if self.acorn and edge_filter is not None else None
+        return qe.SearchParams(hnsw_ef=self.hnsw_ef, acorn=acorn)
 
 
 # -- 3. import throughput --------------------------------------------------------------------------------
@@ -341,8 +387,10 @@ def plot(results: dict[str, Any], path: Path) -> None:
     cases = results["latency"]["cases"]
     names = list(cases)
     x = np.arange(len(names))
-    ax1.bar(x - 0.2, [cases[n]["p50_ms"] for n in names], 0.4, label="p50")
-    ax1.bar(x + 0.2, [cases[n]["p95_ms"] for n in names], 0.4, label="p95")
+    ax1.bar(x - 0.27, [cases[n]["p50_ms"] for n in names], 0.27, label="p50")
+    ax1.bar(x, [cases[n]["p95_ms"] for n in names], 0.27, label="p95")
+    if all("previous_params" in cases[n] for n in names):
+        ax1.bar(x + 0.27, [cases[n]["previous_params"]["p95_ms"] for n in names], 0.27, label="p95, ACORN always")
     ax1.axhline(GOAL_P95_MS, color="grey", linestyle="--", linewidth=0.8, label="goal p95")
     ax1.set_xticks(x, names, rotation=15, fontsize=8)
     ax1.set(ylabel="ms", title=f"Recall latency, {results['latency']['records']:,} records")
