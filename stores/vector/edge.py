@@ -93,8 +93,8 @@ class QdrantEdgeVectorIndex(LazyClient):
             against 3 ms without it at recall@10 0.996 (``benchmarks/recall_scale.py``). So a filtered
             search first estimates (from the payload indexes, ~0.1 ms) how many points pass:
             ``exact_below`` or fewer are searched exactly; a filter keeping less than
-            ``acorn_below`` of the collection uses ACORN; a wider one searches HNSW plainly with
-            ``hnsw_ef`` raised by the inverse of the share kept (at most 4x).
+            ``acorn_below`` of the collection uses ACORN; a wider one searches HNSW plainly, with
+            ``hnsw_ef`` raised by the inverse of the share kept (at most 4x) when that is under half.
         exact_below: Filtered searches estimated to keep this many points or fewer are exact
             (brute force over the payload index's matches: ~0.5 µs a 384-d point on one core).
         acorn_below: Share of the collection under which a filtered search uses ACORN.
@@ -413,8 +413,8 @@ class QdrantEdgeVectorIndex(LazyClient):
         share = passing / total
         if self.acorn and share < self.acorn_below:
             return qe.SearchParams(hnsw_ef=self.hnsw_ef, acorn=qe.AcornSearchParams(enable=True, max_selectivity=1.0))
-        if self.hnsw_ef is None:
-            return qe.SearchParams()
+        if self.hnsw_ef is None or share >= 0.5:  # a lineage over most of the campaign: as configured
+            return qe.SearchParams(hnsw_ef=self.hnsw_ef)
         return qe.SearchParams(hnsw_ef=min(4 * self.hnsw_ef, round(self.hnsw_ef / share)))
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:

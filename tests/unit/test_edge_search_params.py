@@ -58,8 +58,13 @@ def test_a_selective_filter_uses_acorn(index: QdrantEdgeVectorIndex) -> None:
 def test_a_wide_filter_searches_hnsw_with_ef_raised(index: QdrantEdgeVectorIndex) -> None:
     params = _params(index, "big")
     assert not params.exact and (params.acorn is None or not params.acorn.enable)
-    assert params.hnsw_ef == round(128 / 0.8)
+    assert params.hnsw_ef == 128  # 80 %: as configured
     assert _params(index, None).hnsw_ef == 128  # unfiltered: as configured
+    col = index._collection("c")
+    index.acorn_below = 0.1
+    share_20 = index._search_params(qe, col, build_filter(qe, SearchFilters(library=["small", "mid"])))
+    assert not share_20.exact and share_20.acorn is None
+    assert share_20.hnsw_ef == 4 * 128  # 128 / 0.2, capped at 4x
 
 
 def test_each_mode_finds_the_exact_top_k(index: QdrantEdgeVectorIndex) -> None:
