@@ -247,6 +247,9 @@ class _Hit:
 _COMPILED: dict[int, tuple[KindSpec, _Compiled]] = {}
 _SCANS: dict[int, tuple[FamilyTable, _LabelScan]] = {}
 _SEP = r"(?P<sep>[ \t]*:[ \t]*|\.[ \t]+|[ \t]+)(?=\S)"
+#: A label that is its whole line, its value on the next (a key/value table set as two lines, a label set
+#: above its value): at a line's start only, so a label word that merely ends a wrapped line is not one.
+_SEP_LINE = r"(?P<sep>[ \t]*:[ \t]*|\.[ \t]+|[ \t]+|[ \t]*:?[ \t]*\n[ \t]*)(?=\S)"
 
 
 def _compiled(kind: KindSpec) -> _Compiled:
@@ -284,7 +287,7 @@ def _label_scan(table: FamilyTable) -> _LabelScan:
     line_re = inline_re = None
     if keys:
         alternatives = "|".join(re.escape(k).replace(r"\ ", r"[ \t]+") for k in sorted(keys, key=len, reverse=True))
-        line_re = re.compile(rf"^[ \t]*(?P<label>{alternatives}){_SEP}", re.I | re.M)
+        line_re = re.compile(rf"^[ \t]*(?P<label>{alternatives}){_SEP_LINE}", re.I | re.M)
         variants = "|".join(re.escape(v).replace(r"\ ", r"[ \t]+") for v in sorted(exact, key=len, reverse=True))
         inline_re = re.compile(rf"(?<=[ \t])(?P<label>{variants}){_SEP}")
     scan = _LabelScan(line_re, inline_re)

@@ -153,6 +153,22 @@ def test_fields_run_together_on_one_line_are_split_where_each_value_ends() -> No
     assert f["hit_points"].confidence < f["armor_class"].confidence  # found inside a line
 
 
+def test_a_label_set_above_its_value_reads_the_next_line() -> None:
+    """A key/value table typeset as two lines a field (the label alone on its line, the value below)."""
+    text = "Large beast, unaligned\n\nArmor Class\n12\nHit Points\n19 (3d10 + 3)\nSpeed:\n40 ft., climb 20 ft."
+    f = _facts(text, ["Beasts", "Ridge Ram"])
+    assert f["armor_class"].value == NumberValue(value=12)
+    assert f["hit_points"].value == NumberValue(value=19)
+    assert f["speed_climb"].value == DistanceValue(amount=20)
+
+
+def test_a_label_word_ending_a_wrapped_prose_line_is_no_label() -> None:
+    text = BOG_LURKER + " Mud halves its\nSpeed for a round, and it loses\nHit Points as it dries."
+    f = _facts(text, ["Monsters", "Bog Lurker"])
+    assert f["speed"].value == DistanceValue(amount=20)
+    assert f["hit_points"].value == NumberValue(value=27)
+
+
 def test_a_capitalised_word_in_prose_is_no_label() -> None:
     text = BOG_LURKER + " Its Speed doubles in mud. Hit Points lost to the mire return at dawn."
     f = _facts(text, ["Monsters", "Bog Lurker"])
