@@ -753,9 +753,14 @@ def _read_group(spec: FieldSpec, raw: str) -> Any:
 def _read_lines(kind: KindSpec, text: str, lines: _Lines, taken: list[tuple[int, int]]) -> list[_Fact]:
     facts: list[_Fact] = []
     got: set[str] = set()
-    window = [(a, b) for a, b in _line_spans(text, lines, kind.line_window) if not _overlaps(a, b, taken)]
+    spans: dict[int, list[tuple[int, int]]] = {}
     for line in kind.lines:
-        for a, b in window:
+        size = line.window or kind.line_window
+        if size not in spans:
+            spans[size] = _line_spans(text, lines, size)
+        for a, b in spans[size]:
+            if _overlaps(a, b, taken):
+                continue
             raw = text[a:b]
             stripped = raw.strip()
             m = line.regex.search(stripped)

@@ -148,6 +148,9 @@ class LineSpec(_Spec):
     cue: float = Field(default=1.0, ge=0)
     set: dict[str, str] = Field(default_factory=dict, description="Fields set to these texts when the line matches.")
     ignore_case: bool = True
+    window: int | None = Field(
+        default=None, ge=1, le=60, description="Lines from the top it is tried on; unset: the kind's line_window."
+    )
     _regex: re.Pattern[str] = PrivateAttr()
 
     @model_validator(mode="after")

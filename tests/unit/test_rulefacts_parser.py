@@ -162,6 +162,17 @@ def test_a_label_set_above_its_value_reads_the_next_line() -> None:
     assert f["speed_climb"].value == DistanceValue(amount=20)
 
 
+def test_the_2024_ability_block_one_ability_a_line() -> None:
+    text = (
+        "Gargantuan giant, lawful evil\n\nAC 21 (leather armor, shield) Initiative +1 (14)\nHP 76 (8d20-8)\n"
+        "Speed 20 ft.\n\nStr 1 -5\nDex 24 +7 +10\nCon 7 -2\nInt 14 +2\nWis 9 -1\nCha 6 -2\n\n"
+        "Languages Infernal\nCR 5 (XP 1800; PB +3)"
+    )
+    f = _facts(text, ["Monsters", "Murzirtesh"])
+    assert [f[a].value for a in ("strength", "dexterity", "charisma")] == [NumberValue(value=v) for v in (1, 24, 6)]
+    assert f["armor_class"].value == NumberValue(value=21) and f["hit_points"].value == NumberValue(value=76)
+
+
 def test_a_label_word_ending_a_wrapped_prose_line_is_no_label() -> None:
     text = BOG_LURKER + " Mud halves its\nSpeed for a round, and it loses\nHit Points as it dries."
     f = _facts(text, ["Monsters", "Bog Lurker"])
