@@ -15,27 +15,21 @@ of its own (the gate is blocking and runs in a worker thread), with an engine of
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import functools
-import json
-import re
-import threading
-from collections.abc import Coroutine, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from narrator.engine_loop import EngineLoop
 from narrator.engines import Message, NarratorEngine
+from narrator.extraction import read_json_answer
 from schemas.story import Axiom
 from story.axioms import AxiomRulings, ProposalText
 
 log = structlog.get_logger(__name__)
 
-T = TypeVar("T")
-
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 AXIOM_INSTRUCTIONS = (
     "You check proposed changes to a tabletop role-playing game's world against the world's axioms: rules "
@@ -79,22 +73,11 @@ def axiom_messages(axioms: Sequence[Axiom], proposals: Sequence[ProposalText]) -
     ]
 
 
-def parse_verdicts(
-    raw: str, axioms: Sequence[Axiom], proposal_ids: set[str]
-) -> tuple[AxiomRulings | None, list[str]]:
+def parse_verdicts(raw: str, axioms: Sequence[Axiom], proposal_ids: set[str]) -> tuple[AxiomRulings | None, list[str]]:
     """The rulings in a model's answer (None when it holds none to read), with notes on what was dropped."""
-    notes: list[str] = []
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        match = _JSON_OBJECT.search(raw or "")
-        try:
-            doc = json.loads(match.group(0)) if match else None
-        except ValueError:
-            doc = None
-        if doc is None:
-            return None, [f"the judge's answer is not JSON: {(raw or '')[:120]!r}"]
-        notes.append("repaired: the JSON object was cut out of surrounding text")
+    doc, notes = read_json_answer(raw, "the judge's")
+    if doc is None and notes:
+        return None, notes
     items = doc.get("verdicts") if isinstance(doc, dict) else None
     if not isinstance(items, list):
         return None, [*notes, "no 'verdicts' list"]
@@ -139,48 +122,18 @@ class LLMAxiomJudge:
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
         self.owns_engine = owns_engine
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="axiom-judge", daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    def _run(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
-        future = asyncio.run_coroutine_threadsafe(coro, self._running_loop())
-        try:
-            return future.result(timeout_s)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise TimeoutError(f"the model did not answer within {timeout_s:g} s") from None
+        self._loop = EngineLoop(engine, name="axiom-judge", owns_engine=owns_engine)
 
     def close(self) -> None:
         """Close the engine (when the judge owns it) and stop the judge's loop."""
-        try:
-            if self.owns_engine:
-                self._run(self.engine.close(), 60.0)
-        finally:
-            with self._lock:
-                loop, thread = self._loop, self._thread
-                self._loop = self._thread = None
-            if loop is not None:
-                loop.call_soon_threadsafe(loop.stop)
-                if thread is not None:
-                    thread.join(timeout=10)
-                loop.close()
+        self._loop.close()
 
     def judge(self, axioms: Sequence[Axiom], proposals: Sequence[ProposalText]) -> AxiomRulings:
         if not axioms or not proposals:
             return AxiomRulings(judge=self.name)
         messages = axiom_messages(axioms, proposals)
         try:
-            raw = self._run(
+            raw = self._loop.run(
                 self.engine.structured(messages, schema=axiom_schema(), max_tokens=self.max_tokens), self.timeout_s
             )
         except Exception as exc:  # any engine failure: the axioms go unchecked, and the report says so

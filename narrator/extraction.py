@@ -42,16 +42,15 @@ def extraction_schema() -> dict[str, Any]:
     return ExtractionBatch.model_json_schema()
 
 
-def parse_extraction(raw: str) -> tuple[list[Any], list[str]]:
-    """The proposals in an extractor answer, with the reasons for what had to be dropped.
+def read_json_answer(raw: str, whose: str) -> tuple[Any, list[str]]:
+    """A model's JSON answer, cut out of surrounding prose or a code fence when it is wrapped in one.
 
-    Whole-answer repair is limited to cutting a JSON object out of surrounding text (a model that
-    wrapped its JSON in prose or a code fence); each proposal is then validated on its own, so one
-    bad proposal never costs the others.
+    Returns:
+        The decoded document and notes: the repair made, or why nothing could be read (then the
+        document is None and the one note says "<whose> answer is not JSON: …").
     """
-    dropped: list[str] = []
     try:
-        doc = json.loads(raw)
+        return json.loads(raw), []
     except ValueError:
         match = _JSON_OBJECT.search(raw or "")
         try:
@@ -59,8 +58,20 @@ def parse_extraction(raw: str) -> tuple[list[Any], list[str]]:
         except ValueError:
             doc = None
         if doc is None:
-            return [], [f"the extractor's answer is not JSON: {raw[:120]!r}"]
-        dropped.append("repaired: the JSON object was cut out of surrounding text")
+            return None, [f"{whose} answer is not JSON: {(raw or '')[:120]!r}"]
+        return doc, ["repaired: the JSON object was cut out of surrounding text"]
+
+
+def parse_extraction(raw: str) -> tuple[list[Any], list[str]]:
+    """The proposals in an extractor answer, with the reasons for what had to be dropped.
+
+    Whole-answer repair is limited to cutting a JSON object out of surrounding text (a model that
+    wrapped its JSON in prose or a code fence); each proposal is then validated on its own, so one
+    bad proposal never costs the others.
+    """
+    doc, dropped = read_json_answer(raw, "the extractor's")
+    if doc is None and dropped:
+        return [], dropped
     items = doc.get("proposals") if isinstance(doc, dict) else None
     if not isinstance(items, list):
         return [], [*dropped, "the extractor's answer has no 'proposals' list"]

@@ -24,28 +24,22 @@ settings) rather than sharing the turn flow's, which lives on the server's loop.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import functools
-import json
-import re
-import threading
-from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from narrator.engine_loop import EngineLoop
 from narrator.engines import Message, NarratorEngine
+from narrator.extraction import read_json_answer
 from schemas.story import Memory, Scene, SubjectiveKind, Turn
 from story.formation import ExtractiveFormer, FormedScene, NamedEntity, clip
 from story.recall import speaker_name
 
 log = structlog.get_logger(__name__)
 
-T = TypeVar("T")
-
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 FORMATION_INSTRUCTIONS = (
     "A scene of a tabletop role-playing game has just ended. Form the memories of the characters present "
@@ -138,18 +132,9 @@ def parse_formation(
         present: ids of the characters present (a memory of anyone else is dropped).
         known: ids of every entity of the world (other subject ids are removed from a memory).
     """
-    notes: list[str] = []
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        match = _JSON_OBJECT.search(raw or "")
-        try:
-            doc = json.loads(match.group(0)) if match else None
-        except ValueError:
-            doc = None
-        if doc is None:
-            return None, [], [f"the former's answer is not JSON: {(raw or '')[:120]!r}"]
-        notes.append("repaired: the JSON object was cut out of surrounding text")
+    doc, notes = read_json_answer(raw, "the former's")
+    if doc is None and notes:
+        return None, [], notes
     if not isinstance(doc, dict):
         return None, [], [*notes, "the former's answer is not a JSON object"]
     summary = doc.get("summary")
@@ -209,43 +194,11 @@ class LLMFormer:
         self.max_chars = max_chars
         self.fallback = fallback or ExtractiveFormer()
         self.owns_engine = owns_engine
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    # -- the former's own event loop -----------------------------------------------------------------
-
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="memory-formation", daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    def _run(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
-        future = asyncio.run_coroutine_threadsafe(coro, self._running_loop())
-        try:
-            return future.result(timeout_s)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise TimeoutError(f"the model did not answer within {timeout_s:g} s") from None
+        self._loop = EngineLoop(engine, name="memory-formation", owns_engine=owns_engine)
 
     def close(self) -> None:
         """Close the engine (when the former owns it) and stop the former's loop."""
-        try:
-            if self.owns_engine:
-                self._run(self.engine.close(), 60.0)
-        finally:
-            with self._lock:
-                loop, thread = self._loop, self._thread
-                self._loop = self._thread = None
-            if loop is not None:
-                loop.call_soon_threadsafe(loop.stop)
-                if thread is not None:
-                    thread.join(timeout=10)
-                loop.close()
+        self._loop.close()
 
     # -- forming -------------------------------------------------------------------------------------
 
@@ -261,7 +214,7 @@ class LLMFormer:
             return self.fallback.form(scene, turns, present, entities=entities)
         messages = formation_messages(scene, turns, present, entities, max_chars=self.max_chars)
         try:
-            raw = self._run(
+            raw = self._loop.run(
                 self.engine.structured(messages, schema=formation_schema(), max_tokens=self.max_tokens),
                 self.timeout_s,
             )
