@@ -59,10 +59,25 @@ def _to_blocks(pages: list[_Page], levels: dict[int, int]) -> list[Block]:
             if it.mono:
                 blocks.append(Block(BlockKind.CODE, clean_text(it.text.rstrip("\n")), number))
                 continue
-            for kind, text in _paragraph_text(it):
+            for n, (kind, text) in enumerate(_paragraph_text(it)):
                 text = clean_text(text)
+                terms = [t for t in it.bold_terms if t in text] if it.bold_terms else []
+                if n == 0 and kind is BlockKind.PARAGRAPH and _continues_item(blocks, text):
+                    # MuPDF closed the block inside a wrapped list item: the lines belong to it.
+                    blocks[-1].text += " " + text
+                    blocks[-1].bold_terms.extend(t for t in terms if t not in blocks[-1].bold_terms)
+                    continue
                 if kind is BlockKind.PARAGRAPH:
                     kind = classify_paragraph(text)
-                terms = [t for t in it.bold_terms if t in text] if it.bold_terms else []
                 blocks.append(Block(kind, text, number, 0, terms))
     return blocks
+
+
+def _continues_item(blocks: list[Block], text: str) -> bool:
+    """Whether ``text`` (a block's first lines) runs on from the list item just before it.
+
+    The item's last sentence is open (no closing punctuation) and the text opens in lower case.
+    """
+    if not blocks or blocks[-1].kind is not BlockKind.LIST_ITEM or not text[:1].islower():
+        return False
+    return not blocks[-1].text.rstrip().endswith((".", "!", "?", ":", ";", ")", "]", '"', "”"))

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 from jobs.extract.pdf_items import _Item
 
 _COLUMN_GAP = 3.0  # points of white space that make a gutter
+# A folio ("24", "– 24 –", "Page 24", "xii"), often centred on the gutter at the foot of the page.
+_FOLIO = re.compile(r"[\W_]*(?:page\s*)?(?:\d+|[ivxlc]+)[\W_]*", re.IGNORECASE)
 
 
 def _split(items: list[_Item], vertical: bool) -> list[list[_Item]]:
@@ -61,6 +65,17 @@ def _order(items: list[_Item], out: list[_Item]) -> None:
                     break
                 merged = candidate
                 j += 1
+            # An unbalanced column set: one column runs on alone to the end (a chapter starting in
+            # the left column while the right one holds the last lines of the entry before). The rest
+            # is that column's continuation as long as no later band uses two columns or crosses
+            # the gutter; a full-width heading or a new column set below keeps its own place.
+            end = len(bands)
+            while end > j and len(bands[end - 1]) == 1 and _FOLIO.fullmatch(bands[end - 1][0].text.strip()):
+                end -= 1
+            tail = [it for band in bands[j:end] for it in band]
+            if tail and not any(multi[j:end]) and len(_split(merged + tail, vertical=True)) > 1:
+                merged = merged + tail
+                j = end
         _order(merged, out)
         i = j
 

@@ -400,3 +400,83 @@ def test_a_run_in_heading_a_quad_from_its_text_is_a_heading_and_a_label_is_not()
     texts = [b.text for b in doc.blocks]
     assert sum(t.startswith("A check can model any attempt") for t in texts) == 2
     assert any(t.startswith("Range: 60 feet") for t in texts)
+
+
+def _numbered_column_page(pdf: pymupdf.Document, left: list[tuple[str, str]], right: list[str]) -> None:
+    """A two-column A4 page: ``left`` (kind, text) runs down the left column, ``right`` lines sit at
+    the top of the right one; a running head and a folio are centred across the gutter."""
+    page = pdf.new_page(width=595, height=842)
+    page.insert_text((260, 30), "Marsh Almanac", fontsize=8)
+    page.insert_text((288, 814), "- 7 -", fontsize=8)
+    y = 60.0
+    for kind, text in left:
+        if kind == "h":
+            y += 8
+            page.insert_text((48, y), text, fontname="hebo", fontsize=12)
+            y += 18
+        else:
+            page.insert_text((48, y), text, fontsize=9)
+            y += 12
+    y = 60.0
+    for text in right:
+        page.insert_text((310, y), text, fontsize=9)
+        y += 12
+
+
+def test_a_column_running_on_alone_below_a_two_column_band_is_read_before_the_next_column() -> None:
+    # The left column runs to the foot of the page while the right one ends near the top (an
+    # entry's last lines). Read the whole left column, then the right one — not the top band's
+    # two columns first and then the rest of the left column under them.
+    pdf = pymupdf.open()
+    left = [("p", "depending on how the road was kept by the wardens of the fen."), ("h", "2 Keeps")]
+    left += [("p", f"Keep line {n}: stone towers guard the causeway over the marsh.") for n in range(1, 30)]
+    left += [("h", "2.4 Drowned Keep")]
+    right = ["A drowned keep stands in black water and only its", "towers show above the reeds at dusk."]
+    _numbered_column_page(pdf, left, right)
+    doc = extract_document(pdf.tobytes(), "columns.pdf")
+    texts = [b.text for b in doc.blocks]
+    keep = next(i for i, t in enumerate(texts) if t == "2 Keeps")
+    drowned = next(i for i, t in enumerate(texts) if t == "2.4 Drowned Keep")
+    body = next(i for i, t in enumerate(texts) if t.startswith("A drowned keep stands"))
+    assert keep < drowned < body
+
+
+def test_a_full_width_heading_between_two_column_sets_keeps_its_place() -> None:
+    # The rule above must not swallow a heading that separates two column sets.
+    pdf = pymupdf.open()
+    page = pdf.new_page(width=595, height=842)
+    for x in (48, 310):
+        for n in range(4):
+            page.insert_text((x, 60 + 12 * n), f"Upper column at {x}, line {n} of the reed beds.", fontsize=9)
+    page.insert_text((48, 130), "The Fens Beyond the Old Causeway", fontname="hebo", fontsize=16)  # over the gutter
+    for x in (48, 310):
+        for n in range(4):
+            page.insert_text((x, 160 + 12 * n), f"Lower column at {x}, line {n} of the fens.", fontsize=9)
+    doc = extract_document(pdf.tobytes(), "sets.pdf")
+    texts = " | ".join(b.text for b in doc.blocks)
+    assert texts.index("Upper column at 310") < texts.index("The Fens Beyond") < texts.index("Lower column at 48")
+
+
+def test_a_wrapped_list_item_split_by_mupdf_stays_one_item() -> None:
+    # ReportLab sets a bullet's wrapped line flush with the text; MuPDF then closes the block after
+    # the bullet's first line and opens the next with the continuation plus the next bullet.
+    pdf = pymupdf.open()
+    page = pdf.new_page(width=595, height=842)
+    page.insert_text((48, 60), "3.1 Blinded", fontname="hebo", fontsize=12)
+    y = 84.0
+    for first, rest in (
+        ("A blinded creature can't see and automatically fails any", "ability check that requires sight."),
+        ("Attack rolls against the creature have advantage, and the", "creature's attack rolls have disadvantage."),
+    ):
+        # the bullet a size larger than the text: its taller line makes MuPDF close the block
+        page.insert_text((48, y), "-", fontsize=10)
+        page.insert_text((53.6, y), " " + first, fontsize=8.5)
+        page.insert_text((56, y + 10.5), rest, fontsize=8.5)
+        y += 24
+    doc = extract_document(pdf.tobytes(), "list.pdf")
+    items = [b.text for b in doc.blocks if b.kind is BlockKind.LIST_ITEM]
+    assert items == [
+        "A blinded creature can't see and automatically fails any ability check that requires sight.",
+        "Attack rolls against the creature have advantage, and the creature's attack rolls have disadvantage.",
+    ]
+    assert not [b for b in doc.blocks if b.kind is BlockKind.PARAGRAPH]
