@@ -14,7 +14,7 @@ latest summaries and its memories by salience.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ from schemas.story import (
     Turn,
     WorldStateView,
 )
+from story.recall import speaker_name
 
 #: Share of the context budget per section.
 SECTION_SHARE: dict[PromptSectionKind, float] = {
@@ -142,7 +143,7 @@ class PromptAssembler:
                 recall_lines(recalled) if recalled is not None else memory_lines(memories, summaries, state),
                 "first",
             ),
-            (PromptSectionKind.RECENT_TURNS, turn_lines(recent), "last"),
+            (PromptSectionKind.RECENT_TURNS, turn_lines(recent, {e.id: e.name for e in state.entities}), "last"),
             (PromptSectionKind.PLAYER_INPUT, [player_input or "(the player waits; narrate on)"], "first"),
         ]
         parts: list[str] = []
@@ -278,11 +279,13 @@ def recall_lines(hits: Sequence[RecallHit]) -> list[str]:
     return lines
 
 
-def turn_lines(turns: Sequence[Turn]) -> list[str]:
+def turn_lines(turns: Sequence[Turn], names: Mapping[str, str] | None = None) -> list[str]:
+    """Recent turns as a transcript: each input under its speaker's name (``names``: entity ids to names)."""
     lines = []
     for t in turns:
         if t.text:
-            lines.append(f"Player: {t.text}")
+            who = names.get(t.speaker.entity_id, "") if names and t.speaker.entity_id and not t.speaker.name else ""
+            lines.append(f"{who or speaker_name(t)}: {t.text}")
         if t.narration:
             lines.append(f"Narrator: {t.narration}")
     return lines
