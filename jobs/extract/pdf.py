@@ -58,7 +58,7 @@ from jobs.extract.ocr import OcrConfig, resolve_ocr
 from jobs.extract.pdf_blocks import _to_blocks
 from jobs.extract.pdf_furniture import _drop_furniture
 from jobs.extract.pdf_headings import _assign_levels
-from jobs.extract.pdf_items import _Item, _Page
+from jobs.extract.pdf_items import _Item, _Page, _PageWords
 from jobs.extract.pdf_label_rows import _label_rows
 from jobs.extract.pdf_order import _reading_order
 from jobs.extract.pdf_styles import (
@@ -257,10 +257,11 @@ def _read_page(page: Any, options: _Options, tally: _Tally) -> _Page:
             it.size = sizes.get(it.index, 0.0)
     if items and not ocr:
         items = _join_drop_caps(items)
+    words = _PageWords(textpage)  # read at most once, for tables and label rows alike
     if items and options.tables is not TableMode.OFF:
-        items = _replace_tables(page, textpage, items, options.tables, rotation_matrix, height)
+        items = _replace_tables(page, words, items, options.tables, rotation_matrix, height)
     if items and not ocr and rotation_matrix is None:
-        items = _label_rows(textpage, items)  # words are in page space: turned pages keep MuPDF's blocks
+        items = _label_rows(words, items)  # words are in page space: turned pages keep MuPDF's blocks
     if options.image_sink is not None:
         _save_images(page, number, options, tally)
     ordered = _reading_order(items)

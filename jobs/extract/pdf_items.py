@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from jobs.document import BlockKind
 from jobs.extract.typography import Line, Style
@@ -44,3 +45,18 @@ class _Page:
     width: float
     height: float
     items: list[_Item]
+
+
+class _PageWords:
+    """A text page's words (``extractWORDS``), read once for the page's tables and label rows."""
+
+    __slots__ = ("_textpage", "_words")
+
+    def __init__(self, textpage: Any) -> None:
+        self._textpage = textpage
+        self._words: list[Any] | None = None
+
+    def __call__(self) -> list[Any]:
+        if self._words is None:
+            self._words = self._textpage.extractWORDS()
+        return self._words

@@ -13,9 +13,9 @@ read column by column. Rows already read whole (one line, one block) are left as
 
 from __future__ import annotations
 
-from typing import Any
+from bisect import bisect_left
 
-from jobs.extract.pdf_items import _Item
+from jobs.extract.pdf_items import _Item, _PageWords
 from jobs.extract.pdf_styles import _part
 from jobs.extract.pdf_tables import _line_pitch, _row_like
 
@@ -24,6 +24,35 @@ _MIN_COLUMNS = 3
 _SLACK = 2.0  # points a word may reach into the next column's share (centred cells, kerning)
 
 Word = tuple[float, float, float, float, str, int, int, int]
+
+
+class _Words:
+    """A page's words (``extractWORDS``), looked up by block and by top edge.
+
+    A page holds thousands of words and a label row a dozen: scanning the whole list for every
+    row and step was most of this module's time.
+    """
+
+    def __init__(self, words: list[Word]) -> None:
+        self.words = words  # extractWORDS gives tuples
+        self._blocks: dict[int, list[Word]] = {}
+        for w in words:
+            self._blocks.setdefault(w[5], []).append(w)
+        self._by_top: list[int] | None = None
+        self._tops: list[float] = []
+
+    def of_block(self, block: int) -> list[Word]:
+        """The words of one block, in text-page order."""
+        return self._blocks.get(block, [])
+
+    def with_top(self, low: float, high: float) -> list[Word]:
+        """The words whose top edge is in ``[low, high)``, in text-page order."""
+        words = self.words
+        if self._by_top is None:
+            self._by_top = sorted(range(len(words)), key=lambda n: words[n][1])
+            self._tops = [words[n][1] for n in self._by_top]
+        a, b = bisect_left(self._tops, low), bisect_left(self._tops, high)
+        return [words[n] for n in sorted(self._by_top[a:b])]
 
 
 def _label_row(it: _Item) -> list[str] | None:
@@ -38,12 +67,11 @@ def _label_row(it: _Item) -> list[str] | None:
     return cells
 
 
-def _columns(words: list[Word], it: _Item) -> list[tuple[float, float]] | None:
+def _columns(words: _Words, it: _Item) -> list[tuple[float, float]] | None:
     """Each label's share of the row, (left, right), split at the midpoints between labels."""
     cells: dict[int, list[Word]] = {}
-    for w in words:
-        if w[5] == it.index:
-            cells.setdefault(w[6], []).append(w)
+    for w in words.of_block(it.index):
+        cells.setdefault(w[6], []).append(w)
     if len(cells) != it.lines:
         return None
     boxes = sorted((min(w[0] for w in ws), max(w[2] for w in ws), min(w[1] for w in ws)) for ws in cells.values())
@@ -84,12 +112,10 @@ def _visual_lines(words: list[Word]) -> list[list[Word]]:
     return lines
 
 
-def _value_row(
-    words: list[Word], top: float, height: float, columns: list[tuple[float, float]]
-) -> list[list[Word]] | None:
+def _value_row(words: _Words, top: float, height: float, columns: list[tuple[float, float]]) -> list[list[Word]] | None:
     """The words of the value row starting at ``top`` under labels ``height`` tall, column by column, or None."""
     left, right = columns[0][0], columns[-1][1]
-    below = [w for w in words if w[1] >= top - 1.0 and w[1] < top + 4 * height and left <= (w[0] + w[2]) / 2 < right]
+    below = [w for w in words.with_top(top - 1.0, top + 4 * height) if left <= (w[0] + w[2]) / 2 < right]
     lines = _visual_lines(below)
     if not lines or min(w[1] for w in lines[0]) > top + 0.6 * height:
         return None
@@ -114,7 +140,7 @@ def _value_row(
 
 
 def _next_column_row(
-    items: list[_Item], words: list[Word], it: _Item, columns: list[tuple[float, float]]
+    items: list[_Item], words: _Words, it: _Item, columns: list[tuple[float, float]]
 ) -> list[list[Word]] | None:
     """The value row of a label row that ends its column, at the head of the next column.
 
@@ -151,7 +177,7 @@ def _without(it: _Item, taken: set[int]) -> _Item | None:
     return part
 
 
-def _rebuild(items: list[_Item], words: list[Word], it: _Item, touched: set[int]) -> list[_Item] | None:
+def _rebuild(items: list[_Item], words: _Words, it: _Item, touched: set[int]) -> list[_Item] | None:
     """The page's items with the value row under label row ``it`` read as one line, or None to keep them."""
     columns = _columns(words, it)
     if columns is None:
@@ -169,20 +195,20 @@ def _rebuild(items: list[_Item], words: list[Word], it: _Item, touched: set[int]
         return None  # a block cut for an earlier row no longer matches its words' line numbers
     if len(spans) == 1:
         (block,) = blocks
-        if sum(1 for w in words if w[5] == block) == len(row):
+        if len(words.of_block(block)) == len(row):
             return None  # already one line of one block, read whole
     # Only whole MuPDF lines move: a line holding row words and others is left alone.
     line_words: dict[tuple[int, int], int] = {}
-    for w in words:
-        if w[5] in blocks:
-            line_words[(w[5], w[6])] = line_words.get((w[5], w[6]), 0) + 1
+    for b in blocks:
+        for w in words.of_block(b):
+            line_words[(b, w[6])] = line_words.get((b, w[6]), 0) + 1
     row_count: dict[tuple[int, int], int] = {}
     for w in row:
         row_count[(w[5], w[6])] = row_count.get((w[5], w[6]), 0) + 1
     if any(line_words[k] != n for k, n in row_count.items()):
         return None
     for b in blocks:
-        if by_index[b].lines != 1 + max(w[6] for w in words if w[5] == b):
+        if by_index[b].lines != 1 + max(w[6] for w in words.of_block(b)):
             return None  # the block's text and its words disagree on its lines (or it was cut before)
     touched.update(blocks)
     text = " ".join(" ".join(w[4] for w in sorted(c, key=lambda w: (w[1], w[0]))) for c in cells if c)
@@ -205,7 +231,7 @@ def _rebuild(items: list[_Item], words: list[Word], it: _Item, touched: set[int]
                 out.append(value)
             rest = _without(x, {n for b, n in spans if b == x.index})
             if rest is not None:
-                left = [w for w in words if w[5] == x.index and (w[5], w[6]) not in spans]
+                left = [w for w in words.of_block(x.index) if (w[5], w[6]) not in spans]
                 rest.x0, rest.y0 = min(w[0] for w in left), min(w[1] for w in left)
                 rest.x1, rest.y1 = max(w[2] for w in left), max(w[3] for w in left)
                 out.append(rest)
@@ -225,7 +251,7 @@ def _read_whole(items: list[_Item], it: _Item) -> bool:
     return len(below) == 1 and below[0].lines == 1 and below[0].kind is None
 
 
-def _label_rows(textpage: Any, items: list[_Item]) -> list[_Item]:
+def _label_rows(page_words: _PageWords, items: list[_Item]) -> list[_Item]:
     """Read each value row under a label row of short side-by-side cells in row order (module doc)."""
     labels = [it for it in items if _label_row(it) is not None]
     if not labels:
@@ -235,7 +261,7 @@ def _label_rows(textpage: Any, items: list[_Item]) -> list[_Item]:
     labels = [it for it in labels if _row_like(it, pitch) and not _read_whole(items, it)]
     if not labels:
         return items
-    words: list[Word] = [tuple(w) for w in textpage.extractWORDS()]  # type: ignore[misc]
+    words = _Words(page_words())
     touched: set[int] = set()
     for it in labels:
         if it.index in touched:

@@ -17,7 +17,7 @@ import pymupdf
 
 from jobs.document import BlockKind
 from jobs.extract.blocks import markdown_table
-from jobs.extract.pdf_items import _MARGIN_Y, _Item
+from jobs.extract.pdf_items import _MARGIN_Y, _Item, _PageWords
 from jobs.extract.pdf_order import _split
 from jobs.extract.ruling import edges_in, ruled_tables
 
@@ -175,7 +175,7 @@ def _table_item(bbox: Any, markdown: str, index: int, page: int) -> _Item:
 
 
 def _replace_tables(
-    page: Any, textpage: Any, items: list[_Item], mode: TableMode, rotation_matrix: Any, height: float
+    page: Any, page_words: _PageWords, items: list[_Item], mode: TableMode, rotation_matrix: Any, height: float
 ) -> list[_Item]:
     """Replace the blocks of each table found on the page by one TABLE item (Markdown)."""
     regions = _table_regions(items, height)
@@ -183,7 +183,6 @@ def _replace_tables(
         return items
     number = items[0].page
     drawings: list[dict[str, Any]] | None = None
-    words: list[Any] | None = None
     for region in regions:
         tables: list[tuple[Any, str]] = []
         if mode is TableMode.ACCURATE:
@@ -192,8 +191,7 @@ def _replace_tables(
             if drawings is None:
                 drawings = page.get_cdrawings() if _may_draw(page) else []
             if drawings:
-                if words is None:
-                    words = textpage.extractWORDS()
+                words = page_words()
                 clip = _region_rect(region)
                 if rotation_matrix is not None:
                     clip = tuple(pymupdf.Rect(clip) * ~rotation_matrix)
