@@ -543,7 +543,10 @@ def import_and_gather(
     task = progress.add_task(f"{variant.name}", total=sum(len(c.questions) for c in conversations))
     for conv in conversations:
         started = time.perf_counter()
-        campaign, _report = service.import_transcript(read_transcript(conv.path), f"{conv.name} / {variant.name}")
+        # no summaries from the import itself: each variant says what is written beside the turns
+        campaign, _report = service.import_transcript(
+            read_transcript(conv.path), f"{conv.name} / {variant.name}", summaries=False
+        )
         campaigns[conv.name] = campaign.id
         seconds["import_s"] += time.perf_counter() - started
         if variant.memories != "none":

@@ -351,11 +351,15 @@ def import_transcript(
     ],
     name: Annotated[str, typer.Option(help="The new campaign's name.")],
     world: Annotated[str | None, typer.Option(help="The world (id) to put it in; a new one by default.")] = None,
+    summaries: Annotated[
+        bool, typer.Option("--summaries/--no-summaries", help="Write each session's scene summary (indexed too).")
+    ] = True,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print {campaign_id, turns, sessions, seconds, ...} as JSON.")
     ] = False,
 ) -> None:
-    """Create a campaign from a transcript: a scene per session, a turn per line, every line indexed for recall.
+    """Create a campaign from a transcript: a scene per session, a turn per line, every line indexed for recall,
+    and a summary of each session.
 
     Importing the same file again makes another campaign.
     """
@@ -378,7 +382,11 @@ def import_transcript(
         tasks = {stage: progress.add_task(f"writing {stage}", total=turns) for stage in ("turns", "records")}
         try:
             campaign, report = story.import_transcript(
-                transcript, name, world_id=world, on_progress=lambda stage, n: progress.advance(tasks[stage], n)
+                transcript,
+                name,
+                world_id=world,
+                summaries=summaries,
+                on_progress=lambda stage, n: progress.advance(tasks[stage], n),
             )
         except LorekeeperError as exc:
             err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
@@ -387,11 +395,13 @@ def import_transcript(
         typer.echo(json.dumps(report.model_dump()))
         return
     console.print(
-        f"imported {report.turns} turns in {report.sessions} scenes as campaign {campaign.id} ({campaign.name!r}) "
+        f"imported {report.turns} turns in {report.sessions} scenes ({report.summaries} summaries) "
+        f"as campaign {campaign.id} ({campaign.name!r}) "
         f"in {report.seconds:.1f}s: graph {report.graph_seconds:.1f}s, model {report.model_seconds:.1f}s, "
         f"embedding and indexing {report.recall_seconds:.1f}s",
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )
 
 

@@ -11,6 +11,11 @@ the transcript names the speaker, with its ``ref`` (the line's id in its source)
 ``recorded`` (not ``pending``, which means a narration is being generated). Each session is a scene
 titled with the session and its time, started before its first line and ended after its last.
 
+Each session also gets its scene summary, as a scene that ends in play does: the service's memory
+former (the extractive one unless a model is configured) reads the session's lines, and the summary is
+anchored at its last turn and indexed for recall with the turns. No character memories: a transcript
+names speakers, not the world's entities, so there is no one to give a memory to.
+
 Importing the same file twice makes two campaigns (a transcript is not an identity); re-indexing
 a campaign (:meth:`story.recall.Recollection.rebuild`) rewrites the same records, since they are
 built by the same :func:`story.recall.turn_record` from the same turns and scenes.
@@ -27,13 +32,26 @@ import structlog
 from pydantic import BaseModel, Field
 
 from schemas.recall import RecallRecord
-from schemas.story import Campaign, InputMode, Scene, Speaker, SpeakerKind, StoryProfile, Turn, TurnStatus
+from schemas.story import (
+    Campaign,
+    InputMode,
+    Scene,
+    Speaker,
+    SpeakerKind,
+    StoryProfile,
+    Summary,
+    SummaryScope,
+    Turn,
+    TurnStatus,
+)
 from story import cypher
 from story.campaigns import Campaigns, write_branch
 from story.core import StoryCore
 from story.errors import StoryInvalid
+from story.formation import SceneMemoryFormer
 from story.graph import CampaignContext, Writes, node_props
-from story.recall import turn_record
+from story.memory import Memories
+from story.recall import summary_record, turn_record
 from story.recall_index import RecallIndex
 from story.scenes import Scenes
 from story.transcripts import Transcript, TranscriptSession
@@ -60,6 +78,7 @@ class TranscriptImport(BaseModel):
     sessions: int = Field(description="Scenes written, one per session.")
     turns: int = Field(description="Turns written, one per line.")
     records: int = Field(description="Recall records indexed (0 without a memory index).")
+    summaries: int = Field(default=0, description="Session summaries written (one per session with words in it).")
     graph_seconds: float = Field(description="World, campaign, scenes and turns in the graph.")
     model_seconds: float = Field(description="Loading the embedding model (nothing when it was loaded already).")
     recall_seconds: float = Field(
@@ -71,11 +90,23 @@ class TranscriptImport(BaseModel):
 class TranscriptImporter:
     """Writes a transcript as a new campaign through the story's own chapters and write protocol."""
 
-    def __init__(self, core: StoryCore, campaigns: Campaigns, scenes: Scenes, index: RecallIndex | None) -> None:
+    def __init__(
+        self,
+        core: StoryCore,
+        campaigns: Campaigns,
+        scenes: Scenes,
+        index: RecallIndex | None,
+        *,
+        memories: Memories | None = None,
+        former: SceneMemoryFormer | None = None,
+    ) -> None:
+        """``former`` (with ``memories``, where summaries are written) summarises each session; None: no summaries."""
         self.core = core
         self.campaigns = campaigns
         self.scenes = scenes
         self.index = index
+        self.memories = memories
+        self.former = former if memories is not None else None
 
     def run(
         self,
@@ -110,6 +141,7 @@ class TranscriptImporter:
         indexing = _Indexing(self.index, on_progress)
         turns = 0
         records = 0
+        summaries = 0
         try:
             for session in sessions:
                 scene = self.scenes.start_scene(campaign.id, title=scene_title(session))
@@ -124,6 +156,9 @@ class TranscriptImporter:
                 self.scenes.end_scene(scene.id)
                 turns += len(session_turns)
                 session_records = [r for t in session_turns if (r := turn_record(t, scene)) is not None]
+                if session_turns and (summary := self._summarise(scene.id, session_turns)) is not None:
+                    summaries += 1
+                    session_records.append(summary_record(summary, session_turns[-1], scene))
                 records += len(session_records)
                 indexing.add(session_records)
         except BaseException:
@@ -139,6 +174,7 @@ class TranscriptImporter:
             sessions=len(sessions),
             turns=turns,
             records=records if self.index is not None else 0,
+            summaries=summaries,
             graph_seconds=round(graph_seconds, 3),
             model_seconds=round(model_seconds, 3),
             recall_seconds=round(recall_seconds, 3),
@@ -146,6 +182,25 @@ class TranscriptImporter:
         )
         log.info("transcript_imported", **report.model_dump())
         return self.campaigns.get_campaign(campaign.id), report
+
+    def _summarise(self, scene_id: str, turns: Sequence[Turn]) -> Summary | None:
+        """The ended session's summary, written to the graph (None: no former, or nothing to say)."""
+        if self.former is None or self.memories is None:
+            return None
+        scene = self.scenes.get_scene(scene_id)
+        formed = self.former.form(scene, turns, [])
+        if not formed.summary or not formed.summary.strip():
+            return None
+        summary = Summary(
+            campaign_id=scene.campaign_id,
+            scope=SummaryScope.SCENE,
+            scene_id=scene.id,
+            anchor_turn_id=turns[-1].id,
+            from_turn_id=turns[0].id,
+            text=formed.summary,
+            token_count=len(formed.summary.split()),
+        )
+        return self.memories.add_summary(summary)
 
     def _write_turns(self, campaign_id: str, scene: Scene, session: TranscriptSession, start: int) -> list[Turn]:
         """One transaction: the session's lines from ``start`` as turns appended at the head."""

@@ -483,9 +483,20 @@ class StoryService:
         world_id: str | None = None,
         profile: StoryProfile | None = None,
         on_progress: Progress | None = None,
+        summaries: bool = True,
     ) -> tuple[Campaign, TranscriptImport]:
-        """A new campaign whose turns are a transcript's lines, indexed for recall in bulk (:mod:`story.importing`)."""
-        importer = TranscriptImporter(self._core, self._campaigns, self._scenes, self._recall.index)
+        """A new campaign whose turns are a transcript's lines, indexed for recall in bulk (:mod:`story.importing`).
+
+        With ``summaries`` (and a memory former, as scene ends use), each session gets its scene summary.
+        """
+        importer = TranscriptImporter(
+            self._core,
+            self._campaigns,
+            self._scenes,
+            self._recall.index,
+            memories=self._memories,
+            former=self.memory_former if summaries else None,
+        )
         return importer.run(transcript, name, world_id=world_id, profile=profile, on_progress=on_progress)
 
     # -- provenance, presentation and media (story.provenance) ---------------------------------------

@@ -34,12 +34,13 @@ def transcript(tmp_path: Path) -> Path:
 
 def test_import_recall_and_reindex(tmp_path: Path) -> None:
     imported = runner.invoke(
-        app, ["campaign", "import-transcript", str(transcript(tmp_path)), "--name", "A&B", "--json"]
+        app, ["campaign", "import-transcript", str(transcript(tmp_path)), "--name", "A&B", "--no-summaries", "--json"]
     )
     assert imported.exit_code == 0, imported.output
     report = json.loads(imported.stdout)
     campaign_id = report["campaign_id"]
-    assert campaign_id.startswith("camp_") and (report["turns"], report["sessions"], report["records"]) == (4, 2, 4)
+    assert campaign_id.startswith("camp_")
+    assert (report["turns"], report["sessions"], report["summaries"], report["records"]) == (4, 2, 0, 4)
 
     one = runner.invoke(app, ["recall", campaign_id, "Which of them owns a dog now?", "--limit", "2", "--json"])
     assert one.exit_code == 0, one.output
@@ -69,12 +70,12 @@ def test_import_recall_and_reindex(tmp_path: Path) -> None:
 
     again = runner.invoke(app, ["campaign", "import-transcript", str(transcript(tmp_path)), "--name", "A&B"])
     assert again.exit_code == 0, again.output
-    assert "imported 4 turns in 2 scenes as campaign camp_" in again.stdout
+    assert "imported 4 turns in 2 scenes (2 summaries) as campaign camp_" in again.stdout
     assert campaign_id not in again.stdout  # the same file again is another campaign
 
     rebuilt = runner.invoke(app, ["reindex"])
     assert rebuilt.exit_code == 0, rebuilt.output
-    assert "rebuilt the recall of 2 campaigns (8 records)" in rebuilt.stdout
+    assert "rebuilt the recall of 2 campaigns (10 records)" in rebuilt.stdout  # 4 lines; 4 lines and 2 summaries
 
 
 def test_an_unknown_campaign_exits_1() -> None:

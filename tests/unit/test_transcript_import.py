@@ -10,7 +10,7 @@ import pytest
 
 from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
 from schemas.errors import InvalidRequest, NotFound, Unavailable
-from schemas.recall import RecallHit, RecallRecord
+from schemas.recall import RecallHit, RecallKind, RecallRecord
 from schemas.settings import Settings
 from schemas.story import InputMode, SceneStatus, SpeakerKind, TurnStatus
 from stores.blob.local import LocalBlobStore
@@ -65,7 +65,8 @@ def refs(hits: list) -> list[str | None]:  # noqa: ANN001 - RecallHit
 
 def found(story: StoryService, campaign_id: str, query: str, ref: str, *, limit: int = 3) -> RecallHit:
     """The hit of ``ref`` among the first ``limit``, which the vector leg ranked first: the line was found by
-    its meaning (fusion and re-scoring are the recall index's to tune, and may place a neighbour above it)."""
+    its meaning (fusion and re-scoring are the recall index's to tune, and may place a neighbour above it).
+    Import without summaries for it: a session's summary may quote the line, and rank above it."""
     hits = story.recall(campaign_id, query, limit=limit)
     hit = next((h for h in hits if h.ref == ref), None)
     assert hit is not None, f"{ref} not in {refs(hits)} for {query!r}"
@@ -78,7 +79,14 @@ def found(story: StoryService, campaign_id: str, query: str, ref: str, *, limit:
 
 def test_a_scene_per_session_and_a_turn_per_line(story: StoryService) -> None:
     campaign, report = story.import_transcript(conversation(), "Ada and Bo")
-    assert (report.campaign_id, report.sessions, report.turns, report.records) == (campaign.id, 2, 6, 6)
+    # six lines and the two sessions' summaries
+    assert (report.campaign_id, report.sessions, report.turns, report.summaries, report.records) == (
+        campaign.id,
+        2,
+        6,
+        2,
+        8,
+    )
     assert campaign.name == "Ada and Bo"
     assert story.get_world(campaign.world_id).name == "Ada and Bo"
 
@@ -100,6 +108,32 @@ def test_a_scene_per_session_and_a_turn_per_line(story: StoryService) -> None:
         turns[2].id,
         turns[5].id,
     )
+
+
+def test_each_session_is_summarised_as_a_scene_that_ended_in_play(story: StoryService) -> None:
+    campaign, _ = story.import_transcript(conversation(), "Ada and Bo")
+    turns = story.history(campaign.id)
+    scenes = story.scenes(campaign.id)
+    summaries = sorted(
+        story.summaries(campaign.id), key=lambda s: turns.index(next(t for t in turns if t.id == s.anchor_turn_id))
+    )
+    assert [(s.scene_id, s.anchor_turn_id, s.from_turn_id) for s in summaries] == [
+        (scenes[0].id, turns[2].id, turns[0].id),
+        (scenes[1].id, turns[5].id, turns[3].id),
+    ]
+    assert summaries[0].text.startswith("Session 1 (1 May 2023): ")
+    assert "Biscuit" in summaries[0].text and "Lisbon" not in summaries[0].text
+    # recalled like a summary a GM writes, and only on its lineage: the first session's end sees one
+    hits = story.recall(campaign.id, "what happened in the second session", limit=10)
+    assert {h.kind for h in hits} >= {RecallKind.SUMMARY, RecallKind.TURN}
+    early = story.recall(campaign.id, "what happened", as_of_turn_id=turns[2].id, limit=10)
+    assert [h.id for h in early if h.kind is RecallKind.SUMMARY] == [summaries[0].id]
+
+
+def test_summaries_can_be_left_out(story: StoryService, recall_index: RecallIndex) -> None:
+    campaign, report = story.import_transcript(conversation(), "Ada and Bo", summaries=False)
+    assert (report.summaries, report.records) == (0, 6)
+    assert story.summaries(campaign.id) == [] and recall_index.count(campaign.id) == 6
 
 
 def test_the_lineage_is_the_engines_own(story: StoryService) -> None:
@@ -146,7 +180,7 @@ def test_refused_before_anything_is_written(story: StoryService) -> None:
 
 
 def test_recall_finds_a_line_by_meaning_with_its_ref(story: StoryService) -> None:
-    campaign, _ = story.import_transcript(conversation(), "Ada and Bo")
+    campaign, _ = story.import_transcript(conversation(), "Ada and Bo", summaries=False)
     found(story, campaign.id, "Which of them owns a dog now?", "s1:1")
     found(story, campaign.id, "relocating abroad", "s2:3")
     hit = found(story, campaign.id, "a ceramics course", "s2:1")
@@ -172,13 +206,13 @@ def test_two_imports_are_two_campaigns_and_reindexing_is_idempotent(
     second, _ = story.import_transcript(conversation(), "Ada and Bo")
     assert first.id != second.id
     first_turns = {t.id for t in story.history(first.id)}
-    assert recall_index.count(first.id) == recall_index.count(second.id) == 6
+    assert recall_index.count(first.id) == recall_index.count(second.id) == 8
     assert {h.turn_id for h in story.recall(second.id, "moving house", limit=10)}.isdisjoint(first_turns)
 
     before = [(h.id, h.ref) for h in story.recall(first.id, "a new pet", limit=6)]
-    assert story.rebuild_recall(first.id) == 6
-    assert story.rebuild_recall(first.id) == 6
-    assert recall_index.count(first.id) == 6
+    assert story.rebuild_recall(first.id) == 8
+    assert story.rebuild_recall(first.id) == 8
+    assert recall_index.count(first.id) == 8
     assert [(h.id, h.ref) for h in story.recall(first.id, "a new pet", limit=6)] == before
 
 
@@ -186,14 +220,15 @@ def test_without_a_memory_index_the_story_is_still_written(embedded_graph: objec
     story = StoryService(embedded_graph, local_blob_store)  # type: ignore[arg-type]
     story.prepare()
     campaign, report = story.import_transcript(conversation(), "Ada and Bo")
-    assert (report.turns, report.records) == (6, 0)
+    assert (report.turns, report.records, report.summaries) == (6, 0, 2)
     assert len(story.history(campaign.id)) == 6
+    assert len(story.summaries(campaign.id)) == 2
 
 
 def test_a_locomo_conversation_from_the_corpus(story: StoryService) -> None:
     transcript = read_transcript(corpus_file("memory/locomo-dev/26.json"))
     campaign, report = story.import_transcript(transcript, "LoCoMo 26")
-    assert (report.turns, report.sessions, report.records) == (419, 19, 419)
+    assert (report.turns, report.sessions, report.summaries, report.records) == (419, 19, 19, 438)
     turns = story.history(campaign.id)
     assert [t.ref for t in turns] == [line.ref for line in transcript.lines]
     assert turns[0].story_time == "1:56 pm on 8 May, 2023"
@@ -225,9 +260,9 @@ def test_sessions_are_indexed_in_batches_and_a_failed_batch_fails_the_import_aft
     story.prepare()
     with pytest.raises(Unavailable, match="memory index: down"):
         story.import_transcript(conversation(), "Ada and Bo")
-    assert failing.batches == [3, 3]  # whole sessions, never a session split over two batches
+    assert failing.batches == [4, 4]  # whole sessions (three lines and a summary), never split over two batches
     (campaign,) = [c for c in story.list_campaigns() if c.name == "Ada and Bo"]
     assert len(story.history(campaign.id)) == 6  # the graph, the record of truth, holds every line
-    assert recall_index.count(campaign.id) == 3
+    assert recall_index.count(campaign.id) == 4
     healthy = StoryService(embedded_graph, local_blob_store, recall=recall_index)  # type: ignore[arg-type]
-    assert healthy.rebuild_recall(campaign.id) == 6
+    assert healthy.rebuild_recall(campaign.id) == 8
