@@ -166,6 +166,8 @@ def _heading_styles(candidates: dict[int, _Item], pages: list[_Page]) -> set[tup
             if it.kind is not None:
                 continue
             if it.style is not None:
+                if it.style not in styles:
+                    continue  # a key is its style and its case: no candidate's style, no candidate's key
                 key = _level_key(it)
                 if key in keys:
                     total[key] += 1
@@ -205,11 +207,21 @@ def _numbered(candidates: dict[int, _Item], others: list[_Item] | None = None) -
 
 def _level_key(it: _Item) -> tuple[Any, ...]:
     """What ranks a heading: its style and whether it is set in capitals."""
-    letters = [ch for ch in it.text if ch.isalpha()]
-    caps = len(letters) > 1 and all(ch.isupper() for ch in letters)
+    caps = _all_capitals(it.text)
     if it.style is not None:
         return (*it.style, caps)
     return ("", round(it.size * 2) / 2, it.bold, False, caps)
+
+
+def _all_capitals(text: str) -> bool:
+    """Whether a text's letters, two or more, are all capitals (stops at the first that is not)."""
+    letters = 0
+    for ch in text:
+        if ch.isalpha():
+            if not ch.isupper():
+                return False
+            letters += 1
+    return letters > 1
 
 
 def _captions(pages: list[_Page], looks: dict[int, str]) -> set[int]:
