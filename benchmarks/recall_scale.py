@@ -175,26 +175,37 @@ def branch_correctness(
 
 
 def latency(
-    data: Path, lines: list[tuple[str, str]], *, records: int, embedded: int, queries: int, seed: int
+    data: Path,
+    lines: list[tuple[str, str]],
+    *,
+    records: int,
+    embedded: int,
+    queries: int,
+    seed: int,
+    kept: bool = False,
 ) -> dict[str, Any]:
+    """Recall latency on a built index under ``data/latency``; ``kept``: reuse the one a previous run
+    with the same ``records``, ``embedded`` and ``seed`` left there (its ``build.json``), else build it."""
     from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
     from schemas.search import SearchFilters
     from story.lineage import BranchLine, lineage_of
     from story.recall_index import RecallIndex, lineage_cover, open_recall_index
 
     rng = np.random.default_rng(seed)
-    embedder = SentenceTransformerEmbedder()  # the bulk lines: every core
     settings = Settings(data_dir=data / "latency")
+    manifest = data / "latency" / "build.json"
+    build = {"records": records, "embedded": embedded, "seed": seed}
+    reuse = kept and manifest.is_file() and json.loads(manifest.read_text())["build"] == build
+    if kept and not reuse and (data / "latency").exists():
+        import shutil
+
+        shutil.rmtree(data / "latency")
     # Queries as a recall process embeds them (open_recall_index's default): torch on search_threads (1);
     # loaded at the first query, after the bulk embedding (torch's thread count is per process).
     queries_by = SentenceTransformerEmbedder(EmbeddingConfig(threads=settings.search_threads))
     index = open_recall_index(settings, embedder=queries_by)
     try:
         distinct = lines[:embedded]
-        t0 = time.perf_counter()
-        base = embedder.embed_documents([text for _, text in distinct])
-        del embedder
-        embed_s = time.perf_counter() - t0
         # a main line of 80% of the records, four branches forked at 20/40/60/80% of it
         main_len = int(records * 0.8)
         per_branch = (records - main_len) // 4
@@ -206,35 +217,12 @@ def latency(
             lines_of[name] = BranchLine(name, "main", f"t-main-{fork}", fork)
             layout += [(name, fork + 1 + k) for k in range(per_branch)]
         observers = [f"ent_{k}" for k in range(8)]
-        t0 = time.perf_counter()
-        batch: list[RecallRecord] = []
-        vectors: list[np.ndarray] = []
-        for n, (branch, depth) in enumerate(layout):
-            speaker, text = lines[n % len(lines)]
-            pick = n % len(distinct)
-            noise = np.asarray(rng.normal(scale=0.02, size=base.shape[1]), dtype=np.float32)
-            vec = base[pick] + noise if n >= len(distinct) else base[pick]
-            batch.append(
-                RecallRecord(
-                    id=f"turn_{n}",
-                    kind=RecallKind.TURN,
-                    campaign_id="camp_bench",
-                    anchor_turn_id=f"turn_{n}",
-                    branch_id=branch,
-                    depth=depth,
-                    speakers=[speaker],
-                    observers=[observers[n % len(observers)], observers[(n + 3) % len(observers)]],
-                    text=text[:2000],
-                )
-            )
-            vectors.append(vec / np.linalg.norm(vec))
-            if len(batch) == 2000:
-                index.write(batch, np.array(vectors))
-                batch, vectors = [], []
-        if batch:
-            index.write(batch, np.array(vectors))
-        index.vectors.optimize(index.collection)
-        load_s = time.perf_counter() - t0
+        if reuse:
+            built = json.loads(manifest.read_text())
+            embed_s, load_s = built["embed_s"], built["load_s"]
+        else:
+            embed_s, load_s = _build(index, distinct, lines, layout, observers, rng)
+            manifest.write_text(json.dumps({"build": build, "embed_s": embed_s, "load_s": load_s}))
         sample = [text for _, text in lines[embedded : embedded + queries]] or [t for _, t in distinct[:queries]]
         cases = {
             "main head": lineage_of(lines_of, "main", main_len - 1),
@@ -244,8 +232,8 @@ def latency(
         out: dict[str, Any] = {
             "records": len(layout),
             "embedded_distinct": len(distinct),
-            "embed_s": round(embed_s, 1),
-            "load_s": round(load_s, 1),
+            "embed_s": embed_s,
+            "load_s": load_s,
             "cases": {},
         }
         # the vector search parameters before 6d7491b (ACORN on every filtered search), same index, same
@@ -309,6 +297,53 @@ def latency(
         return out
     finally:
         index.close()
+
+
+def _build(
+    index: Any,
+    distinct: list[tuple[str, str]],
+    lines: list[tuple[str, str]],
+    layout: list[tuple[str, int]],
+    observers: list[str],
+    rng: np.random.Generator,
+) -> tuple[float, float]:
+    """Write the latency index's records (``layout``: branch and depth of each); ``(embed_s, load_s)``."""
+    from models.embedding import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder()  # the bulk lines: every core
+    t0 = time.perf_counter()
+    base = embedder.embed_documents([text for _, text in distinct])
+    del embedder
+    embed_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    batch: list[RecallRecord] = []
+    vectors: list[np.ndarray] = []
+    for n, (branch, depth) in enumerate(layout):
+        speaker, text = lines[n % len(lines)]
+        pick = n % len(distinct)
+        noise = np.asarray(rng.normal(scale=0.02, size=base.shape[1]), dtype=np.float32)
+        vec = base[pick] + noise if n >= len(distinct) else base[pick]
+        batch.append(
+            RecallRecord(
+                id=f"turn_{n}",
+                kind=RecallKind.TURN,
+                campaign_id="camp_bench",
+                anchor_turn_id=f"turn_{n}",
+                branch_id=branch,
+                depth=depth,
+                speakers=[speaker],
+                observers=[observers[n % len(observers)], observers[(n + 3) % len(observers)]],
+                text=text[:2000],
+            )
+        )
+        vectors.append(vec / np.linalg.norm(vec))
+        if len(batch) == 2000:
+            index.write(batch, np.array(vectors))
+            batch, vectors = [], []
+    if batch:
+        index.write(batch, np.array(vectors))
+    index.vectors.optimize(index.collection)
+    return round(embed_s, 1), round(time.perf_counter() - t0, 1)
 
 
 class _PreviousParams(QdrantEdgeVectorIndex):
@@ -415,10 +450,28 @@ def main() -> None:
     parser.add_argument("--positions", type=int, default=30, help="Positions queried in the branch check.")
     parser.add_argument("--quick", action="store_true", help="Smaller everything.")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--parts",
+        default="branches,latency,import",
+        help="Comma-separated parts to run (branches, latency, import); a partial run writes nothing "
+        "unless --out is given.",
+    )
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help="Keep the latency index in this folder and reuse it on the next run with the same --records, "
+        "--embedded and --seed (the load takes minutes); a temporary folder by default.",
+    )
+    parser.add_argument("--out", type=Path, default=None, help=f"Results folder ({RESULTS} for a full run).")
     args = parser.parse_args()
     if args.quick:
         args.turns, args.positions, args.queries, args.embedded = 80, 10, 50, 800
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    if unknown := parts - {"branches", "latency", "import"}:
+        parser.error(f"unknown parts: {sorted(unknown)}")
+    if args.out is None and parts == {"branches", "latency", "import"}:
+        args.out = RESULTS
     logging.basicConfig(level=logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     lines = crd3_lines()
@@ -429,23 +482,34 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory(prefix="lk-recall-scale-") as tmp:
         data = Path(tmp)
-        print("branch correctness ...", flush=True)
-        results["branches"] = branch_correctness(
-            data, lines, turns=args.turns, positions=args.positions, seed=args.seed
-        )
-        print(json.dumps(results["branches"]), flush=True)
-        print("latency ...", flush=True)
-        results["latency"] = latency(
-            data, lines, records=args.records, embedded=args.embedded, queries=args.queries, seed=args.seed
-        )
-        print(json.dumps(results["latency"]), flush=True)
-        if LOCOMO.is_dir():
+        if "branches" in parts:
+            print("branch correctness ...", flush=True)
+            results["branches"] = branch_correctness(
+                data, lines, turns=args.turns, positions=args.positions, seed=args.seed
+            )
+            print(json.dumps(results["branches"]), flush=True)
+        if "latency" in parts:
+            print("latency ...", flush=True)
+            results["latency"] = latency(
+                args.store or data,
+                lines,
+                records=args.records,
+                embedded=args.embedded,
+                queries=args.queries,
+                seed=args.seed,
+                kept=args.store is not None,
+            )
+            print(json.dumps(results["latency"]), flush=True)
+        if "import" in parts and LOCOMO.is_dir():
             print("import throughput ...", flush=True)
             results["import"] = import_throughput(data, files=2 if args.quick else 5)
             print(json.dumps({k: v for k, v in results["import"].items() if k != "files"}), flush=True)
+    if args.out is None:
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "recall_scale.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    plot(results, args.out / "recall_scale.png")
+    if "latency" in results:
+        plot(results, args.out / "recall_scale.png")
     print(f"wrote {args.out / 'recall_scale.json'}")
 
 

@@ -314,6 +314,15 @@ class TextIndexContract:
         filters = SearchFilters(classification=["canon", "inspiration"])
         assert set(ids(filtered_index.search("dragon", filters=filters))) == {"f1", "f3"}
 
+    @pytest.mark.parametrize("others", [0, 5, 100])
+    def test_filter_of_many_values_is_any_of(self, filtered_index: TextIndex, others: int) -> None:
+        # tantivy builds a few values as a union of terms and many as a term set: both mean any-of
+        values = [f"lib-x{k}" for k in range(others)] + ["lib-c"]
+        filters = SearchFilters(library=values, status="active")
+        assert ids(filtered_index.search("dragon", filters=filters)) == ["f3"]
+        assert filtered_index.count(filters) == 1
+        assert filtered_index.search("dragon", filters=SearchFilters(library=values[:others] or ["lib-x"])) == []
+
     def test_filter_matches_any_value_of_a_multi_valued_field(self, filtered_index: TextIndex) -> None:
         assert ids(filtered_index.search("dragon", filters=SearchFilters(library="lib-c"))) == ["f3"]
 
