@@ -129,19 +129,19 @@ class _Packer:
             if unit.kind not in (BlockKind.PARAGRAPH, BlockKind.LIST_ITEM, BlockKind.CAPTION) or unit.overlap:
                 break
             sentences = split_sentences(unit.text)
-            counts = self.counter.count_many(sentences)
             picked: list[str] = []
-            used = sum(u.tokens for u in taken)
-            for sentence, count in zip(reversed(sentences), reversed(counts), strict=True):
+            before = used = sum(u.tokens for u in taken)
+            # Counted from the end, only as far as the budget reaches: the rest is not repeated.
+            for sentence in reversed(sentences):
+                count = self.counter.count(sentence)
                 if used + count > budget:
                     break
                 picked.append(sentence)
                 used += count
             if picked:
+                # counts add up over whitespace: the joined sentences count what they counted apart
                 text = " ".join(reversed(picked))
-                taken.append(
-                    _Unit(text, self.counter.count(text), unit.kind, unit.page, unit.path, unit.section, overlap=True)
-                )
+                taken.append(_Unit(text, used - before, unit.kind, unit.page, unit.path, unit.section, overlap=True))
             if len(picked) < len(sentences):
                 break
         taken.reverse()
