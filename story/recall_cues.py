@@ -11,6 +11,11 @@ Both sides use the same reader: :func:`time_range` for a query, :func:`story_dat
 
 People: a record's speakers are named in a query when their name, or a first name of three letters
 or more, occurs in it as a word (:func:`named_speakers`).
+
+Inference: a question that asks what someone would, might or likely do (:func:`inferential`) is
+answered by turns told in other words than its own; a ranking leans on the dense leg for it, and its
+full-text leg searches the question without the speakers' names (:func:`without_names`), which
+otherwise match every turn they spoke.
 """
 
 from __future__ import annotations
@@ -124,3 +129,21 @@ def named_speakers(query: str, speakers: set[str]) -> set[str]:
                 named.add(speaker)
                 break
     return named
+
+
+# A question asking for an inference ("Would Ava enjoy a walking holiday?", "What might John's status
+# be?", "Is Maya likely to ...?"): its answer is told in other words than the question's.
+_INFERENTIAL = re.compile(r"\b(would|might|likely|could)\b", re.IGNORECASE)
+
+
+def inferential(query: str) -> bool:
+    """Whether ``query`` asks for an inference (it says "would", "might", "likely" or "could")."""
+    return _INFERENTIAL.search(query) is not None
+
+
+def without_names(query: str, speakers: set[str]) -> str:
+    """``query`` with every form of the ``speakers``' names (and a possessive ``'s`` after one) taken out."""
+    forms = sorted({form for speaker in speakers for form in name_forms(speaker)}, key=len, reverse=True)
+    for form in forms:
+        query = re.sub(rf"(?<!\w){re.escape(form)}(?:['’]s)?(?!\w)", " ", query, flags=re.IGNORECASE)
+    return " ".join(query.split())

@@ -15,7 +15,7 @@ from schemas.recall import RecallKind, RecallRecord
 from schemas.settings import Settings
 from stores.factory import open_memory_text_index, open_vector_index
 from story.lineage import Lineage, Segment
-from story.recall_cues import named_speakers, story_date, time_range
+from story.recall_cues import inferential, named_speakers, story_date, time_range, without_names
 from story.recall_index import Candidates, RecallConfig, RecallIndex
 
 pytestmark = pytest.mark.unit
@@ -234,3 +234,67 @@ def test_a_summary_leads_to_the_turns_of_its_scene_and_only_asked_kinds_come_bac
 def test_records_off_the_lineage_are_dropped(index: RecallIndex) -> None:
     found = _found("q", [_turn(50, "later"), _turn(1, "early")], max_depth=10)
     assert _ids(index, found) == ["tb1"]
+
+
+# -- questions that ask for an inference ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("Would Ava enjoy a walking holiday in the mountains?", True),
+        ("What might John's financial status be?", True),
+        ("Is Maya likely to visit an art museum?", True),
+        ("What did Ava say about the mountains?", False),
+        ("Where did Ben go hiking?", False),
+    ],
+)
+def test_a_query_asks_for_an_inference(query: str, expected: bool) -> None:
+    assert inferential(query) is expected
+
+
+def test_a_query_without_the_speakers_names() -> None:
+    query = "Would Ava Stone like Ben's idea? ava knows"
+    assert without_names(query, {"Ava Stone", "Ben"}) == "Would like idea? knows"
+    assert without_names("Would Avalon do it?", {"Ava"}) == "Would Avalon do it?"  # whole words only
+
+
+def test_an_inference_leans_on_the_vector_leg(index: RecallIndex) -> None:
+    said, matched = _turn(1, "Nothing beats the trails with my boots on."), _turn(2, "I walked to the shop.")
+    records = {r.id: r for r in (said, matched)}
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=10),))
+    legs = {"vector": [("tb1", 0.6), ("tb2", 0.2)], "text": [("tb2", 3.0), ("tb1", 1.0)]}
+
+    def top(query: str, **levers: object) -> str:
+        found = Candidates(query=query, lineage=lineage, legs=legs, records=records)
+        return index.rank(found, config=PLAIN.model_copy(update=levers))[0].id
+
+    assert top("Did Ava walk somewhere?") == "tb2"  # text weight 3: the text leg leads
+    assert top("Would Ava enjoy a walking holiday?") == "tb1"  # an inference: text weight 0.5
+    assert top("Would Ava enjoy a walking holiday?", inference_text_weight=None) == "tb2"
+
+
+def test_an_inference_searches_its_text_leg_without_the_speakers_names(index: RecallIndex) -> None:
+    """A speaker's name matches every turn of theirs; an inference's text leg is searched without it."""
+    index.config = RecallConfig(window_before=0, window_after=0)
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=20),))
+    chatter = [_turn(d, text) for d, text in enumerate(["Haha, classic.", "Talk soon!", "So true."], start=1)]
+    trails = _turn(4, "Nothing beats a walk in the mountains with my boots on.")
+    _write(index, [*chatter, trails, _turn(5, "How was the holiday?", speaker="Ben")])
+    vector = np.zeros(index.embedder.dim, dtype=np.float32)
+    vector[0] = 1.0
+
+    def legs(query: str, **levers: object) -> dict[str, list[str]]:
+        index.config = RecallConfig(window_before=0, window_after=0, **levers)  # type: ignore[arg-type]
+        found = index.collect("c", query, lineage=lineage, kinds=[RecallKind.TURN], query_vector=vector)
+        return {leg: [i for i, _ in hits] for leg, hits in found.legs.items() if leg != "vector"}
+
+    inference = "Would Ava enjoy a walking holiday in the mountains?"
+    got = legs(inference)
+    assert {"tb1", "tb2", "tb3"} <= set(got["text"])  # matched by the name alone
+    assert set(got["text_without_names"]) == {"tb4", "tb5"}  # by the question's own words
+    assert "text_without_names" not in legs("What did Ava say about the mountains?")  # not an inference
+    assert "text_without_names" not in legs(inference, inference_text_without_names=False)
+    index.config = RecallConfig(window_before=0, window_after=0)
+    found = index.collect("c", inference, lineage=lineage, kinds=[RecallKind.TURN], query_vector=vector)
+    assert [h.id for h in index.rank(found, config=PLAIN.model_copy(update={"vector_weight": 0}))] == ["tb4", "tb5"]
