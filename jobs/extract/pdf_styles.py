@@ -266,12 +266,24 @@ def _read_edges(raw: list[HtmlLine], texts: list[str]) -> list[Line | None]:
     return out
 
 
-def _bold_terms(it: _Item, spans: list[str]) -> None:
-    terms: list[str] = []
-    for raw in spans:
+# A book repeats its bold spans ("Casting Time:", "Range:", entry names): each is read once.
+_TERMS: dict[str, str | None] = {}
+
+
+def _term(raw: str) -> str | None:
+    """The bold term a bold span holds, or None when it is no term (a number, a long phrase)."""
+    found = _TERMS.get(raw, False)
+    if found is False:
         term = " ".join(raw.split()).strip(_TERM_STRIP).rstrip(")]")
-        if term and len(term) <= 80 and term.count(" ") < 8 and not term.isdigit():
-            terms.append(clean_text(term))
+        found = clean_text(term) if term and len(term) <= 80 and term.count(" ") < 8 and not term.isdigit() else None
+        if len(_TERMS) >= 8192:
+            _TERMS.clear()
+        _TERMS[raw] = found
+    return found  # type: ignore[return-value]
+
+
+def _bold_terms(it: _Item, spans: list[str]) -> None:
+    terms = [term for term in map(_term, spans) if term is not None]
     if terms:
         it.bold_terms = list(dict.fromkeys(terms))
 

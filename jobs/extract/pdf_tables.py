@@ -97,15 +97,18 @@ def _table_regions(items: list[_Item], height: float) -> list[list[_Item]]:
         return []
     rows.sort(key=lambda it: (it.y0, it.x0))
     regions: list[list[_Item]] = []
+    spans: list[list[float]] = []  # each region's [left, right], kept as it grows
     for it in rows:
-        for region in regions:
+        for region, span in zip(regions, spans, strict=True):
             last = region[-1]
-            overlaps = it.x0 < max(r.x1 for r in region) and it.x1 > min(r.x0 for r in region)
+            overlaps = it.x0 < span[1] and it.x1 > span[0]
             if overlaps and it.y0 - last.y1 < 2.5 * pitch:
                 region.append(it)
+                span[0], span[1] = min(span[0], it.x0), max(span[1], it.x1)
                 break
         else:
             regions.append([it])
+            spans.append([it.x0, it.x1])
     kept = []
     for region in regions:
         if all(it.y1 <= top or it.y0 >= bottom for it in region):

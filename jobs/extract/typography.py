@@ -131,6 +131,7 @@ def read_line(raw: HtmlLine, text: str) -> Line | None:
             line.bold = [text]
         return line
     bold = italic = False
+    sized = False  # spans of more than one size (small capitals need two)
     spans: list[tuple[Style, str]] = []
     for closing, tag, family, size, color, span in _SPAN_TOKEN.findall(inner):
         if tag:
@@ -148,6 +149,8 @@ def read_line(raw: HtmlLine, text: str) -> Line | None:
             line.mono = family.endswith(",monospace")
         elif style != line.last:
             line.uniform = False
+            if style[1] != line.first[1]:
+                sized = True
             if line.last is not None and _opens_label(line.first, line.last, style):
                 line.runin = True
         line.last = style
@@ -157,7 +160,7 @@ def read_line(raw: HtmlLine, text: str) -> Line | None:
             if line.bold is None:
                 line.bold = []
             line.bold.append(span)
-    if not line.uniform and _small_caps(spans):
+    if sized and _small_caps(spans):
         big = max(spans, key=lambda sp: sp[0][1])[0]
         line.first = line.last = (big[0] + SMALL_CAPS, *big[1:])  # type: ignore[assignment]
         line.uniform, line.runin = True, False
