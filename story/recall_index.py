@@ -464,7 +464,8 @@ class RecallIndex:
             hits = self.vectors.search(self.collection, vector.tolist(), filters=filters, limit=depth)
             legs["vector"] = [(h.id, h.score) for h in hits]
             for h in hits:
-                records.setdefault(h.id, RecallRecord.model_validate(h.payload["record"]))
+                if h.id not in records:  # decoded once, whichever leg found it first
+                    records[h.id] = RecallRecord.model_validate(h.payload["record"])
         if cfg.text_weight > 0:
             if text_leg is not None:
                 text_hits = text_leg.result()
@@ -472,7 +473,8 @@ class RecallIndex:
                 text_hits = self.text.search(query, filters=filters, limit=depth, highlight=False)
             legs["text"] = [(h.id, h.score) for h in text_hits]
             for th in text_hits:
-                records.setdefault(th.id, RecallRecord.model_validate(th.data["record"]))
+                if th.id not in records:
+                    records[th.id] = RecallRecord.model_validate(th.data["record"])
         return Candidates(query=query, lineage=lineage, legs=legs, records=records, kinds=wanted)
 
     def rank(self, found: Candidates, *, limit: int = 10, config: RecallConfig | None = None) -> list[RecallHit]:
