@@ -52,7 +52,9 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 import structlog  # noqa: E402
 
 from schemas.recall import RecallKind, RecallRecord  # noqa: E402
+from schemas.search import SearchFilters  # noqa: E402
 from schemas.settings import Settings  # noqa: E402
+from stores.text.tantivy import TantivyTextIndex  # noqa: E402
 from stores.vector.edge import QdrantEdgeVectorIndex  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "corpus"
@@ -187,7 +189,6 @@ def latency(
     """Recall latency on a built index under ``data/latency``; ``kept``: reuse the one a previous run
     with the same ``records``, ``embedded`` and ``seed`` left there (its ``build.json``), else build it."""
     from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
-    from schemas.search import SearchFilters
     from story.lineage import BranchLine, lineage_of
     from story.recall_index import RecallIndex, lineage_cover, open_recall_index
 
@@ -240,21 +241,36 @@ def latency(
         # run, queries alternating between the two: on a shared machine only the pair compares
         assert isinstance(index.vectors, QdrantEdgeVectorIndex)  # the embedded engines of Settings' defaults
         previous = RecallIndex(index.text, _PreviousParams(index.vectors.path), queries_by, collection=index.collection)
+        # and the full-text filters before e77edfb (a term set per field), same vector index
+        assert isinstance(index.text, TantivyTextIndex)
+        term_sets = RecallIndex(
+            _TermSetFilters(index.text.path, name=index.text.name),
+            index.vectors,
+            queries_by,
+            collection=index.collection,
+        )
         query_vectors = {q: queries_by.embed_query(q) for q in sample}
         for name, lineage in [*cases.items(), ("main head + observer", cases["main head"])]:
             observer = observers[0] if "observer" in name else None
             for q in sample[:5]:  # warm-up
                 index.search("camp_bench", q, lineage=lineage, observer=observer)
                 previous.search("camp_bench", q, lineage=lineage, observer=observer)
+                term_sets.search("camp_bench", q, lineage=lineage, observer=observer)
             times: list[float] = []
             before: list[float] = []
-            wrong = 0
+            with_term_sets: list[float] = []
+            same_as_term_sets = wrong = 0
+            rotation = [index, previous, term_sets]
             for n, q in enumerate(sample):
-                for which in (index, previous) if n % 2 else (previous, index):
+                top: dict[int, list[str]] = {}
+                for which in rotation[n % 3 :] + rotation[: n % 3]:
                     t0 = time.perf_counter()
                     hits = which.search("camp_bench", q, lineage=lineage, observer=observer, limit=10)
-                    (times if which is index else before).append(time.perf_counter() - t0)
+                    elapsed = time.perf_counter() - t0
+                    (times if which is index else before if which is previous else with_term_sets).append(elapsed)
                     wrong += sum(not lineage.contains(h.branch_id, h.depth) for h in hits)
+                    top[id(which)] = [h.id for h in hits]
+                same_as_term_sets += top[id(index)] == top[id(term_sets)]
             filters = SearchFilters(
                 campaign=["camp_bench"], lineage=lineage_cover(lineage), observer=[observer] if observer else None
             )
@@ -278,6 +294,11 @@ def latency(
                 "queries": len(times),
                 "off_lineage_hits": wrong,
                 "previous_params": {"p50_ms": percentile_ms(before, 50), "p95_ms": percentile_ms(before, 95)},
+                "text_filters_as_term_sets": {
+                    "p50_ms": percentile_ms(with_term_sets, 50),
+                    "p95_ms": percentile_ms(with_term_sets, 95),
+                    "same_top10": round(same_as_term_sets / max(1, len(sample)), 3),
+                },
                 "vector_leg": {
                     "p50_ms": percentile_ms(legs["now"], 50),
                     "p95_ms": percentile_ms(legs["now"], 95),
@@ -288,6 +309,7 @@ def latency(
             }
             print(name, json.dumps(out["cases"][name]), flush=True)
         previous.vectors.close()
+        term_sets.text.close()
         query_embed = []
         for q in sample:
             t0 = time.perf_counter()
@@ -344,6 +366,21 @@ def _build(
         index.write(batch, np.array(vectors))
     index.vectors.optimize(index.collection)
     return round(embed_s, 1), round(time.perf_counter() - t0, 1)
+
+
+class _TermSetFilters(TantivyTextIndex):
+    """tantivy with the full-text filters before e77edfb: one term set query per filtered field."""
+
+    def _filter_query(self, filters: SearchFilters | None) -> Any:
+        import tantivy
+
+        conditions = filters.conditions() if filters is not None else {}
+        if not conditions:
+            return None
+        schema = self.client.schema
+        return tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, tantivy.Query.term_set_query(schema, k, v)) for k, v in conditions.items()]
+        )
 
 
 class _PreviousParams(QdrantEdgeVectorIndex):
