@@ -363,6 +363,8 @@ BASE_RANKING = {  # the ranking the index variants are compared under: plain RRF
     "time_boost": 0.0,
     "speaker_boost": 0.0,
     "expand_share": 0.0,
+    "inference_text_weight": None,
+    "inference_text_without_names": False,
 }
 DEFAULT = "+ window 2/1"
 
@@ -388,8 +390,14 @@ def lever_rows(variants: Sequence[str], fitted: dict[str, Any] | None = None) ->
         rows.append(Row("  + neighbour share 0.1", DEFAULT, {**BASE_RANKING, **steps}))
         steps["time_boost"] = 0.5
         rows.append(Row("  + time boost 0.5", DEFAULT, {**BASE_RANKING, **steps}))
+        steps["expand_share"] = 0.05
+        rows.append(Row("  + expand share 0.05 (before the inference levers)", DEFAULT, {**BASE_RANKING, **steps}))
+        steps["inference_text_weight"] = 0.5
+        rows.append(Row("  + inference text weight 0.5", DEFAULT, {**BASE_RANKING, **steps}))
         rows += [
             Row("DEFAULT CONFIGURATION (RecallConfig())", DEFAULT, {}),
+            Row("  default, inference text weight 1", DEFAULT, {"inference_text_weight": 1.0}),
+            Row("  default, names kept in an inference's text leg", DEFAULT, {"inference_text_without_names": False}),
             Row("  default, speaker boost 0.3", DEFAULT, {"speaker_boost": 0.3}),
             Row("  default, neighbour share 0.2", DEFAULT, {"neighbour_share": 0.2}),
             Row("  default, text weight 2", DEFAULT, {"text_weight": 2.0}),
@@ -559,7 +567,7 @@ def import_and_gather(
         lineage = head_lineage(service, campaigns[conv.name])
         started = time.perf_counter()
         for q in conv.questions:
-            got = index.gather(campaigns[conv.name], q.query, lineage=lineage, depth=DEPTH)
+            got = index.collect(campaigns[conv.name], q.query, lineage=lineage, depth=DEPTH)
             found.append(replace(got, kinds=TURNS))
             progress.advance(task)
         seconds["gather_s"] += time.perf_counter() - started
@@ -615,14 +623,17 @@ def cli_check(
     conv: Conversation, default: list[list[str | None]], work: Path, *, timeout_s: int = 1800
 ) -> dict[str, Any]:
     """The commands a user runs, in a data folder of their own: ``lorekeeper campaign import-transcript
-    FILE --name N --json``, then ``lorekeeper recall CID --queries FILE --json``; scored like the rest,
-    and compared with the in-process default ranking of the same questions (``default``)."""
+    FILE --name N --json --no-summaries``, then ``lorekeeper recall CID --queries FILE --json``; scored like the rest,
+    and compared with the in-process default ranking of the same questions (``default``: an index of this
+    conversation alone, as the commands build, recalling every kind, as the command does)."""
     import subprocess
 
+    shutil.rmtree(work / f"cli-{conv.name}", ignore_errors=True)  # one campaign in it, also under a reused --work
     env = {**os.environ, "LOREKEEPER_DATA_DIR": str(work / f"cli-{conv.name}")}
     started = time.perf_counter()
     done = subprocess.run(
-        [*lorekeeper_exe(), "campaign", "import-transcript", str(conv.path), "--name", conv.name, "--json"],
+        [*lorekeeper_exe(), "campaign", "import-transcript", str(conv.path), "--name", conv.name, "--json"]
+        + ["--no-summaries"],  # turns only, as the in-process import of the default variant holds
         env=env,
         capture_output=True,
         text=True,
@@ -769,12 +780,18 @@ def evaluate(
         result["default_by_family"] = by_family
     if DEFAULT in imported:
         result["product_check"] = product_check(imported[DEFAULT], conversations, check_questions)
-        default_refs = ranked_refs(imported[DEFAULT], {})
-        offset = 0
         for conv in conversations:
-            span = default_refs[offset : offset + len(conv.questions)]
-            offset += len(conv.questions)
             if conv.name in cli and work is not None:
+                # like with like: the commands index this conversation alone in a data folder of their own,
+                # so it is compared with an in-process index of it alone (BM25 statistics are the index's)
+                shutil.rmtree(work / f"alone-{conv.name}", ignore_errors=True)  # a fresh folder under a reused --work
+                alone = Stack(work / f"alone-{conv.name}", embedder)
+                try:
+                    own = import_and_gather(alone, imported[DEFAULT].variant, [conv], progress)
+                    # every kind, as the command recalls (a session summary's hit has no ref)
+                    span = [[h.ref for h in own.index.rank(replace(f, kinds=None), limit=10)] for f in own.found]
+                finally:
+                    alone.close()
                 result.setdefault("cli_check", []).append(cli_check(conv, span, work))
         if fit and len(conversations) > 1:
             result["fit"] = fit_leave_one_out(imported[DEFAULT], conversations, progress)
@@ -908,6 +925,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with Progress(*columns) as progress:
             for key, label, conversations in runs:
+                shutil.rmtree(work / f"data-{key}", ignore_errors=True)  # under a reused --work: imported afresh
                 stack = Stack(work / f"data-{key}", embedder)
                 try:
                     report[key] = evaluate(
