@@ -4,6 +4,7 @@ vectors are given, and ranking runs on candidates built here."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -88,7 +89,7 @@ def _turn(
 
 
 @pytest.fixture
-def index(tmp_path: Path) -> RecallIndex:
+def index(tmp_path: Path) -> Iterator[RecallIndex]:
     settings = Settings(data_dir=tmp_path)
     built = RecallIndex(open_memory_text_index(settings), open_vector_index(settings), SentenceTransformerEmbedder())
     yield built
