@@ -410,10 +410,11 @@ def _split_at_titles(pages: list[_Page], toc_by_page: dict[int, dict[str, int]])
             continue
         out: list[_Item] = []
         for it in page.items:
-            if it.kind is None and 2 <= it.lines <= 2 * _MAX_HEADING_LINES and _norm_title(it.text) not in wanted:
+            if it.kind is None and 2 <= it.lines <= 2 * _MAX_HEADING_LINES:
                 lines = it.text.split("\n")
                 start = _norm_title(lines[0])
-                if not start or not any(title.startswith(start) for title in wanted):
+                # the first line is tried first: it rules out nearly every block, cheaply
+                if not start or not any(title.startswith(start) for title in wanted) or _norm_title(it.text) in wanted:
                     out.append(it)
                     continue
                 for k in range(1, min(it.lines, _MAX_HEADING_LINES + 1)):

@@ -45,18 +45,18 @@ def _line_pitch(items: list[_Item]) -> float:
     return statistics.median(pitches) if pitches else 12.0
 
 
+# The same characters, and the private use area (symbol fonts), found in one pass of C.
+_MATH_CHAR = re.compile("[" + "".join(map(re.escape, sorted(_MATH))) + "\ue000-\uf8ff]")
+
+
 def _cellish(cells: list[str]) -> bool:
     """Whether text fragments read like table cells rather than pieces of a formula."""
-    math = 0
-    chars = 0
     for cell in cells:
-        if not any(ch.isalnum() for ch in cell):
+        if not cell[:1].isalnum() and not any(ch.isalnum() for ch in cell):
             return False
-        for ch in cell:
-            if not ch.isspace():
-                chars += 1
-                if ch in _MATH or "\ue000" <= ch <= "\uf8ff":
-                    math += 1
+    # No formula character is white space: the characters counted are those str.split keeps.
+    math = sum(len(_MATH_CHAR.findall(cell)) for cell in cells)
+    chars = sum(len("".join(cell.split())) for cell in cells)
     return math <= 0.15 * chars
 
 
