@@ -93,8 +93,12 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus"
-SRD = CORPUS / "rulebooks" / "dnd-srd-5.1" / "json-srd-2014"
+if str(REPO) not in sys.path:  # run as a script: benchmarks.common must import
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.common import CORPUS, SRD_JSON, srd_records  # noqa: E402
+
+SRD = SRD_JSON
 FATE = CORPUS / "rulebooks" / "fate-srd"
 
 # -- the source tree -----------------------------------------------------------------------------
@@ -273,10 +277,6 @@ def _attach(node: Node, items: list[tuple[int, str] | Element], kind: str, depth
             stack[-1][1].body.append(item)
 
 
-def _load(name: str) -> list[dict[str, Any]]:
-    return [row["fields"] | {"pk": row["pk"]} for row in json.loads((SRD / name).read_text())]
-
-
 def _keep(items: list[Any], scale: float) -> list[Any]:
     """An evenly spread ``scale`` share of ``items`` (at least one)."""
     if scale >= 1 or not items:
@@ -448,7 +448,7 @@ def srd_tree(
     for name in chapters:
         chapter = Node(name, "chapter")
         if name == "Spells":
-            spells = sorted(_load("Spell.json"), key=lambda s: (s["level"], s["name"]))
+            spells = sorted(srd_records("Spell.json"), key=lambda s: (s["level"], s["name"]))
             by_level: dict[int, list[Node]] = {}
             for s in spells:
                 by_level.setdefault(s["level"], []).append(_spell(s))
@@ -466,7 +466,7 @@ def srd_tree(
                 ]
             )
         elif name == "Monsters":
-            creatures = sorted(_load("Creature.json"), key=lambda c: (c["type"], c["name"]))
+            creatures = sorted(srd_records("Creature.json"), key=lambda c: (c["type"], c["name"]))
             by_type: dict[str, list[Node]] = {}
             for c in creatures:
                 by_type.setdefault(c["type"], []).append(_creature(c))
@@ -479,7 +479,7 @@ def srd_tree(
             plural = {"monstrosity": "Monstrosities", "undead": "Undead", "fey": "Fey"}
             chapter.children = sections([(plural.get(t, t.capitalize() + "s"), nodes) for t, nodes in by_type.items()])
         elif name == "Magic Items":
-            items = sorted(_load("MagicItem.json"), key=lambda m: m["name"])
+            items = sorted(srd_records("MagicItem.json"), key=lambda m: m["name"])
             seen: set[str] = set()
             by_cat: dict[str, list[Node]] = {}
             for m in items:
@@ -502,7 +502,7 @@ def srd_tree(
                     "a monster's attack, or other effect."
                 )
             )
-            conditions = sorted(_load("ConditionDescription.json"), key=lambda c: c["describes"])
+            conditions = sorted(srd_records("ConditionDescription.json"), key=lambda c: c["describes"])
             nodes = []
             for c in conditions:
                 node = Node(c["describes"].capitalize(), "entry")
@@ -510,8 +510,8 @@ def srd_tree(
                 nodes.append(node)
             chapter.children = _keep(nodes, max(scale, 0.2))  # entries straight under the chapter
         elif name == "Rules":
-            rulesets = {r["pk"]: r for r in _load("RuleSet.json")}
-            rules = sorted(_load("Rule.json"), key=lambda r: (r["ruleset"], r["index"]))
+            rulesets = {r["pk"]: r for r in srd_records("RuleSet.json")}
+            rules = sorted(srd_records("Rule.json"), key=lambda r: (r["ruleset"], r["index"]))
             by_set: dict[str, list[Node]] = {}
             for r in rules:
                 node = Node(r["name"], "entry")
@@ -732,7 +732,13 @@ td, th { padding: 1pt 3pt; border-bottom: 0.5pt solid #999; text-align: left; }
 """
 
 
-def _weasyprint(tree: Node, path: Path) -> tuple[list[int], int]:
+def _weasyprint_book(tree: Node, path: Path, css: str, *, columns: bool = True) -> tuple[list[int], int]:
+    """``tree`` as HTML set by WeasyPrint in the house style ``css``, written to ``path``: each heading's
+    page (in ``tree.walk`` order) and the page count.
+
+    With ``columns`` each chapter's body is one ``div.cols`` (the stylesheet sets its columns); without,
+    the chapter's first paragraph is ``p.intro`` (the drop cap of the capitals book).
+    """
     import weasyprint
 
     parts: list[str] = []
@@ -745,17 +751,25 @@ def _weasyprint(tree: Node, path: Path) -> tuple[list[int], int]:
             parts += [_element_html(el) for el in node.body]
             parts.append("</div>")
             continue
-        if level == 1:
+        if level == 1 and columns:
             if n > 2:
                 parts.append("</div>")
             parts.append(f'<h1 class="chapter" id="{hid}">{_esc(node.title)}</h1><div class="cols">')
+        elif level == 1:
+            parts.append(f'<h1 class="chapter" id="{hid}">{_esc(node.title)}</h1>')
+            body = [_element_html(el) for el in node.body]
+            if body and body[0].startswith("<p>"):
+                body[0] = '<p class="intro">' + body[0][3:]
+            parts += body
+            continue
         else:
             tag = f"h{min(level, 5)}"
             parts.append(f'<{tag} id="{hid}">{_esc(node.title)}</{tag}>')
         parts += [_element_html(el) for el in node.body]
-    parts.append("</div>")
+    if columns:
+        parts.append("</div>")
     doc = weasyprint.HTML(string=f"<html><body>{''.join(parts)}</body></html>").render(
-        stylesheets=[weasyprint.CSS(string=WEASY_CSS)]
+        stylesheets=[weasyprint.CSS(string=css)]
     )
     pages: dict[str, int] = {}
     for number, page in enumerate(doc.pages, 1):
@@ -763,6 +777,10 @@ def _weasyprint(tree: Node, path: Path) -> tuple[list[int], int]:
             pages.setdefault(anchor, number)
     doc.write_pdf(path)
     return [pages[f"h{k}"] for k in range(n)], len(doc.pages)
+
+
+def _weasyprint(tree: Node, path: Path) -> tuple[list[int], int]:
+    return _weasyprint_book(tree, path, WEASY_CSS)
 
 
 def _libreoffice(tree: Node, path: Path) -> tuple[list[int], int]:
@@ -849,7 +867,7 @@ def _libreoffice(tree: Node, path: Path) -> tuple[list[int], int]:
         body(node.body)
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / (path.stem + ".docx")
-        d.save(source)
+        d.save(str(source))
         profile = Path(tmp) / "profile"
         subprocess.run(
             [
@@ -1084,36 +1102,7 @@ td, th { padding: 0.5pt 2pt; border-bottom: 0.4pt solid #999; text-align: left; 
 
 
 def _weasyprint_3col(tree: Node, path: Path) -> tuple[list[int], int]:
-    import weasyprint
-
-    parts: list[str] = []
-    n = 0
-    for node, level, _ in tree.walk():
-        hid = f"h{n}"
-        n += 1
-        if level == 0:
-            parts.append(f'<div class="cover"><h1 class="book" id="{hid}">{_esc(node.title)}</h1>')
-            parts += [_element_html(el) for el in node.body]
-            parts.append("</div>")
-            continue
-        if level == 1:
-            if n > 2:
-                parts.append("</div>")
-            parts.append(f'<h1 class="chapter" id="{hid}">{_esc(node.title)}</h1><div class="cols">')
-        else:
-            tag = f"h{min(level, 5)}"
-            parts.append(f'<{tag} id="{hid}">{_esc(node.title)}</{tag}>')
-        parts += [_element_html(el) for el in node.body]
-    parts.append("</div>")
-    doc = weasyprint.HTML(string=f"<html><body>{''.join(parts)}</body></html>").render(
-        stylesheets=[weasyprint.CSS(string=WEASY_3COL_CSS)]
-    )
-    pages: dict[str, int] = {}
-    for number, page in enumerate(doc.pages, 1):
-        for anchor in page.anchors:
-            pages.setdefault(anchor, number)
-    doc.write_pdf(path)
-    return [pages[f"h{k}"] for k in range(n)], len(doc.pages)
+    return _weasyprint_book(tree, path, WEASY_3COL_CSS)
 
 
 # One column of serif (Charter where WeasyPrint finds it, else DejaVu); entry headings in capitals
@@ -1145,37 +1134,7 @@ td, th { padding: 1pt 4pt; border-bottom: 0.4pt solid #888; text-align: left; }
 
 
 def _weasyprint_caps(tree: Node, path: Path) -> tuple[list[int], int]:
-    import weasyprint
-
-    parts: list[str] = []
-    n = 0
-    for node, level, _ in tree.walk():
-        hid = f"h{n}"
-        n += 1
-        if level == 0:
-            parts.append(f'<div class="cover"><h1 class="book" id="{hid}">{_esc(node.title)}</h1>')
-            parts += [_element_html(el) for el in node.body]
-            parts.append("</div>")
-            continue
-        if level == 1:
-            parts.append(f'<h1 class="chapter" id="{hid}">{_esc(node.title)}</h1>')
-            body = [_element_html(el) for el in node.body]
-            if body and body[0].startswith("<p>"):
-                body[0] = '<p class="intro">' + body[0][3:]
-            parts += body
-            continue
-        tag = f"h{min(level, 5)}"
-        parts.append(f'<{tag} id="{hid}">{_esc(node.title)}</{tag}>')
-        parts += [_element_html(el) for el in node.body]
-    doc = weasyprint.HTML(string=f"<html><body>{''.join(parts)}</body></html>").render(
-        stylesheets=[weasyprint.CSS(string=WEASY_CAPS_CSS)]
-    )
-    pages: dict[str, int] = {}
-    for number, page in enumerate(doc.pages, 1):
-        for anchor in page.anchors:
-            pages.setdefault(anchor, number)
-    doc.write_pdf(path)
-    return [pages[f"h{k}"] for k in range(n)], len(doc.pages)
+    return _weasyprint_book(tree, path, WEASY_CAPS_CSS, columns=False)
 
 
 def _dictionary_heads(tree: Node, headings: list[TruthHeading]) -> list[str]:
