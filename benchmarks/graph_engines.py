@@ -27,7 +27,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+if str(ROOT) not in sys.path:  # run as a script: benchmarks.common must import
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import RESULTS, machine_info, percentile_ms  # noqa: E402
+
 ENGINES = ("falkordb", "kuzu", "real_ladybug")
 BATCH = 1000
 
@@ -37,11 +41,6 @@ def _rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def _pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] * 1000  # ms
 
 
 # -- engine adapters: the same Cypher where the engines allow it ------------------------------------
@@ -172,14 +171,14 @@ def measure(engine_name: str, workdir: Path, n_nodes: int, n_edges: int) -> dict
         t0 = time.perf_counter()
         engine.q(LOOKUP_Q, {"uid": uid})
         samples.append(time.perf_counter() - t0)
-    out["lookup_p50_ms"], out["lookup_p95_ms"] = _pct(samples, 0.5), _pct(samples, 0.95)
+    out["lookup_p50_ms"], out["lookup_p95_ms"] = percentile_ms(samples, 0.5), percentile_ms(samples, 0.95)
     samples = []
     for _ in range(300):
         uid = f"n{rng.randrange(n_nodes)}"
         t0 = time.perf_counter()
         engine.q(TWO_HOP_Q, {"uid": uid})
         samples.append(time.perf_counter() - t0)
-    out["two_hop_p50_ms"], out["two_hop_p95_ms"] = _pct(samples, 0.5), _pct(samples, 0.95)
+    out["two_hop_p50_ms"], out["two_hop_p95_ms"] = percentile_ms(samples, 0.5), percentile_ms(samples, 0.95)
 
     started = time.perf_counter()
     engine.tx([(TX_Q, {"uid": f"t{i}", "v": i}) for i in range(100)])
@@ -289,8 +288,12 @@ def _second_process_opens(engine: Any) -> bool:
         "from pathlib import Path; e = ADAPTERS[sys.argv[1]](Path(sys.argv[3])); e.open(); "
         "print(e.q('MATCH (n:Node) RETURN count(n) AS n')[0]['n']); e.close()"
     )
-    done = subprocess.run([sys.executable, "-c", code, engine.name, str(ROOT), str(engine.path)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code, engine.name, str(ROOT), str(engine.path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed")
     return int(done.stdout.strip()) > 0
@@ -303,11 +306,16 @@ def plot(results: list[dict[str, Any]], target: Path) -> None:
     import matplotlib.pyplot as plt
 
     metrics = [
-        ("startup_s", "start-up (s)"), ("merge_nodes_s", "MERGE 10k nodes (s)"),
-        ("merge_edges_s", "MERGE 20k edges (s)"), ("lookup_p50_ms", "lookup p50 (ms)"),
-        ("lookup_p95_ms", "lookup p95 (ms)"), ("two_hop_p50_ms", "2-hop p50 (ms)"),
-        ("two_hop_p95_ms", "2-hop p95 (ms)"), ("tx_100_statements_s", "tx of 100 (s)"),
-        ("restart_s", "restart (s)"), ("rss_mb", "RSS (MB)"),
+        ("startup_s", "start-up (s)"),
+        ("merge_nodes_s", "MERGE 10k nodes (s)"),
+        ("merge_edges_s", "MERGE 20k edges (s)"),
+        ("lookup_p50_ms", "lookup p50 (ms)"),
+        ("lookup_p95_ms", "lookup p95 (ms)"),
+        ("two_hop_p50_ms", "2-hop p50 (ms)"),
+        ("two_hop_p95_ms", "2-hop p95 (ms)"),
+        ("tx_100_statements_s", "tx of 100 (s)"),
+        ("restart_s", "restart (s)"),
+        ("rss_mb", "RSS (MB)"),
     ]
     ok = [r for r in results if "error" not in r]
     fig, axes = plt.subplots(2, 5, figsize=(18, 7))
@@ -339,9 +347,23 @@ def main() -> None:
                 continue
             started = time.perf_counter()
             done = subprocess.run(
-                [sys.executable, __file__, "--engine", name, "--workdir", workdir,
-                 "--nodes", str(args.nodes), "--edges", str(args.edges)],
-                capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                [
+                    sys.executable,
+                    __file__,
+                    "--engine",
+                    name,
+                    "--workdir",
+                    workdir,
+                    "--nodes",
+                    str(args.nodes),
+                    "--edges",
+                    str(args.edges),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
             )
             if done.returncode != 0:
                 lines = done.stderr.strip().splitlines() or ["no output"]
@@ -352,7 +374,7 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {
         "fixture": {"nodes": args.nodes, "edges": args.edges, "batch": BATCH, "seed": 42},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine_info(),
         "results": results,
     }
     (RESULTS / "graph_engines.json").write_text(json.dumps(payload, indent=2) + "\n")

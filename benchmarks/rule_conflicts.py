@@ -71,6 +71,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rule_facts import CHAPTERS, TruthEntry, srd_truth  # noqa: E402
 from rulebook_books import Element, Node, srd_tree  # noqa: E402
 
+from benchmarks.common import round_floats  # noqa: E402
 from schemas.rulefacts import (  # noqa: E402
     DiceTerm,
     DiceValue,
@@ -643,16 +644,6 @@ def plot(books: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def _round(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 4)
-    if isinstance(value, dict):
-        return {k: _round(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_round(v) for v in value]
-    return value
-
-
 def run_book(story: Any, settings: Any, work: Path, fmt: str, tree: Node, claims: list[Claim]) -> dict[str, Any]:
     """One printing of the book (Markdown, or a PDF layout), ingested; the conflict set judged against it."""
     from rulebook_books import LAYOUTS
@@ -784,7 +775,9 @@ def main() -> int:
         ],
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "rule_conflicts.json").write_text(json.dumps(_round(result), indent=1, ensure_ascii=False, default=str))
+    (args.out / "rule_conflicts.json").write_text(
+        json.dumps(round_floats(result), indent=1, ensure_ascii=False, default=str)
+    )
     plot(books, args.out / "rule_conflicts.png")
     print(f"\nwrote {args.out / 'rule_conflicts.json'} and rule_conflicts.png")
     return 0

@@ -76,8 +76,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from rulebook_books import LAYOUTS, SRD, Node, srd_tree  # noqa: E402
+from rulebook_books import LAYOUTS, Node, srd_tree  # noqa: E402
 
+from benchmarks.common import round_floats, srd_records  # noqa: E402
 from rulebook import builtin_table, entry_sections, extract_facts  # noqa: E402
 from rulebook.tables import FamilyTable  # noqa: E402
 from schemas.rulefacts import (  # noqa: E402
@@ -114,10 +115,6 @@ class TruthEntry:
     name: str
     kind: str
     fields: dict[str, RuleValue] = field(default_factory=dict)
-
-
-def _load(name: str) -> list[dict[str, Any]]:
-    return [row["fields"] | {"pk": row["pk"]} for row in json.loads((SRD / name).read_text())]
 
 
 _CAST = re.compile(r"(\d+)?([a-z-]+)")
@@ -259,17 +256,17 @@ def srd_truth() -> dict[str, TruthEntry]:
     """Every SRD entry of the four chapters by :func:`entry_key` of its name (magic items deduplicated
     by description as :func:`rulebook_books.srd_tree` does)."""
     out: dict[str, TruthEntry] = {}
-    for s in _load("Spell.json"):
+    for s in srd_records("Spell.json"):
         out[entry_key(s["name"])] = spell_truth(s)
-    for c in _load("Creature.json"):
+    for c in srd_records("Creature.json"):
         out.setdefault(entry_key(c["name"]), creature_truth(c))
     seen: set[str] = set()
-    for m in sorted(_load("MagicItem.json"), key=lambda m: m["name"]):
+    for m in sorted(srd_records("MagicItem.json"), key=lambda m: m["name"]):
         if m["desc"] in seen:
             continue
         seen.add(m["desc"])
         out.setdefault(entry_key(m["name"]), item_truth(m))
-    for c in _load("ConditionDescription.json"):
+    for c in srd_records("ConditionDescription.json"):
         out.setdefault(entry_key(c["describes"]), condition_truth(c))
     return out
 
@@ -630,16 +627,6 @@ def print_ingest(ingest: dict[str, Any]) -> None:
 # -- output ---------------------------------------------------------------------------------------------
 
 
-def _round(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 4)
-    if isinstance(value, dict):
-        return {k: _round(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_round(v) for v in value]
-    return value
-
-
 def _fmt(value: float | None) -> str:
     return "    -" if value is None else f"{value:5.3f}"
 
@@ -836,7 +823,7 @@ def main() -> int:
         ],
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "rule_facts.json").write_text(json.dumps(_round(result), indent=1, ensure_ascii=False))
+    (args.out / "rule_facts.json").write_text(json.dumps(round_floats(result), indent=1, ensure_ascii=False))
     plot(
         rows + ([synthetic["all"] | {"layout": "synthetic"}] if synthetic else []),
         args.out / "rule_facts.png",

@@ -76,6 +76,7 @@ from rulebook_books import (  # noqa: E402
     typeset,
 )
 
+from benchmarks.common import round_floats  # noqa: E402
 from jobs.chunk import chunk_document  # noqa: E402
 from jobs.document import Block, BlockKind, ExtractedDocument, TextChunk  # noqa: E402
 from jobs.extract import extract_document  # noqa: E402
@@ -446,16 +447,6 @@ def time_pdf(data: bytes, name: str, counter: TokenCounter, reps: int) -> dict[s
 # -- the run --------------------------------------------------------------------------------------------
 
 
-def _round(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 4)
-    if isinstance(value, dict):
-        return {k: _round(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_round(v) for v in value]
-    return value
-
-
 def _fmt(value: float | None) -> str:
     return "   -" if value is None else f"{value:5.3f}"
 
@@ -664,7 +655,7 @@ def main() -> int:
             "unmoved by other processes on a shared machine.",
         ],
     }
-    (args.out / "rulebook_structure.json").write_text(json.dumps(_round(result), indent=1, ensure_ascii=False))
+    (args.out / "rulebook_structure.json").write_text(json.dumps(round_floats(result), indent=1, ensure_ascii=False))
     plot(rows + corpus, args.out / "rulebook_structure.png")
     print(f"\nwrote {args.out / 'rulebook_structure.json'} and rulebook_structure.png")
     return 0

@@ -52,7 +52,6 @@ import argparse
 import importlib
 import json
 import os
-import platform
 import random
 import re
 import shutil
@@ -69,8 +68,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: benchmarks.rulebook_books must import
     sys.path.insert(0, str(REPO))
-SRD_JSON = REPO.parent / "shared" / "corpus" / "rulebooks" / "dnd-srd-5.1" / "json-srd-2014"
-RESULTS = REPO / "benchmarks" / "results"
+
+from benchmarks.common import RESULTS, SRD_JSON, machine_info, srd_records  # noqa: E402
 
 KINDS = ("spell", "creature", "condition", "magic_item", "rule")
 SEED = 5151
@@ -102,7 +101,7 @@ class Entry:
 
 
 def _rows(name: str, folder: Path = SRD_JSON) -> list[dict[str, Any]]:
-    return [row["fields"] | {"_pk": row.get("pk")} for row in json.loads((folder / name).read_text(encoding="utf-8"))]
+    return srd_records(name, pk_key="_pk", folder=folder)
 
 
 def ordinal(n: int) -> str:
@@ -1595,12 +1594,7 @@ def main(argv: list[str] | None = None) -> int:
         "layouts_skipped": skipped,
         "book_scale": None if args.books else args.book_scale,
         "books": str(args.books) if args.books else None,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average_1m_at_end": round(os.getloadavg()[0], 2),
-        },
+        "machine": machine_info(load_average=True),
         "timings": timings,
         "wall_s": round(time.perf_counter() - started, 1),
         "systems": systems,

@@ -38,8 +38,6 @@ import argparse
 import html
 import json
 import logging
-import os
-import platform
 import random
 import re
 import sys
@@ -58,6 +56,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 
 import structlog  # noqa: E402
 
+from benchmarks.common import machine_info, untrained_cross_encoder  # noqa: E402
 from schemas.common import content_id, sha256_hex  # noqa: E402
 from schemas.knowledge import (  # noqa: E402
     Chunk,
@@ -339,22 +338,6 @@ def measure(
     return {name: summarise(times[name], found[name]) for name in names}
 
 
-def build_cross_encoder(folder: Path, layers: int = 6) -> Path:
-    """A cross-encoder of ms-marco-MiniLM-L{layers}-v2's shape from the local MiniLM weights (its first
-    ``layers`` layers; untrained head)."""
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from models.embedding import resolve_model_path
-
-    torch.manual_seed(0)
-    source = resolve_model_path("all-MiniLM-L6-v2")
-    model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=1, num_hidden_layers=layers)
-    model.save_pretrained(folder)
-    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
-    return folder
-
-
 def plot(report: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -412,8 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     from search.hybrid import HybridSearcher
     from search.service import open_searcher
 
-    reranker = build_cross_encoder(work / "minilm-l6-cross-encoder", layers=6)
-    small_model = build_cross_encoder(work / "minilm-l2-cross-encoder", layers=2)
+    reranker = untrained_cross_encoder(work / "minilm-l6-cross-encoder", layers=6)
+    small_model = untrained_cross_encoder(work / "minilm-l2-cross-encoder", layers=2)
     rerank_settings = load_settings(data_dir=data_dir, reranker_model=str(reranker))
     lore = SearchFilters(library_type="lore")
     with open_searcher(rerank_settings) as searcher:
@@ -477,12 +460,7 @@ def main(argv: list[str] | None = None) -> int:
             "rerank_over_hybrid_p95": round(series["hybrid+rerank"]["p95_ms"] / series["hybrid"]["p95_ms"], 2),
             "threads_over_sequential_p95": round(series["hybrid"]["p95_ms"] / series["hybrid sequential"]["p95_ms"], 2),
         },
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average_1m_at_end": round(os.getloadavg()[0], 2),  # the machine is shared: noise
-        },
+        "machine": machine_info(load_average=True),
         "wall_s": round(time.perf_counter() - started, 1),
         "series": series,
     }

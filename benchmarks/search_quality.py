@@ -36,7 +36,6 @@ import argparse
 import json
 import logging
 import os
-import platform
 import re
 import sys
 import tempfile
@@ -50,6 +49,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 
 import structlog  # noqa: E402
 
+from benchmarks.common import machine_info, untrained_cross_encoder  # noqa: E402
 from schemas.search import LegWeights  # noqa: E402
 from schemas.settings import Settings, load_settings  # noqa: E402
 
@@ -256,28 +256,11 @@ def tune(lists: list[dict[str, Any]]) -> dict[str, Any]:
         "grid": TUNING_GRID,
         "in_sample_best": {"weights": best_weights, "rrf_k": best_k, **fused_quality(lists, best_weights, best_k)},
         "two_fold": cross,
-        "two_fold_mean": {
-            m: round(sum(c["held_out"][m] for c in cross) / 2, 4) for m in ("recall_at_5", "mrr")
-        },
+        "two_fold_mean": {m: round(sum(c["held_out"][m] for c in cross) / 2, 4) for m in ("recall_at_5", "mrr")},
         "vector_two_fold_mean": {
             m: round(sum(c["vector_held_out"][m] for c in cross) / 2, 4) for m in ("recall_at_5", "mrr")
         },
     }
-
-
-def build_untrained_cross_encoder(folder: Path) -> Path:
-    """A cross-encoder of ms-marco-MiniLM-L6-v2's shape: the local MiniLM body, an untrained head."""
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from models.embedding import resolve_model_path
-
-    torch.manual_seed(0)
-    source = resolve_model_path("all-MiniLM-L6-v2")
-    model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=1)
-    model.save_pretrained(folder)
-    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
-    return folder
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -353,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         training = train(reranker_path)
         print(f"re-ranker trained: {training}", flush=True)
     else:
-        reranker_path = build_untrained_cross_encoder(work / "minilm-cross-encoder-untrained")
+        reranker_path = untrained_cross_encoder(work / "minilm-cross-encoder-untrained")
     rerank_settings = load_settings(data_dir=data_dir, reranker_model=str(reranker_path))
     runs: dict[str, Any] = {}
     with open_searcher(rerank_settings) as searcher:
@@ -385,12 +368,7 @@ def main(argv: list[str] | None = None) -> int:
             "mrr": runs["hybrid"]["mrr"] > singles[best_single]["mrr"],
         },
         "tuning": tuning,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average_1m_at_end": round(os.getloadavg()[0], 2),  # the machine is shared: noise
-        },
+        "machine": machine_info(load_average=True),
         "wall_s": round(time.perf_counter() - started, 1),
         "runs": runs,
     }

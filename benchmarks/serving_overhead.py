@@ -48,13 +48,13 @@ import httpx  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+from benchmarks.common import RESULTS, percentile_ms  # noqa: E402
+
 console = Console()
 
 
 def pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return round(ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] * 1000, 2)
+    return round(percentile_ms(samples, q), 2)
 
 
 def summarise(latencies: list[float], wall: float, cpu: float | None) -> dict[str, Any]:

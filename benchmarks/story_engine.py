@@ -39,18 +39,16 @@ sys.path.insert(0, str(ROOT))
 
 from rich.progress import Progress  # noqa: E402
 
+from benchmarks.common import RESULTS, percentile_ms  # noqa: E402
 from schemas.story import StoryProfile  # noqa: E402
 from stores.blob.local import LocalBlobStore  # noqa: E402
 from stores.graph.falkordb import EmbeddedFalkorGraphStore  # noqa: E402
 from story.service import StoryService  # noqa: E402
 from story.state import WorldState  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
-
 
 def pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return round(ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] * 1000, 3)
+    return round(percentile_ms(samples, q), 3)
 
 
 def summary(samples: list[float]) -> dict[str, float]:

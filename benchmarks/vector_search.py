@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
+from benchmarks.common import machine_info  # noqa: E402
 from schemas.search import SearchFilters  # noqa: E402
 from stores.vector.base import VectorPoint, VectorSpace  # noqa: E402
 
@@ -319,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         "clusters": CLUSTERS,
         "filter": FILTER.conditions(),
         "latency_goal_p95_ms": LATENCY_GOAL_P95_MS,
-        "machine": {"cpus": mp.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine_info(),
         "quick": args.quick,
         "wall_s": round(time.perf_counter() - started, 1),
         "results": results,
