@@ -49,7 +49,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 
 import structlog  # noqa: E402
 
-from benchmarks.common import machine_info, untrained_cross_encoder  # noqa: E402
+from benchmarks.common import machine_info, srd_records, untrained_cross_encoder  # noqa: E402
 from schemas.search import LegWeights  # noqa: E402
 from schemas.settings import Settings, load_settings  # noqa: E402
 
@@ -72,7 +72,7 @@ RUNS: dict[str, LegWeights | None] = {
 
 
 def _load(name: str) -> list[dict[str, Any]]:
-    return [row["fields"] for row in json.loads((SRD_JSON / name).read_text(encoding="utf-8"))]
+    return srd_records(name, pk_key=None, folder=SRD_JSON)
 
 
 def srd_markdown(folder: Path) -> list[Path]:
