@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -255,6 +256,24 @@ class TestQdrantEdge(VectorIndexContract):
             assert hit_ids(index.search("c", points[17].vector, limit=1)) == [points[17].id]
         finally:
             index.close()
+
+    @pytest.mark.parametrize(("in_ram", "storage"), [(True, "in_ram_mmap"), (False, "mmap")])
+    def test_payloads_kept_in_ram_unless_asked(self, tmp_path: Path, in_ram: bool, storage: str) -> None:
+        index = QdrantEdgeVectorIndex(tmp_path / "ram", payload_in_ram=in_ram, optimize_every=None)
+        try:
+            index.ensure_collection("c", SPACE)
+            points = make_points(40)
+            index.upsert("c", points)
+            index.optimize("c")
+        finally:
+            index.close()
+        segments = (tmp_path / "ram" / "c" / SHARD_DIR / "segments").glob("*/segment.json")
+        assert {json.loads(s.read_text())["config"]["payload_storage_type"]["type"] for s in segments} == {storage}
+        reopened = QdrantEdgeVectorIndex(tmp_path / "ram")
+        try:  # the payloads survive a reopen either way
+            assert reopened.get("c", [points[3].id])[0].payload == points[3].payload
+        finally:
+            reopened.close()
 
     def test_needs_a_folder(self) -> None:
         with pytest.raises(ConfigError):
