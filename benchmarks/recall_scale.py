@@ -498,7 +498,8 @@ def main() -> None:
         type=Path,
         default=None,
         help="Keep the latency index in this folder and reuse it on the next run with the same --records, "
-        "--embedded and --seed (the load takes minutes); a temporary folder by default.",
+        "--embedded and --seed (the load takes minutes), as it was built: after a change to how the stores build "
+        "an index (e.g. QdrantEdgeVectorIndex.payload_in_ram) use a new folder. A temporary folder by default.",
     )
     parser.add_argument("--out", type=Path, default=None, help=f"Results folder ({RESULTS} for a full run).")
     args = parser.parse_args()
