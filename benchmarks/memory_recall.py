@@ -25,7 +25,9 @@ Systems, all in one run, over the same turns:
 Levers (:class:`story.recall_index.RecallConfig`): what the indexed text holds (session time,
 speakers, their layout in the text index), windows of neighbouring turns in the full-text document
 (and in the vector), RRF weights, the share of a neighbouring turn's score, the time boost of queries
-that name a calendar date, the speaker boost, and recall through scene summaries (extractive, as
+that name a calendar date, the speaker boost, a second round of BM25 with the first round's distinctive
+words (pseudo-relevance feedback), a vector search of a question without the speakers' names it holds,
+and recall through scene summaries (extractive, as
 ``story.formation`` writes them without a model; and LoCoMo's generated session summaries and
 observations standing in for an LLM's, labelled as such). Fitted weights are fitted on four
 conversations and reported on the fifth (leave one conversation out); no fitted number is reported on
@@ -365,6 +367,8 @@ BASE_RANKING = {  # the ranking the index variants are compared under: plain RRF
     "expand_share": 0.0,
     "inference_text_weight": None,
     "inference_text_without_names": False,
+    "feedback_text_weight": 0.0,
+    "vector_without_names_weight": 0.0,
 }
 DEFAULT = "+ window 2/1"
 
@@ -394,10 +398,17 @@ def lever_rows(variants: Sequence[str], fitted: dict[str, Any] | None = None) ->
         rows.append(Row("  + expand share 0.05 (before the inference levers)", DEFAULT, {**BASE_RANKING, **steps}))
         steps["inference_text_weight"] = 0.5
         rows.append(Row("  + inference text weight 0.5", DEFAULT, {**BASE_RANKING, **steps}))
+        steps["inference_text_without_names"] = True
+        rows.append(Row("  + inference text leg without names", DEFAULT, {**BASE_RANKING, **steps}))
+        steps["feedback_text_weight"] = 1.0
+        rows.append(Row("  + text feedback (RM3-like, 10 records, 10 words)", DEFAULT, {**BASE_RANKING, **steps}))
         rows += [
             Row("DEFAULT CONFIGURATION (RecallConfig())", DEFAULT, {}),
             Row("  default, inference text weight 1", DEFAULT, {"inference_text_weight": 1.0}),
             Row("  default, names kept in an inference's text leg", DEFAULT, {"inference_text_without_names": False}),
+            Row("  default, no text feedback", DEFAULT, {"feedback_text_weight": 0.0}),
+            Row("  default, no vector search without names", DEFAULT, {"vector_without_names_weight": 0.0}),
+            Row("  default, vector without names 1", DEFAULT, {"vector_without_names_weight": 1.0}),
             Row("  default, speaker boost 0.3", DEFAULT, {"speaker_boost": 0.3}),
             Row("  default, neighbour share 0.2", DEFAULT, {"neighbour_share": 0.2}),
             Row("  default, text weight 2", DEFAULT, {"text_weight": 2.0}),

@@ -20,6 +20,7 @@ otherwise match every turn they spoke.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -147,3 +148,52 @@ def without_names(query: str, speakers: set[str]) -> str:
     for form in forms:
         query = re.sub(rf"(?<!\w){re.escape(form)}(?:['’]s)?(?!\w)", " ", query, flags=re.IGNORECASE)
     return " ".join(query.split())
+
+
+# function words that say nothing of what a record is about (the feedback's words are content words)
+_STOPWORD_TEXT = (
+    "a about after again all also am an and any are as at be because been before being but by can could "
+    "did do does doing down for from had has have having he her here hers him his how i if in into is it "
+    "its just me more most my no nor not now of off on once only or other our ours out over own same she "
+    "should so some such than that the their theirs them then there these they this those through to too "
+    "under until up us very was we were what when where which while who whom why will with would you "
+    "your yours yeah yes oh wow really thanks thank great good glad got get like know think lot much "
+    "going gonna well sure way one things thing something been being totally definitely awesome amazing"
+)
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_WORD = re.compile(r"[a-z][a-z'’]+")
+
+
+def _content_words(text: str) -> list[str]:
+    """The text's content words, each once, in the order met."""
+    words = (w.rstrip("'’") for w in _WORD.findall(text.lower()))
+    return list(dict.fromkeys(w for w in words if len(w) > 2 and w not in _STOPWORDS))
+
+
+def feedback_terms(query: str, feedback: list[str], pool: list[str], count: int) -> list[str]:
+    """The ``count`` words most distinctive of the ``feedback`` texts (a first round's best records)
+    against the ``pool`` (every candidate's text), leaving out the query's own words and function words:
+    a word scores the number of feedback texts holding it times ``log((1 + pool size) / (0.5 + its
+    pool texts))``; only words in at least two feedback texts count (one text's words are its topic,
+    not the query's), and only those at least twice as common among them as in the pool. Ties go to
+    the word met first."""
+    asked = set(_content_words(query))
+    held: dict[str, int] = {}
+    for text in feedback:
+        for word in _content_words(text):
+            if word not in asked:
+                held[word] = held.get(word, 0) + 1
+    shared = {w: n for w, n in held.items() if n >= 2}
+    if not shared:
+        return []
+    seen: dict[str, int] = dict.fromkeys(shared, 0)
+    for text in pool:
+        for word in _content_words(text):
+            if word in seen:
+                seen[word] += 1
+    size = len(pool)
+    # distinctive: at least twice as common among the feedback texts as in the pool (where the feedback is
+    # most of the pool, a small campaign's, no word is)
+    enriched = [w for w in shared if shared[w] * size >= 2 * seen[w] * len(feedback)]
+    scored = sorted(enriched, key=lambda w: -shared[w] * math.log((1 + size) / (0.5 + seen[w])))
+    return scored[:count]

@@ -16,7 +16,7 @@ from schemas.recall import RecallKind, RecallRecord
 from schemas.settings import Settings
 from stores.factory import open_memory_text_index, open_vector_index
 from story.lineage import Lineage, Segment
-from story.recall_cues import inferential, named_speakers, story_date, time_range, without_names
+from story.recall_cues import feedback_terms, inferential, named_speakers, story_date, time_range, without_names
 from story.recall_index import Candidates, RecallConfig, RecallIndex
 
 pytestmark = pytest.mark.unit
@@ -286,6 +286,7 @@ def test_an_inference_searches_its_text_leg_without_the_speakers_names(index: Re
     vector[0] = 1.0
 
     def legs(query: str, **levers: object) -> dict[str, list[str]]:
+        levers = {"vector_without_names_weight": 0.0, **levers}  # no second embedding (no model here)
         index.config = RecallConfig(window_before=0, window_after=0, **levers)  # type: ignore[arg-type]
         found = index.collect("c", query, lineage=lineage, kinds=[RecallKind.TURN], query_vector=vector)
         return {leg: [i for i, _ in hits] for leg, hits in found.legs.items() if leg != "vector"}
@@ -296,6 +297,71 @@ def test_an_inference_searches_its_text_leg_without_the_speakers_names(index: Re
     assert set(got["text_without_names"]) == {"tb4", "tb5"}  # by the question's own words
     assert "text_without_names" not in legs("What did Ava say about the mountains?")  # not an inference
     assert "text_without_names" not in legs(inference, inference_text_without_names=False)
-    index.config = RecallConfig(window_before=0, window_after=0)
+    index.config = RecallConfig(window_before=0, window_after=0, vector_without_names_weight=0)
     found = index.collect("c", inference, lineage=lineage, kinds=[RecallKind.TURN], query_vector=vector)
     assert [h.id for h in index.rank(found, config=PLAIN.model_copy(update={"vector_weight": 0}))] == ["tb4", "tb5"]
+
+
+# -- a second round: pseudo-relevance feedback, and the vector without the names --------------------
+
+
+def test_the_feedback_words_are_those_the_best_records_share() -> None:
+    feedback = [
+        "We paddled the kayak across the lake at dawn.",
+        "The kayak flipped over near the lake shore!",
+        "Lunch by the lake was really nice.",
+    ]
+    others = ["The lake is cold.", "I bought bread.", "A kayak shop opened.", "Rain again.", "Work was long."]
+    pool = [*feedback, *others, "Movie night!"]
+    # "kayak" is in two of the three; "lake" is the query's own; "paddled", "lunch" are in one only
+    assert feedback_terms("What did Ben do at the lake?", feedback, pool, 5) == ["kayak"]
+    assert feedback_terms("What did Ben do at the lake?", feedback[2:], pool, 5) == []
+    # the feedback is the whole pool (a small campaign): no word is more common in it than in the pool
+    assert feedback_terms("What did Ben do at the lake?", pool, pool, 5) == []
+
+
+def test_text_feedback_finds_what_the_question_does_not_say(index: RecallIndex) -> None:
+    """The best records of the first round share a word the question lacks; the second round's BM25
+    search with it finds a record the question's own words do not reach."""
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=30),))
+    said = [
+        _turn(1, "We took the kayak out on the lake.", speaker="Ben"),
+        _turn(2, "The kayak flipped over in the middle of the lake!", speaker="Ben"),
+        _turn(3, "Bought a carbon kayak paddle today.", speaker="Ben", scene="s2"),
+    ]
+    filler = [_turn(d, f"small talk number {d}", speaker="Ben", scene="s9") for d in range(4, 12)]
+    _write(index, [*said, *filler])
+    config = RecallConfig(window_before=0, window_after=0, feedback_depth=2, vector_without_names_weight=0)
+    vector = np.zeros(index.embedder.dim, dtype=np.float32)
+    vector[0] = 1.0  # the vector leg brings every record (the pool the feedback's words are told apart from)
+
+    def ranked(query: str, **levers: object) -> tuple[dict[str, list[str]], list[str]]:
+        index.config = config.model_copy(update=levers)
+        found = index.collect("c", query, lineage=lineage, kinds=[RecallKind.TURN], query_vector=vector)
+        return {leg: [i for i, _ in hits] for leg, hits in found.legs.items()}, [
+            h.id for h in index.rank(found, limit=3)
+        ]
+
+    legs, top = ranked("What happened at the lake?")
+    assert sorted(legs["text"]) == ["tb1", "tb2"]
+    assert "tb3" in legs["feedback_text"] and "tb3" in top  # by "kayak", which the question does not say
+    legs, _ = ranked("What happened at the lake?", feedback_text_weight=0)
+    assert "feedback_text" not in legs
+    legs, _ = ranked("Would Ben like the lake?")  # an inference: its text leg is not fed back
+    assert "feedback_text" not in legs
+
+
+def test_a_vector_search_without_the_names_joins_the_fusion(index: RecallIndex) -> None:
+    """A query naming a speaker gets a vector leg searched without the name; it counts with its weight,
+    and only while the vector leg does."""
+    records = {r.id: r for r in (_turn(1, "Hi!"), _turn(2, "The lake at dawn.", speaker="Ben"))}
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=10),))
+    legs = {"vector": [("tb1", 0.6), ("tb2", 0.5)], "vector_without_names": [("tb2", 0.7), ("tb1", 0.1)]}
+    found = Candidates(query="What did Ava see at dawn?", lineage=lineage, legs=legs, records=records)
+
+    def ids(**levers: object) -> list[str]:
+        return [h.id for h in index.rank(found, config=PLAIN.model_copy(update=levers))]
+
+    assert ids(vector_without_names_weight=0) == ["tb1", "tb2"]
+    assert ids(vector_without_names_weight=2) == ["tb2", "tb1"]
+    assert ids(vector_without_names_weight=2, vector_weight=0) == []  # no text leg here, and no vector leg
