@@ -15,6 +15,7 @@ turn after the fork, :class:`story.lineage.Segment` ``seq_cutoff``) are dropped 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -216,6 +217,9 @@ class RecallIndex:
         self.config = config or RecallConfig()
         self._ready = False
         self._pool: ThreadPoolExecutor | None = None
+        # the speakers a campaign's recalls have met (a few campaigns' worth): a question naming some
+        # of them is embedded with its name-free form in one batch, before the first round
+        self._speakers: OrderedDict[str, frozenset[str]] = OrderedDict()
 
     def ensure(self) -> None:
         """Create the collection and the text index if missing (idempotent)."""
@@ -437,6 +441,15 @@ class RecallIndex:
         names, the leg ``vector_without_names``."""
         cfg = self.config
         rocchio = cfg.feedback_depth > 0 and cfg.feedback_vector_weight > 0 and cfg.vector_weight > 0
+        early: dict[str, np.ndarray] = {}
+        if query_vector is None and cfg.vector_without_names_weight > 0 and cfg.vector_weight > 0:
+            known = self._speakers.get(campaign_id, frozenset())
+            named = named_speakers(query, set(known)) if known else set()
+            if named and named != known and (guess := without_names(query, named)):
+                # one batch of two costs little more than one query: the names-free search below then
+                # needs no second embedding (it still uses this vector only if it strips the same names)
+                both = self.embedder.embed_documents([query, guess])
+                query_vector, early[guess] = both[0], both[1]
         if rocchio and query_vector is None:
             query_vector = self.embedder.embed_query(query)  # the second round blends it with the feedback's
         found = self.gather(
@@ -466,10 +479,11 @@ class RecallIndex:
         if cfg.vector_without_names_weight > 0 and cfg.vector_weight > 0:
             fused = {i for hits in found.legs.values() for i, _ in hits[: cfg.candidates]}  # whatever the depth
             speakers = {s for i in fused for s in found.records[i].speakers}
+            self._remember_speakers(campaign_id, speakers)
             named = named_speakers(query, speakers)
             stripped = without_names(query, named) if named and named != speakers else ""
             if stripped:
-                vector = self.embedder.embed_query(stripped)
+                vector = early[stripped] if stripped in early else self.embedder.embed_query(stripped)
                 points = self.vectors.search(
                     self.collection, vector.tolist(), filters=filters, limit=max(depth or cfg.candidates, limit)
                 )
@@ -478,6 +492,20 @@ class RecallIndex:
                         found.records[p.id] = RecallRecord.model_validate(p.payload["record"])
                 found.legs["vector_without_names"] = [(p.id, p.score) for p in points]
         return found
+
+    def _remember_speakers(self, campaign_id: str, speakers: set[str]) -> None:
+        """Add ``speakers`` to what :meth:`collect` knows of the campaign (the last 256 campaigns kept)."""
+        if not speakers:
+            return
+        known = self._speakers.get(campaign_id, frozenset())
+        if not speakers <= known:
+            self._speakers[campaign_id] = known | speakers
+        try:  # concurrent recalls may evict it in between: the cache is a hint, never an error
+            self._speakers.move_to_end(campaign_id)
+            while len(self._speakers) > 256:
+                self._speakers.popitem(last=False)
+        except KeyError:
+            pass
 
     def _filters(
         self, campaign_id: str, lineage: Lineage, observer: str | None, kinds: frozenset[RecallKind] | None

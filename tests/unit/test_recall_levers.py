@@ -4,7 +4,7 @@ vectors are given, and ranking runs on candidates built here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import date
 from pathlib import Path
 
@@ -365,3 +365,46 @@ def test_a_vector_search_without_the_names_joins_the_fusion(index: RecallIndex) 
     assert ids(vector_without_names_weight=0) == ["tb1", "tb2"]
     assert ids(vector_without_names_weight=2) == ["tb2", "tb1"]
     assert ids(vector_without_names_weight=2, vector_weight=0) == []  # no text leg here, and no vector leg
+
+
+class _CountingEmbedder:
+    """The real model, with each call's texts noted."""
+
+    def __init__(self, model: SentenceTransformerEmbedder) -> None:
+        self.model = model
+        self.calls: list[list[str]] = []
+        self.dim = model.dim
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return self.model.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.calls.append([text])
+        return self.model.embed_query(text)
+
+
+def test_a_question_naming_known_speakers_is_embedded_once_with_its_name_free_form(index: RecallIndex) -> None:
+    """Once a campaign's speakers are known, a question naming some of them is embedded in one batch
+    with its name-free form, and the second-round vector search uses that vector: same legs, one call."""
+    index.config = RecallConfig(window_before=0, window_after=0)
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=20),))
+    _write(
+        index,
+        [
+            _turn(1, "Nothing beats a walk in the mountains with my boots on."),
+            _turn(2, "I adopted a scruffy terrier from the shelter.", speaker="Ben"),
+            _turn(3, "My grandmother's plum dumplings came out right at last."),
+        ],
+    )
+    counting = _CountingEmbedder(index.embedder)  # type: ignore[arg-type]
+    index.embedder = counting  # type: ignore[assignment]
+    question = "What did Ava say about the mountains?"
+    cold = index.collect("c", question, lineage=lineage, kinds=[RecallKind.TURN])
+    assert counting.calls == [[question], ["What did say about the mountains?"]]  # speakers not known yet
+    counting.calls.clear()
+    warm = index.collect("c", question, lineage=lineage, kinds=[RecallKind.TURN])
+    assert counting.calls == [[question, "What did say about the mountains?"]]
+    assert {leg: [i for i, _ in hits] for leg, hits in warm.legs.items()} == {
+        leg: [i for i, _ in hits] for leg, hits in cold.legs.items()
+    }
