@@ -16,10 +16,10 @@ turn after the fork, :class:`story.lineage.Segment` ``seq_cutoff``) are dropped 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import structlog
@@ -464,18 +464,16 @@ class RecallIndex:
         )
         found.query_vector = query_vector
         filters = self._filters(campaign_id, lineage, observer, found.kinds)
+        searched = max(depth or cfg.candidates, limit)  # the depth gather searched to
         if cfg.inference_text_without_names and cfg.text_weight > 0 and inferential(query):
             named = named_speakers(query, {s for r in found.records.values() for s in r.speakers})
             if named:
                 stripped = without_names(query, named)
-                hits = self.text.search(
-                    stripped, filters=filters, limit=max(depth or cfg.candidates, limit), highlight=False
-                )
-                for hit in hits:
-                    found.records.setdefault(hit.id, RecallRecord.model_validate(hit.data["record"]))
+                hits = self.text.search(stripped, filters=filters, limit=searched, highlight=False)
+                _decode(found.records, ((h.id, h.data) for h in hits))
                 found.legs["text_without_names"] = [(h.id, h.score) for h in hits]
         if cfg.feedback_depth > 0 and (rocchio or cfg.feedback_text_weight > 0):
-            found.legs.update(self.feedback(found, filters, depth=max(depth or cfg.candidates, limit)))
+            found.legs.update(self.feedback(found, filters, depth=searched))
         if cfg.vector_without_names_weight > 0 and cfg.vector_weight > 0:
             fused = {i for hits in found.legs.values() for i, _ in hits[: cfg.candidates]}  # whatever the depth
             speakers = {s for i in fused for s in found.records[i].speakers}
@@ -484,12 +482,8 @@ class RecallIndex:
             stripped = without_names(query, named) if named and named != speakers else ""
             if stripped:
                 vector = early[stripped] if stripped in early else self.embedder.embed_query(stripped)
-                points = self.vectors.search(
-                    self.collection, vector.tolist(), filters=filters, limit=max(depth or cfg.candidates, limit)
-                )
-                for p in points:
-                    if p.id not in found.records:
-                        found.records[p.id] = RecallRecord.model_validate(p.payload["record"])
+                points = self.vectors.search(self.collection, vector.tolist(), filters=filters, limit=searched)
+                _decode(found.records, ((p.id, p.payload) for p in points))
                 found.legs["vector_without_names"] = [(p.id, p.score) for p in points]
         return found
 
@@ -552,9 +546,7 @@ class RecallIndex:
                 blended += cfg.feedback_vector_share * mean / max(float(np.linalg.norm(mean)), 1e-12)
                 hits = self.vectors.search(self.collection, blended.tolist(), filters=filters, limit=depth)
                 legs["feedback_vector"] = [(h.id, h.score) for h in hits]
-                for h in hits:
-                    if h.id not in found.records:
-                        found.records[h.id] = RecallRecord.model_validate(h.payload["record"])
+                _decode(found.records, ((h.id, h.payload) for h in hits))
         if cfg.feedback_text_weight > 0 and cfg.text_weight > 0 and not inferential(found.query):
             # the background is what the legs bring to fusion, whatever depth they were searched to
             pool = {i for hits in found.legs.values() for i, _ in hits[: cfg.candidates]}
@@ -565,9 +557,7 @@ class RecallIndex:
                     f"{found.query} {' '.join(words)}", filters=filters, limit=depth, highlight=False
                 )
                 legs["feedback_text"] = [(h.id, h.score) for h in text_hits]
-                for th in text_hits:
-                    if th.id not in found.records:
-                        found.records[th.id] = RecallRecord.model_validate(th.data["record"])
+                _decode(found.records, ((h.id, h.data) for h in text_hits))
         return legs
 
     def gather(
@@ -590,15 +580,7 @@ class RecallIndex:
         self.ensure()
         cfg = self.config
         wanted = frozenset(kinds) if kinds else None
-        searched = wanted
-        if wanted is not None and cfg.expand_share > 0 and RecallKind.TURN in wanted:
-            searched = None
-        filters = SearchFilters(
-            campaign=[campaign_id],
-            lineage=lineage_cover(lineage),
-            observer=[observer] if observer else None,
-            kind=sorted(k.value for k in searched) if searched else None,
-        )
+        filters = self._filters(campaign_id, lineage, observer, wanted)
         depth = max(depth or cfg.candidates, limit)
         records: dict[str, RecallRecord] = {}
         legs: dict[str, list[tuple[str, float]]] = {}
@@ -610,18 +592,14 @@ class RecallIndex:
             vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
             hits = self.vectors.search(self.collection, vector.tolist(), filters=filters, limit=depth)
             legs["vector"] = [(h.id, h.score) for h in hits]
-            for h in hits:
-                if h.id not in records:  # decoded once, whichever leg found it first
-                    records[h.id] = RecallRecord.model_validate(h.payload["record"])
+            _decode(records, ((h.id, h.payload) for h in hits))
         if cfg.text_weight > 0:
             if text_leg is not None:
                 text_hits = text_leg.result()
             else:
                 text_hits = self.text.search(query, filters=filters, limit=depth, highlight=False)
             legs["text"] = [(h.id, h.score) for h in text_hits]
-            for th in text_hits:
-                if th.id not in records:
-                    records[th.id] = RecallRecord.model_validate(th.data["record"])
+            _decode(records, ((h.id, h.data) for h in text_hits))
         return Candidates(query=query, lineage=lineage, legs=legs, records=records, kinds=wanted)
 
     def rank(self, found: Candidates, *, limit: int = 10, config: RecallConfig | None = None) -> list[RecallHit]:
@@ -686,6 +664,14 @@ class RecallIndex:
         final.sort()
         by_id = {doc.id: doc for doc in fused}
         return [_hit(records[rid], -neg, by_id[rid].scores, by_id[rid].ranks) for neg, rid in final[:limit]]
+
+
+def _decode(records: dict[str, RecallRecord], hits: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+    """Add the records of ``hits`` (id, payload holding ``record``) to ``records``: each decoded once,
+    whichever leg found it first."""
+    for rid, payload in hits:
+        if rid not in records:
+            records[rid] = RecallRecord.model_validate(payload["record"])
 
 
 def _window_holds(config: RecallConfig, record: RecallRecord, written: Sequence[RecallRecord]) -> bool:

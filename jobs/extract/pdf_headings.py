@@ -124,15 +124,16 @@ def _looks(it: _Item, body: Style | None, body_size: float) -> str | None:
     return None
 
 
-def _capitals(text: str) -> bool:
-    """Set in capitals: every letter upper case, and more than a couple of them ("ACID SPLASH")."""
+def _capitals(text: str, at_least: int = 3) -> bool:
+    """Set in capitals: every letter upper case, and at least ``at_least`` of them ("ACID SPLASH");
+    stops at the first letter that is not a capital."""
     letters = 0
     for ch in text:
         if ch.isalpha():
             if not ch.isupper():
                 return False
             letters += 1
-    return letters > 2
+    return letters >= at_least
 
 
 def _set_apart(style: Style, body: Style) -> bool:
@@ -207,21 +208,10 @@ def _numbered(candidates: dict[int, _Item], others: list[_Item] | None = None) -
 
 def _level_key(it: _Item) -> tuple[Any, ...]:
     """What ranks a heading: its style and whether it is set in capitals."""
-    caps = _all_capitals(it.text)
+    caps = _capitals(it.text, at_least=2)
     if it.style is not None:
         return (*it.style, caps)
     return ("", round(it.size * 2) / 2, it.bold, False, caps)
-
-
-def _all_capitals(text: str) -> bool:
-    """Whether a text's letters, two or more, are all capitals (stops at the first that is not)."""
-    letters = 0
-    for ch in text:
-        if ch.isalpha():
-            if not ch.isupper():
-                return False
-            letters += 1
-    return letters > 1
 
 
 def _captions(pages: list[_Page], looks: dict[int, str]) -> set[int]:
