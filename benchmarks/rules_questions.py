@@ -303,6 +303,12 @@ def is_variant_item(m: dict[str, Any]) -> bool:
     return "(" in str(m["name"])
 
 
+def variant_entries(folder: Path = SRD_JSON) -> list[Entry]:
+    """The generated variants of magic items ("Battleaxe (+1)"): never asked about, but a book may print
+    one of them as an entry of its own, so a description must not fit them either."""
+    return [magic_item_entry(m) for m in _rows("MagicItem.json", folder) if is_variant_item(m)]
+
+
 def load_entries(folder: Path = SRD_JSON) -> list[Entry]:
     """Every entry the book holds, in book order (chapter, section, name)."""
     entries: list[Entry] = []
@@ -516,8 +522,11 @@ def spell_facts(s: dict[str, Any]) -> list[tuple[str, Any]]:
         facts.append(("damage_type", damage_types[0]))
     if s.get("shape_type") and s.get("shape_size"):
         facts.append(("shape", (_num(s["shape_size"]), s["shape_type"])))
-    if s.get("saving_throw_ability"):
-        facts.append(("save", s["saving_throw_ability"]))
+    save = str(s.get("saving_throw_ability") or "")
+    # Only a save the text calls for: the JSON's field is wrong for a few spells (Glyph of Warding's text
+    # asks a Dexterity save, the field says Intelligence), and a player describes what the book says.
+    if save and re.search(rf"\b{re.escape(save)} saving throw", str(s.get("desc") or ""), re.I):
+        facts.append(("save", save))
     if s.get("casting_time") != "action":
         facts.append(("casting_time", s["casting_time"]))
     if s.get("ritual"):
@@ -928,7 +937,9 @@ def describe(entry: Entry, same_kind: Sequence[Entry], rng: random.Random, max_f
     facts_of, text_of, subject_of = DESCRIBERS[entry.kind]
     subject = subject_of(entry.fields)
     rivals = [o for o in same_kind if o.name != entry.name and subject_of(o.fields) == subject]
-    rival_facts = [set(map(repr, facts_of(o.fields))) for o in rivals]
+    # Compared as a player says them: "lasts 1 minute" fits a rival that "lasts 1 minute with
+    # concentration" too, so it rules that rival out no more than the words do.
+    rival_clauses = [{text_of(f, v) for f, v in facts_of(o.fields)} for o in rivals]
     facts = facts_of(entry.fields)
     rng.shuffle(facts)
     # What a player remembers first (damage, area, save, speed, charges …), the class lists last.
@@ -938,16 +949,22 @@ def describe(entry: Entry, same_kind: Sequence[Entry], rng: random.Random, max_f
     for fact in facts:
         if not remaining or len(chosen) >= max_facts:
             break
-        ruled_out = [i for i in remaining if repr(fact) not in rival_facts[i]]
+        clause = text_of(*fact)
+        ruled_out = [i for i in remaining if not _said_of(clause, rival_clauses[i])]
         if ruled_out:
             chosen.append(fact)
-            remaining = [i for i in remaining if repr(fact) in rival_facts[i]]
+            remaining = [i for i in remaining if _said_of(clause, rival_clauses[i])]
     if remaining:
         return None
     if not chosen:  # the subject alone is unique: say one more thing, so the question is not a riddle
         chosen = facts[:1]
     clauses = [text_of(f, v) for f, v in chosen]
     return _articles(_pick(rng, DESCRIBE_TEMPLATES).format(subject=subject, clauses=_join_clauses(clauses)))
+
+
+def _said_of(clause: str, clauses: set[str]) -> bool:
+    """Whether ``clause`` fits an entry with these clauses: one of them is it, or it and more words."""
+    return any(c == clause or c.startswith(clause + " ") for c in clauses)
 
 
 def _unique_names(entries: Iterable[Entry]) -> set[str]:
@@ -959,12 +976,19 @@ def _unique_names(entries: Iterable[Entry]) -> set[str]:
 
 
 def generate_questions(
-    entries: Sequence[Entry], *, seed: int = SEED, plan: dict[str, tuple[int, int]] | None = None
+    entries: Sequence[Entry],
+    *,
+    seed: int = SEED,
+    plan: dict[str, tuple[int, int]] | None = None,
+    rivals: Sequence[Entry] = (),
 ) -> list[Question]:
     """Player questions over ``entries`` by templates: per kind, a seeded sample of entries and of
-    their fields, and the description questions. Deterministic for a seed and the same entries."""
+    their fields, and the description questions. Deterministic for a seed and the same entries.
+
+    Args:
+        rivals: entries never asked about that a description must not fit either (:func:`variant_entries`).
+    """
     plan = plan or QUESTION_PLAN
-    rng = random.Random(seed)
     unique = _unique_names(entries)  # an entry whose name is shared cannot be told apart by its heading
     by_kind: dict[str, list[Entry]] = {
         k: sorted((e for e in entries if e.kind == k), key=lambda e: e.name) for k in KINDS
@@ -973,6 +997,9 @@ def generate_questions(
     for kind in KINDS:
         total, n_describe = plan.get(kind, (0, 0))
         pool = [e for e in by_kind[kind] if e.name.casefold() in unique and e.name != "Contents"]
+        # A generator of its own per kind and per sort of question: a change to how one kind is described
+        # leaves every other question as it was.
+        rng = random.Random(f"{seed}:{kind}:describe")
         described: list[Question] = []
         if n_describe:
             candidates = list(pool)
@@ -987,10 +1014,11 @@ def generate_questions(
                         query = _pick(rng, CONDITION_DESCRIBE_TEMPLATES).format(clause=clause)
                         described.append(Question("", kind, e.name, query, answers, "describe", True))
                     continue
-                query = describe(e, by_kind[kind], rng)
+                query = describe(e, [*by_kind[kind], *(r for r in rivals if r.kind == kind)], rng)
                 if query:
                     described.append(Question("", kind, e.name, query, [e.name], "describe", True))
             described = described[:n_describe]
+        rng = random.Random(f"{seed}:{kind}:named")
         named: list[Question] = []
         candidates = list(pool)
         rng.shuffle(candidates)
@@ -1500,7 +1528,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     entries = load_entries()
-    questions = generate_questions(entries, seed=args.seed)
+    questions = generate_questions(entries, seed=args.seed, rivals=variant_entries())
     if args.dump_questions:
         args.dump_questions.write_text("".join(json.dumps(asdict(q)) + "\n" for q in questions), encoding="utf-8")
     passages = clean_passages(entries)

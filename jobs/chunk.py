@@ -5,7 +5,9 @@ at every heading that is not deeper than the sections it holds (so each entry â€
 gets chunks of its own), at a deeper heading once it has some content (a quarter of the target), and
 otherwise
 packs whole paragraphs up to ``target_tokens``; consecutive chunks of one section share up to
-``overlap_tokens`` of whole trailing sentences. Tables and stat blocks stay whole up to
+``overlap_tokens`` of whole trailing sentences. A chunk that holds only a heading and less than a
+quarter of the target (an entry's level and school line) takes the next paragraph up to ``max_tokens``
+rather than standing alone. Tables and stat blocks stay whole up to
 ``max_tokens`` (beyond that a table is cut between rows, each part repeating the header row).
 A paragraph larger than the target is cut between sentences, and a sentence larger than the target
 between words.
@@ -156,7 +158,7 @@ class _Packer:
         may make it larger than the target (they are never larger than ``max_tokens``).
         """
         target, maximum = self.settings.target_tokens, self.settings.max_tokens
-        if self.fresh and self.tokens + unit.tokens > target:
+        if self.fresh and self.tokens + unit.tokens > target and not self._stub_takes(unit):
             # A caption goes with the table it names into the next chunk.
             caption = None
             if whole and self.current and self.current[-1].kind is BlockKind.CAPTION and len(self.current) > 1:
@@ -174,6 +176,17 @@ class _Packer:
         self.add(unit)
         if whole and self.tokens >= target:
             self.flush(overlap=False)
+
+    def _stub_takes(self, unit: _Unit) -> bool:
+        """Whether the chunk so far is only a heading and a line or two (an entry's level and school, its
+        kind and rarity) and ``unit`` still fits under ``max_tokens``: it joins the chunk past the target.
+        Cut there, the entry's identity would be a chunk of a few tokens that no question finds, and the
+        overlap would repeat it at the head of the next chunk."""
+        return (
+            self.fresh < self.settings.target_tokens * _HEADING_BREAK_SHARE
+            and any(u.kind is BlockKind.HEADING for u in self.current)
+            and self.tokens + unit.tokens <= self.settings.max_tokens
+        )
 
     def heading(self, unit: _Unit) -> None:
         """Add a heading: it starts a new chunk once the current one holds some content.

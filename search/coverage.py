@@ -17,8 +17,9 @@ A constraint is one of:
 * a bare number with the words next to it in the query (``45 hit points``, ``challenge rating 13``,
   ``DC 15``): a chunk meets it when the number stands within a few words of one of those words
   (``Hit Points 45 (10d8)``), not anywhere (every stat block holds a 13 somewhere);
-* two adjacent words (``very rare``, ``saving throw``), at a lower weight: ``rare`` alone is met by a
-  very rare item too;
+* two adjacent words (``very rare``, ``saving throw``), or a typed value and the word beside it
+  (``3rd-level evocation``, ``Level 3 Evocation``), at a lower weight: ``rare`` alone is met by a very
+  rare item too, and a 3rd-level spell of another school that can be cast at 3rd level holds both;
 * a word after a negation (``needs no attunement``): met by a chunk that does *not* hold the word.
 
 The result is one more ranked list for reciprocal rank fusion (:class:`search.hybrid.HybridSearcher`); it
@@ -187,10 +188,12 @@ def query_constraints(query: str) -> list[Constraint]:
             )
             found.append(Constraint(Kind.NUMBER, tok.text, near))
         pairs = before is not None and (
-            before.kind is Kind.WORD or (before.kind is Kind.STOP and before.text in MODIFIERS)
+            before.kind in (Kind.WORD, Kind.VALUE) or (before.kind is Kind.STOP and before.text in MODIFIERS)
         )
         if tok.kind is Kind.WORD and pairs and not negated:
             assert before is not None
+            found.append(Constraint(Kind.PAIR, f"{before.text} {tok.text}"))
+        elif tok.kind is Kind.VALUE and before is not None and before.kind is Kind.WORD:
             found.append(Constraint(Kind.PAIR, f"{before.text} {tok.text}"))
     return list(dict.fromkeys(found))
 

@@ -362,3 +362,24 @@ def test_a_lead_in_keeps_its_chunk_and_the_first_entry_gets_its_own(counter: Tok
         ["Rituals"],
     ]
     assert chunks[1].text.startswith("Cantrips")
+
+
+def test_an_entry_opening_is_no_stub_chunk(counter: TokenCounter) -> None:
+    # A heading, its one-line tag ("5th-level enchantment") and a paragraph within the target that the
+    # two push past it, not past the maximum: one chunk, not a stub of the heading and tag with the tag
+    # repeated at the head of the next.
+    body = sentences("geas", 5)
+    target = counter.count(body)
+    blocks = [heading("Spells", 1), heading("Geas", 2), para("5th-level enchantment"), para(body)]
+    blocks += [heading("Light", 2), para(sentences("light", 1))]
+    chunks = chunk_document(
+        ExtractedDocument(blocks, page_count=1), settings(target=target, maximum=target + 40), counter
+    )
+    check_invariants(chunks, counter, target + 40)
+    geas = [c for c in chunks if c.heading_path == ["Spells", "Geas"]]
+    assert len(geas) == 1
+    assert geas[0].text.startswith("Geas\n\n5th-level enchantment\n\nThe geas sentence number 0")
+    # A paragraph that would break the maximum still starts a chunk of its own.
+    chunks = chunk_document(ExtractedDocument(blocks, page_count=1), settings(target=target, maximum=target), counter)
+    check_invariants(chunks, counter, target)
+    assert [c.text.count("5th-level enchantment") for c in chunks if c.heading_path == ["Spells", "Geas"]][0] == 1

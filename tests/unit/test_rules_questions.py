@@ -260,3 +260,46 @@ def test_a_sampled_book_is_asked_only_about_its_entries() -> None:
     book = rq.Layout("pdf", [], rq.truth_headings(truth))
     assert book.asks(fireball) and not book.asks(drow)  # a heading of another book's chapter is not the entry
     assert rq.Layout("markdown", []).asks(drow)
+
+
+def test_a_description_fits_neither_a_variant_nor_a_rival_it_only_seems_to_rule_out() -> None:
+    import random
+
+    def item(name: str, rarity: str, desc: str, attune: bool = False) -> rq.Entry:
+        m = {"name": name, "category": "weapon", "rarity": rarity, "requires_attunement": attune, "desc": desc}
+        return rq.magic_item_entry(m)
+
+    javelin = item("Javelin of Lightning", "uncommon", "It must make a DC 13 Dexterity saving throw.")
+    battleaxe = item("Battleaxe (+1)", "uncommon", "You have a bonus to attack and damage rolls.")
+    for seed in range(20):
+        said = rq.describe(javelin, [javelin, battleaxe], random.Random(seed))
+        assert said is not None and "DC 13 Dexterity" in said  # "needs no attunement" fits the battleaxe too
+
+    def spell(name: str, duration: str, concentration: bool, **more: object) -> rq.Entry:
+        s = {
+            "name": name,
+            "level": 1,
+            "school": "enchantment",
+            "casting_time": "action",
+            "range_text": "90 feet",
+            "duration": duration,
+            "concentration": concentration,
+            "classes": [],
+            "desc": "",
+            **more,
+        }
+        return rq.Entry("spell", name, "Spells", "1st-Level Spells", "", s)
+
+    sleep, bless = spell("Sleep", "1 minute", False), spell("Bless", "1 minute", True, range_text="30 feet")
+    for seed in range(20):
+        said = rq.describe(sleep, [sleep, bless], random.Random(seed))
+        # "lasts 1 minute" is said of Bless too (it lasts 1 minute with concentration)
+        assert said is not None and "90 feet" in said
+    glyph = spell(
+        "Glyph of Warding",
+        "1 minute",
+        False,
+        saving_throw_ability="intelligence",
+        desc="Each creature in the area must make a Dexterity saving throw.",
+    )
+    assert ("save", "intelligence") not in rq.spell_facts(glyph.fields)  # the text never calls for it

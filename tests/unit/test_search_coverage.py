@@ -86,6 +86,20 @@ def test_a_modifier_makes_a_pair_so_very_rare_is_not_rare() -> None:
     assert not StatedText("Ring, rare").meets(pair)
 
 
+def test_a_value_and_the_word_beside_it_make_a_pair_read_alike_in_either_print() -> None:
+    # "7th-level conjuration" is the entry's level and school; a 3rd-level conjuration spell that can be
+    # cast with a 7th-level slot states "level 7" and "conjuration" apart, never side by side.
+    pairs = [c for c in query_constraints("the 7th-level conjuration spell that lasts 1 hour") if c.kind is Kind.PAIR]
+    (pair,) = [c for c in pairs if c.text.startswith("level 7")]
+    assert pair.text == "level 7 conjuration"
+    assert StatedText("Conjure Celestial\n7th-level conjuration").meets(pair)
+    assert StatedText("CONJURE CELESTIAL\nLevel 7 Conjuration").meets(pair)
+    assert not StatedText("Conjure Animals\n3rd-level conjuration\nAt Higher Levels: a 7th-level slot").meets(pair)
+    (before,) = [c for c in query_constraints("a creature with darkvision 60 feet") if c.kind is Kind.PAIR]
+    assert before.text == "darkvision 60 ft"
+    assert StatedText("Senses darkvision 60 ft., passive Perception 10").meets(before)
+
+
 def test_tokens_keep_unicode_letters_and_fold_case() -> None:
     assert [t.text for t in tokens("Ætherial Drake’s BREATH")] == ["ætherial", "drak", "breath"]
 
@@ -126,12 +140,21 @@ def test_ties_keep_the_fused_order_and_a_query_without_constraints_changes_nothi
 QUERY = "which 2nd-level illusion spell lasts 1 hour with concentration"
 ANSWER = "Quiet Mirage"
 ENTRIES: list[tuple[str, str]] = [
-    ("Veil of Illusions", "3rd-level illusion spell. Duration: Concentration, up to 1 minute. This illusion spell "
-     "lasts with concentration: each illusion of the spell lasts 1 hour, an illusion over an illusion."),
-    ("Phantom Choir", "1st-level illusion spell. Duration: Concentration, up to 1 minute. An illusion spell of "
-     "phantom voices; the illusion lasts as long as your concentration does."),
-    (ANSWER, "2nd-level illusion spell. Duration: Concentration, up to 1 hour. A mirage hides one creature while "
-     "the spell lasts."),
+    (
+        "Veil of Illusions",
+        "3rd-level illusion spell. Duration: Concentration, up to 1 minute. This illusion spell "
+        "lasts with concentration: each illusion of the spell lasts 1 hour, an illusion over an illusion.",
+    ),
+    (
+        "Phantom Choir",
+        "1st-level illusion spell. Duration: Concentration, up to 1 minute. An illusion spell of "
+        "phantom voices; the illusion lasts as long as your concentration does.",
+    ),
+    (
+        ANSWER,
+        "2nd-level illusion spell. Duration: Concentration, up to 1 hour. A mirage hides one creature while "
+        "the spell lasts.",
+    ),
     ("Stone Skin", "4th-level abjuration. Duration: Concentration, up to 1 hour. Skin turns hard as stone."),
     ("Flame Lash", "1st-level evocation. Duration: Instantaneous. A whip of fire deals 2d6 fire damage."),
 ]
@@ -196,7 +219,10 @@ def searcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HybridSearche
 
 def _with(searcher: HybridSearcher, config: object) -> HybridSearcher:
     return HybridSearcher(
-        text=searcher.text, vectors=searcher.vectors, graph=searcher.graph, embedder=searcher.embedder,
+        text=searcher.text,
+        vectors=searcher.vectors,
+        graph=searcher.graph,
+        embedder=searcher.embedder,
         config=config,  # type: ignore[arg-type]
     )
 
