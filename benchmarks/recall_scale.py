@@ -54,7 +54,6 @@ import structlog  # noqa: E402
 from schemas.recall import RecallKind, RecallRecord  # noqa: E402
 from schemas.search import SearchFilters  # noqa: E402
 from schemas.settings import Settings  # noqa: E402
-from stores.text.tantivy import TantivyTextIndex  # noqa: E402
 from stores.vector.edge import QdrantEdgeVectorIndex  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "corpus"
@@ -201,8 +200,9 @@ def latency(
         import shutil
 
         shutil.rmtree(data / "latency")
-    # Queries as a recall process embeds them (open_recall_index's default): torch on search_threads (1);
-    # loaded at the first query, after the bulk embedding (torch's thread count is per process).
+    # Queries as a recall process embeds them (open_recall_index's default): the ONNX copy (torch where it is
+    # unavailable) on search_threads (1); loaded at the first query, after the bulk embedding (torch's thread
+    # count is per process).
     queries_by = SentenceTransformerEmbedder(EmbeddingConfig(threads=settings.search_threads))
     index = open_recall_index(settings, embedder=queries_by)
     try:
@@ -241,36 +241,33 @@ def latency(
         # run, queries alternating between the two: on a shared machine only the pair compares
         assert isinstance(index.vectors, QdrantEdgeVectorIndex)  # the embedded engines of Settings' defaults
         previous = RecallIndex(index.text, _PreviousParams(index.vectors.path), queries_by, collection=index.collection)
-        # and the full-text filters before e77edfb (a term set per field), same vector index
-        assert isinstance(index.text, TantivyTextIndex)
-        term_sets = RecallIndex(
-            _TermSetFilters(index.text.path, name=index.text.name),
-            index.vectors,
-            queries_by,
-            collection=index.collection,
+        # and the queries embedded by torch, as before the ONNX copy (EmbeddingConfig.small_batch_runtime)
+        torch_queries = SentenceTransformerEmbedder(
+            EmbeddingConfig(threads=settings.search_threads, small_batch_runtime="torch")
         )
+        by_torch = RecallIndex(index.text, index.vectors, torch_queries, collection=index.collection)
         query_vectors = {q: queries_by.embed_query(q) for q in sample}
         for name, lineage in [*cases.items(), ("main head + observer", cases["main head"])]:
             observer = observers[0] if "observer" in name else None
             for q in sample[:5]:  # warm-up
                 index.search("camp_bench", q, lineage=lineage, observer=observer)
                 previous.search("camp_bench", q, lineage=lineage, observer=observer)
-                term_sets.search("camp_bench", q, lineage=lineage, observer=observer)
+                by_torch.search("camp_bench", q, lineage=lineage, observer=observer)
             times: list[float] = []
             before: list[float] = []
-            with_term_sets: list[float] = []
-            same_as_term_sets = wrong = 0
-            rotation = [index, previous, term_sets]
+            with_torch: list[float] = []
+            same_as_torch = wrong = 0
+            rotation = [index, previous, by_torch]
             for n, q in enumerate(sample):
                 top: dict[int, list[str]] = {}
                 for which in rotation[n % 3 :] + rotation[: n % 3]:
                     t0 = time.perf_counter()
                     hits = which.search("camp_bench", q, lineage=lineage, observer=observer, limit=10)
                     elapsed = time.perf_counter() - t0
-                    (times if which is index else before if which is previous else with_term_sets).append(elapsed)
+                    (times if which is index else before if which is previous else with_torch).append(elapsed)
                     wrong += sum(not lineage.contains(h.branch_id, h.depth) for h in hits)
                     top[id(which)] = [h.id for h in hits]
-                same_as_term_sets += top[id(index)] == top[id(term_sets)]
+                same_as_torch += top[id(index)] == top[id(by_torch)]
             filters = SearchFilters(
                 campaign=["camp_bench"], lineage=lineage_cover(lineage), observer=[observer] if observer else None
             )
@@ -294,10 +291,10 @@ def latency(
                 "queries": len(times),
                 "off_lineage_hits": wrong,
                 "previous_params": {"p50_ms": percentile_ms(before, 50), "p95_ms": percentile_ms(before, 95)},
-                "text_filters_as_term_sets": {
-                    "p50_ms": percentile_ms(with_term_sets, 50),
-                    "p95_ms": percentile_ms(with_term_sets, 95),
-                    "same_top10": round(same_as_term_sets / max(1, len(sample)), 3),
+                "queries_embedded_by_torch": {
+                    "p50_ms": percentile_ms(with_torch, 50),
+                    "p95_ms": percentile_ms(with_torch, 95),
+                    "same_top10": round(same_as_torch / max(1, len(sample)), 3),
                 },
                 "vector_leg": {
                     "p50_ms": percentile_ms(legs["now"], 50),
@@ -309,13 +306,20 @@ def latency(
             }
             print(name, json.dumps(out["cases"][name]), flush=True)
         previous.vectors.close()
-        term_sets.text.close()
-        query_embed = []
-        for q in sample:
-            t0 = time.perf_counter()
-            queries_by.embed_query(q)
-            query_embed.append(time.perf_counter() - t0)
-        out["query_embedding"] = {"p50_ms": percentile_ms(query_embed, 50), "p95_ms": percentile_ms(query_embed, 95)}
+        embed_times: dict[str, list[float]] = {"onnx": [], "torch": []}
+        for n, q in enumerate(sample):
+            pair = (("onnx", queries_by), ("torch", torch_queries))
+            for key, embedder in pair if n % 2 else pair[::-1]:
+                t0 = time.perf_counter()
+                embedder.embed_query(q)
+                embed_times[key].append(time.perf_counter() - t0)
+        out["query_embedding"] = {
+            "p50_ms": percentile_ms(embed_times["onnx"], 50),
+            "p95_ms": percentile_ms(embed_times["onnx"], 95),
+            "runtime": "onnx" if queries_by.small_batch_encoder() is not None else "torch",
+            "torch_p50_ms": percentile_ms(embed_times["torch"], 50),
+            "torch_p95_ms": percentile_ms(embed_times["torch"], 95),
+        }
         return out
     finally:
         index.close()
@@ -366,21 +370,6 @@ def _build(
         index.write(batch, np.array(vectors))
     index.vectors.optimize(index.collection)
     return round(embed_s, 1), round(time.perf_counter() - t0, 1)
-
-
-class _TermSetFilters(TantivyTextIndex):
-    """tantivy with the full-text filters before e77edfb: one term set query per filtered field."""
-
-    def _filter_query(self, filters: SearchFilters | None) -> Any:
-        import tantivy
-
-        conditions = filters.conditions() if filters is not None else {}
-        if not conditions:
-            return None
-        schema = self.client.schema
-        return tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, tantivy.Query.term_set_query(schema, k, v)) for k, v in conditions.items()]
-        )
 
 
 class _PreviousParams(QdrantEdgeVectorIndex):

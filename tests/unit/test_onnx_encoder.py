@@ -1,0 +1,112 @@
+"""Small batches (a search's query) are embedded by an ONNX Runtime copy of the model, with torch's vectors."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from models import onnx_encoder
+from models.embedding import SMALL_BATCH, EmbeddingConfig, SentenceTransformerEmbedder
+from models.onnx_encoder import OnnxEncoder
+
+pytest.importorskip("onnxruntime", reason="the cpu extra installs onnxruntime")
+
+QUERIES = [
+    "what did the blacksmith tell us about the missing caravan",
+    "Would Caroline pursue writing as a career option?",
+    "How do fate points refresh between sessions?",
+]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("onnx")
+
+
+@pytest.fixture(scope="module")
+def torch_only() -> SentenceTransformerEmbedder:
+    embedder = SentenceTransformerEmbedder(EmbeddingConfig(threads=1, small_batch_runtime="torch"))
+    embedder.load()
+    return embedder
+
+
+@pytest.fixture(scope="module")
+def with_onnx(folder: Path) -> SentenceTransformerEmbedder:
+    embedder = SentenceTransformerEmbedder(EmbeddingConfig(threads=1, onnx_dir=str(folder)))
+    embedder.load()
+    return embedder
+
+
+def test_a_query_gets_the_vector_torch_gives(
+    with_onnx: SentenceTransformerEmbedder, torch_only: SentenceTransformerEmbedder
+) -> None:
+    encoder = with_onnx.small_batch_encoder()
+    assert encoder is not None and encoder.path.parent.exists()
+    assert torch_only.small_batch_encoder() is None
+    for query in QUERIES:
+        ours, theirs = with_onnx.embed_query(query), torch_only.embed_query(query)
+        assert ours.shape == theirs.shape == (with_onnx.dim,) and ours.dtype == np.float32
+        assert np.abs(ours - theirs).max() < 1e-5
+    batch = with_onnx.embed_documents(QUERIES)  # padded to the longest: the mask keeps padding out
+    assert np.abs(batch - torch_only.embed_documents(QUERIES)).max() < 1e-5
+    assert np.allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
+
+
+def test_only_small_batches_go_through_onnx(with_onnx: SentenceTransformerEmbedder, monkeypatch: Any) -> None:
+    calls: list[int] = []
+    encoder = with_onnx.small_batch_encoder()
+    assert encoder is not None
+    real = encoder.encode
+    monkeypatch.setattr(encoder, "encode", lambda texts: calls.append(len(texts)) or real(texts))
+    with_onnx.embed_query("a query")
+    with_onnx.embed_documents(["chunk"] * SMALL_BATCH)
+    with_onnx.embed_documents(["chunk"] * (SMALL_BATCH + 1))  # a batch of documents: torch, sorted by length
+    assert calls == [1, SMALL_BATCH]
+
+
+def test_the_exported_copy_is_reused_by_a_later_process(
+    folder: Path, with_onnx: SentenceTransformerEmbedder, monkeypatch: Any
+) -> None:
+    assert with_onnx.small_batch_encoder() is not None
+    copies = sorted(folder.glob("*.onnx"))
+    assert len(copies) == 1 and not list(folder.glob(".*"))  # no temporary file left beside it
+
+    def refuse(model: Any, path: Path) -> None:
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr(onnx_encoder, "_export", refuse)
+    later = SentenceTransformerEmbedder(EmbeddingConfig(threads=1, onnx_dir=str(folder)))
+    encoder = later.small_batch_encoder()
+    assert encoder is not None and encoder.path == copies[0]
+
+
+def test_a_copy_that_differs_from_torch_is_not_used(
+    tmp_path: Path, torch_only: SentenceTransformerEmbedder, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(OnnxEncoder, "gap", lambda self, model: 0.5)
+    embedder = SentenceTransformerEmbedder(EmbeddingConfig(threads=1, onnx_dir=str(tmp_path)))
+    assert embedder.small_batch_encoder() is None
+    assert np.abs(embedder.embed_query(QUERIES[0]) - torch_only.embed_query(QUERIES[0])).max() < 1e-6
+
+
+def test_without_onnxruntime_torch_embeds(
+    tmp_path: Path, torch_only: SentenceTransformerEmbedder, monkeypatch: Any
+) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if not installed
+    embedder = SentenceTransformerEmbedder(EmbeddingConfig(threads=1, onnx_dir=str(tmp_path)))
+    assert embedder.small_batch_encoder() is None
+    assert not list(tmp_path.iterdir())
+    assert np.abs(embedder.embed_query(QUERIES[1]) - torch_only.embed_query(QUERIES[1])).max() < 1e-6
+
+
+def test_a_model_pooled_otherwise_is_not_exported(torch_only: SentenceTransformerEmbedder, tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    model = torch_only.model
+    cls_pooled = SentenceTransformer(modules=[model[0], type(model[1])(model.get_embedding_dimension(), "cls")])
+    assert OnnxEncoder.build(cls_pooled, tmp_path, threads=1, normalize=True) is None
+    assert not list(tmp_path.iterdir())
