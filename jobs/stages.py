@@ -61,6 +61,7 @@ log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
+
 def store_retry(operation: str) -> Retrying:
     """Bounded exponential backoff for transient store errors; permanent errors are not retried."""
     return Retrying(
@@ -199,8 +200,9 @@ class ExtractStage:
             log.info("embed_s3_fetch_complete", job_id=job.id, bytes=len(data), source=source.source.value)
             digest = sha256_hex(data)
             item_uid = content_id("item", f"{self.library.uid}:{digest}")
-            versions = retrying("item_versions", partial(self.catalog.items_for_source, self.library.uid,
-                                                         job.source_ref))
+            versions = retrying(
+                "item_versions", partial(self.catalog.items_for_source, self.library.uid, job.source_ref)
+            )
             current = next((v for v in versions if v.status is ItemStatus.READY), None)
             if current is not None and current.content_hash == digest:
                 read = self._facts_of_unchanged(job, current, name, data)
@@ -232,8 +234,9 @@ class ExtractStage:
             if item_uid:
                 # the item may never have been written: then the job alone carries the reason
                 with contextlib.suppress(LorekeeperError):
-                    retrying("item_failed", partial(self.catalog.set_item_status, item_uid, ItemStatus.FAILED,
-                                                    error=reason))
+                    retrying(
+                        "item_failed", partial(self.catalog.set_item_status, item_uid, ItemStatus.FAILED, error=reason)
+                    )
             return [ChunkRow.status_row(job.id, item_uid, RowStatus.FAILED, reason)]
 
     def _new_item(
@@ -305,15 +308,18 @@ class ExtractStage:
         log.info("embed_concepts_complete", job_id=job.id, item_uid=item_uid, concepts=len(concepts))
         if doc.title:
             item = item.validated_copy(title=doc.title[:200])
-        retrying("save_item", partial(
-            self.catalog.save_item,
-            item.validated_copy(page_count=doc.page_count or None),
-            chunk_count=len(chunks),
-            ocr_pages=doc.ocr_pages,
-            ocr_pages_skipped=doc.ocr_pages_skipped,
-            warnings=list(doc.warnings),
-            concept_count=len(concepts),
-        ))
+        retrying(
+            "save_item",
+            partial(
+                self.catalog.save_item,
+                item.validated_copy(page_count=doc.page_count or None),
+                chunk_count=len(chunks),
+                ocr_pages=doc.ocr_pages,
+                ocr_pages_skipped=doc.ocr_pages_skipped,
+                warnings=list(doc.warnings),
+                concept_count=len(concepts),
+            ),
+        )
         retrying("save_images", partial(self.catalog.save_images, images))
         read = self._rule_facts(job, item, doc, chunks)
         self._update_job(
@@ -353,7 +359,11 @@ class ExtractStage:
             )
             return FactsRead()
         log.info(
-            "rule_facts_extracted", job_id=job.id, item_uid=item.uid, facts=len(read.facts), entries=read.entries,
+            "rule_facts_extracted",
+            job_id=job.id,
+            item_uid=item.uid,
+            facts=len(read.facts),
+            entries=read.entries,
             by_kind=read.by_kind,
         )
         return read
@@ -373,16 +383,20 @@ class ExtractStage:
             password = self.options.password.get_secret_value() if self.options.password else None
             doc = extract_document(data, name, password=password, max_bytes=self.options.max_file_bytes)
             chunks = chunk_document(doc, self.chunking, self.counter)
-            stored = retrying("get_chunks", partial(
-                self.catalog.get_chunks, [chunk_uid(current.uid, c.sequence) for c in chunks]
-            ))
+            stored = retrying(
+                "get_chunks", partial(self.catalog.get_chunks, [chunk_uid(current.uid, c.sequence) for c in chunks])
+            )
             same = {
-                uid for c in chunks
+                uid
+                for c in chunks
                 if (uid := chunk_uid(current.uid, c.sequence)) in stored
                 and stored[uid].content_hash == sha256_hex(c.text)
             }
             read = read_facts(
-                doc, chunks, current.uid, rule_tables(self.settings),
+                doc,
+                chunks,
+                current.uid,
+                rule_tables(self.settings),
                 order_by_document=not self.settings.rule_families,
             )
             read.facts = [f if f.chunk_id in same else f.model_copy(update={"chunk_id": None}) for f in read.facts]
@@ -390,13 +404,21 @@ class ExtractStage:
             retrying("item_facts_read", partial(self.catalog.save_item, current, **{RULE_FACTS_READ: True}))
         except Exception as exc:  # noqa: BLE001 - the item stays as it was; the next run tries again
             log.warning(
-                "rule_facts_failed", job_id=job.id, item_uid=current.uid, exception_type=type(exc).__name__,
+                "rule_facts_failed",
+                job_id=job.id,
+                item_uid=current.uid,
+                exception_type=type(exc).__name__,
                 message=str(exc),
             )
             return FactsRead()
         log.info(
-            "rule_facts_extracted", job_id=job.id, item_uid=current.uid, facts=len(read.facts),
-            entries=read.entries, by_kind=read.by_kind, unchanged=True,
+            "rule_facts_extracted",
+            job_id=job.id,
+            item_uid=current.uid,
+            facts=len(read.facts),
+            entries=read.entries,
+            by_kind=read.by_kind,
+            unchanged=True,
         )
         return read
 
@@ -424,7 +446,10 @@ class EmbedStage:
         return options
 
     def __init__(self, options: IngestOptions) -> None:
-        self.embedder = SentenceTransformerEmbedder(options.embedding)
+        # Bulk batches run on torch; the ONNX copy that serves queries (EmbeddingConfig.small_batch_runtime)
+        # would only cost each actor its export or load for the few small tails of a job.
+        bulk = options.embedding.model_copy(update={"small_batch_runtime": "torch"})
+        self.embedder = SentenceTransformerEmbedder(bulk)
         # Load the model and run one tiny pass now, while extraction starts, not on the first batch.
         self.embedder.load()
         self.dim = self.embedder.dim

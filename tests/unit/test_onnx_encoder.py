@@ -110,3 +110,14 @@ def test_a_model_pooled_otherwise_is_not_exported(torch_only: SentenceTransforme
     cls_pooled = SentenceTransformer(modules=[model[0], type(model[1])(model.get_embedding_dimension(), "cls")])
     assert OnnxEncoder.build(cls_pooled, tmp_path, threads=1, normalize=True) is None
     assert not list(tmp_path.iterdir())
+
+
+def test_the_ingest_embed_stage_stays_on_torch() -> None:
+    """Bulk embedding needs no ONNX copy: an actor would pay its export or load for a job's small tails."""
+    from jobs.plan import IngestOptions
+    from jobs.stages import EmbedStage
+
+    stage = EmbedStage(IngestOptions(library="lore"))
+    assert stage.embedder.config.small_batch_runtime == "torch"
+    assert stage.embedder.small_batch_encoder() is None
+    assert stage.embedder.embed_documents(["a short tail"]).shape == (1, stage.dim)
