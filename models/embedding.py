@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,7 +59,7 @@ class EmbeddingConfig(BaseModel):
     onnx_dir: str | None = Field(
         default=None,
         description="Folder that keeps the exported ONNX copies (one per model and version, reused by later "
-        "processes); None = lorekeeper-onnx in the system's temporary folder.",
+        "processes); None = the user's cache (~/.cache/lorekeeper/onnx).",
     )
 
     @property
@@ -195,7 +194,7 @@ class SentenceTransformerEmbedder:
         model = self.model
         with self._lock:
             if not self._onnx_tried:
-                folder = Path(cfg.onnx_dir) if cfg.onnx_dir else Path(tempfile.gettempdir()) / "lorekeeper-onnx"
+                folder = Path(cfg.onnx_dir) if cfg.onnx_dir else default_onnx_dir()
                 threads = cfg.threads or available_cpus()
                 self._onnx = OnnxEncoder.build(model, folder, threads=threads, normalize=cfg.normalize)
                 self._onnx_tried = True
@@ -276,6 +275,14 @@ class SentenceTransformerEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]
+
+
+def default_onnx_dir() -> Path:
+    """Where ONNX copies are kept unless the config names a folder: the user's cache
+    (``$XDG_CACHE_HOME/lorekeeper/onnx``, else ``~/.cache/lorekeeper/onnx``), not a shared temporary
+    folder where another user could place a file under the expected name."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "lorekeeper" / "onnx"
 
 
 def available_cpus() -> int:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from models import onnx_encoder
-from models.embedding import SMALL_BATCH, EmbeddingConfig, SentenceTransformerEmbedder
+from models.embedding import SMALL_BATCH, EmbeddingConfig, SentenceTransformerEmbedder, default_onnx_dir
 from models.onnx_encoder import OnnxEncoder
 
 pytest.importorskip("onnxruntime", reason="the cpu extra installs onnxruntime")
@@ -121,3 +121,11 @@ def test_the_ingest_embed_stage_stays_on_torch() -> None:
     assert stage.embedder.config.small_batch_runtime == "torch"
     assert stage.embedder.small_batch_encoder() is None
     assert stage.embedder.embed_documents(["a short tail"]).shape == (1, stage.dim)
+
+
+def test_copies_are_kept_in_the_users_cache_not_a_shared_temporary_folder(monkeypatch: Any, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert default_onnx_dir() == tmp_path / "cache" / "lorekeeper" / "onnx"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_onnx_dir() == tmp_path / "home" / ".cache" / "lorekeeper" / "onnx"
