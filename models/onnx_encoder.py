@@ -72,16 +72,24 @@ class OnnxEncoder:
                 log.info("embedding_onnx_unavailable", reason="not a Transformer + mean pooling model")
                 return None
             path = folder / f"{_key(model)}.onnx"
-            if not path.exists():
+            kept = path.exists()
+            if not kept:
                 _export(model, path)
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-            # a spinning worker thread takes a core from the other processes of a small machine
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-            encoder = cls(session, model.tokenizer, int(model.max_seq_length or 256), normalize, path)
-            gap = encoder.gap(model)
+            max_tokens = int(model.max_seq_length or 256)
+            try:
+                encoder = cls(_session(ort, path, threads), model.tokenizer, max_tokens, normalize, path)
+                gap = encoder.gap(model)
+            except Exception:
+                if not kept:
+                    raise
+                encoder, gap = None, float("inf")
+            if kept and gap > TOLERANCE:
+                # a kept copy that no longer loads or reads right (damaged on disk) is made again, once
+                log.warning("embedding_onnx_reexported", path=str(path))
+                path.unlink(missing_ok=True)
+                _export(model, path)
+                encoder = cls(_session(ort, path, threads), model.tokenizer, max_tokens, normalize, path)
+                gap = encoder.gap(model)
         except Exception as exc:  # noqa: BLE001 - any failure leaves the caller on torch, which still works
             log.warning("embedding_onnx_unavailable", reason=f"{type(exc).__name__}: {exc}")
             return None
@@ -109,6 +117,16 @@ class OnnxEncoder:
         """The largest difference between this copy's vectors and ``model``'s own on :data:`PROBES`."""
         theirs = model.encode(list(PROBES), normalize_embeddings=self.normalize, convert_to_numpy=True)
         return float(np.abs(self.encode(PROBES) - theirs).max())
+
+
+def _session(ort: Any, path: Path, threads: int) -> Any:
+    """An ONNX Runtime session on ``path`` with ``threads`` intra-op threads."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # a spinning worker thread takes a core from the other processes of a small machine
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def _plain_stack(model: Any) -> bool:

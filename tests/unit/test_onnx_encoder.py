@@ -129,3 +129,14 @@ def test_copies_are_kept_in_the_users_cache_not_a_shared_temporary_folder(monkey
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert default_onnx_dir() == tmp_path / "home" / ".cache" / "lorekeeper" / "onnx"
+
+
+def test_a_damaged_kept_copy_is_exported_again(folder: Path, with_onnx: SentenceTransformerEmbedder) -> None:
+    encoder = with_onnx.small_batch_encoder()
+    assert encoder is not None
+    damaged = folder / "damaged"
+    damaged.mkdir(exist_ok=True)
+    (damaged / encoder.path.name).write_bytes(b"not an onnx model")
+    again = OnnxEncoder.build(with_onnx.model, damaged, threads=1, normalize=True)
+    assert again is not None and again.path == damaged / encoder.path.name
+    assert np.abs(again.encode(QUERIES) - encoder.encode(QUERIES)).max() < 1e-6
