@@ -45,6 +45,7 @@ from schemas.common import EntityStatus
 from schemas.errors import LorekeeperError
 from schemas.story import InputMode, Memory, Scene, SubjectiveKind, Summary, SummaryScope, Turn
 from story.recall import speaker_name
+from story.words import FUNCTION_WORDS
 
 if TYPE_CHECKING:
     from story.service import StoryService
@@ -105,16 +106,7 @@ class SceneMemoryFormer(Protocol):
 
 # -- sentences and their scores -------------------------------------------------------------------
 
-# function words that say nothing of what a sentence is about
-_STOPWORDS = (
-    "a about after again all also am an and any are as at be because been before being but by can could "
-    "did do does doing down for from had has have having he her here hers him his how i if in into is it "
-    "its just me more most my no nor not now of off on once only or other our ours out over own same she "
-    "should so some such than that the their theirs them then there these they this those through to too "
-    "under until up us very was we were what when where which while who whom why will with would you "
-    "your yours"
-)
-_STOP = frozenset(_STOPWORDS.split())
+_STOP = FUNCTION_WORDS  # words that say nothing of what a sentence is about
 _WORD = re.compile(r"[a-z0-9][a-z0-9'’-]*")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"”’'])\s+|\s*\n+\s*")
 _SHORT = 4  # content words under which a sentence's score is damped

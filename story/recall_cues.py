@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from functools import lru_cache
 
+from story.words import FUNCTION_WORDS
+
 MONTHS = {
     name: number
     for number, names in enumerate(
@@ -150,17 +152,12 @@ def without_names(query: str, speakers: set[str]) -> str:
     return " ".join(query.split())
 
 
-# function words that say nothing of what a record is about (the feedback's words are content words)
-_STOPWORD_TEXT = (
-    "a about after again all also am an and any are as at be because been before being but by can could "
-    "did do does doing down for from had has have having he her here hers him his how i if in into is it "
-    "its just me more most my no nor not now of off on once only or other our ours out over own same she "
-    "should so some such than that the their theirs them then there these they this those through to too "
-    "under until up us very was we were what when where which while who whom why will with would you "
-    "your yours yeah yes oh wow really thanks thank great good glad got get like know think lot much "
-    "going gonna well sure way one things thing something been being totally definitely awesome amazing"
+# function words, and the small talk of a conversation, say nothing of what a record is about
+_SMALL_TALK = (
+    "yeah yes oh wow really thanks thank great good glad got get like know think lot much going gonna well "
+    "sure way one things thing something been being totally definitely awesome amazing"
 )
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_STOPWORDS = FUNCTION_WORDS | frozenset(_SMALL_TALK.split())
 _WORD = re.compile(r"[a-z][a-z'’]+")
 
 
