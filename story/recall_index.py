@@ -31,7 +31,7 @@ from schemas.recall import RecallHit, RecallKind, RecallRecord
 from schemas.search import SearchFilters
 from schemas.settings import Settings
 from stores.factory import open_memory_text_index, open_vector_index
-from stores.text.base import TextDocument, TextHit, TextIndex
+from stores.text.base import TextDocument, TextIndex
 from stores.vector.base import VectorIndex, VectorPoint, VectorSpace
 from story.lineage import Lineage
 from story.recall_cues import feedback_terms, inferential, named_speakers, story_date, time_range, without_names
@@ -134,11 +134,11 @@ class RecallConfig(BaseModel):
         "search, RecallIndex.collect), which otherwise match every turn of theirs and windows that hold them",
     )
     feedback_depth: int = Field(
-        default=10,
+        default=5,
         ge=0,
         le=50,
-        description="pseudo-relevance feedback: the first round's best this many records (ranked under this "
-        "config without feedback) lead a second round of search (RecallIndex.feedback); 0 = off",
+        description="pseudo-relevance feedback: the first round's best this many records (the BM25 leg's, or the "
+        "round ranked under this config without feedback: feedback_from) lead a second round of search; 0 = off",
     )
     feedback_vector_weight: float = Field(
         default=0.0,
@@ -165,6 +165,15 @@ class RecallConfig(BaseModel):
     feedback_terms: int = Field(
         default=10, ge=1, le=50, description="how many distinctive words the feedback adds to the BM25 query"
     )
+    feedback_from: Literal["fused", "text"] = Field(
+        default="text",
+        description="which first round leads the BM25 feedback: ``text``, the BM25 leg's own best records against its "
+        "own candidates, so the second BM25 search runs on the leg's thread while the query is embedded and searched "
+        "(where the leg came back short, a small campaign's or a rare word's, the fused round leads instead); "
+        "``fused``, the first round ranked under this config without feedback, after the vector search. Same run, "
+        "LoCoMo dev / synthetic recall@10: fused, depth 10 0.808 / 0.776; fused, 5: 0.810 / 0.770; text, 10: "
+        "0.812 / 0.764; text, 5: 0.813 / 0.776; text, 3: 0.806 / 0.770; text, 20: 0.806 / 0.770",
+    )
     vector_without_names_weight: float = Field(
         default=0.5,
         ge=0,
@@ -188,6 +197,14 @@ class Candidates:
     records: dict[str, RecallRecord]
     kinds: frozenset[RecallKind] | None = None
     query_vector: np.ndarray | None = None  # kept by collect when a second round blends it
+
+
+@dataclass(slots=True)
+class _TextRound:
+    """What :meth:`RecallIndex._text_round` found on the BM25 leg's thread: legs and their records."""
+
+    legs: dict[str, list[tuple[str, float]]]
+    records: dict[str, RecallRecord]
 
 
 class RecallIndex:
@@ -527,6 +544,15 @@ class RecallIndex:
         the legs bring to fusion), one more BM25 search. The records found are added to ``found.records``.
         """
         cfg = config or self.config
+        fused_text = (
+            not _text_led(cfg, len(found.legs.get("text", ())), depth)
+            and cfg.feedback_text_weight > 0
+            and cfg.text_weight > 0
+            and not inferential(found.query)
+        )
+        rocchio = cfg.feedback_vector_weight > 0 and cfg.vector_weight > 0 and found.query_vector is not None
+        if not (fused_text or rocchio):
+            return {}
         first = self.rank(
             found,
             limit=cfg.feedback_depth,
@@ -536,7 +562,7 @@ class RecallIndex:
         if not first:
             return legs
         ids = [h.id for h in first]
-        if cfg.feedback_vector_weight > 0 and cfg.vector_weight > 0 and found.query_vector is not None:
+        if rocchio:
             points = self.vectors.get(self.collection, ids)
             if points:
                 mean = np.mean([p.vector for p in points], axis=0)
@@ -546,7 +572,7 @@ class RecallIndex:
                 hits = self.vectors.search(self.collection, blended.tolist(), filters=filters, limit=depth)
                 legs["feedback_vector"] = [(h.id, h.score) for h in hits]
                 _decode(found.records, ((h.id, h.payload) for h in hits))
-        if cfg.feedback_text_weight > 0 and cfg.text_weight > 0 and not inferential(found.query):
+        if fused_text:
             # the background is what the legs bring to fusion, whatever depth they were searched to
             pool = {i for hits in found.legs.values() for i, _ in hits[: cfg.candidates]}
             background = [found.records[i].text for i in pool]
@@ -583,23 +609,53 @@ class RecallIndex:
         depth = max(depth or cfg.candidates, limit)
         records: dict[str, RecallRecord] = {}
         legs: dict[str, list[tuple[str, float]]] = {}
-        text_leg: Future[list[TextHit]] | None = None
+        text_leg: Future[_TextRound] | None = None
         if cfg.text_weight > 0 and cfg.vector_weight > 0 and query_vector is None:
             # BM25 runs while the model embeds the query (torch releases the GIL): ~a third off a recall
-            text_leg = self._legs().submit(self.text.search, query, filters=filters, limit=depth, highlight=False)
+            text_leg = self._legs().submit(self._text_round, query, filters, depth, lineage, wanted)
         if cfg.vector_weight > 0:
             vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
             hits = self.vectors.search(self.collection, vector.tolist(), filters=filters, limit=depth)
             legs["vector"] = [(h.id, h.score) for h in hits]
             _decode(records, ((h.id, h.payload) for h in hits))
         if cfg.text_weight > 0:
-            if text_leg is not None:
-                text_hits = text_leg.result()
-            else:
-                text_hits = self.text.search(query, filters=filters, limit=depth, highlight=False)
-            legs["text"] = [(h.id, h.score) for h in text_hits]
-            _decode(records, ((h.id, h.data) for h in text_hits))
+            done = (
+                text_leg.result() if text_leg is not None else self._text_round(query, filters, depth, lineage, wanted)
+            )
+            legs.update(done.legs)
+            for rid, record in done.records.items():
+                records.setdefault(rid, record)
         return Candidates(query=query, lineage=lineage, legs=legs, records=records, kinds=wanted)
+
+    def _text_round(
+        self, query: str, filters: SearchFilters, depth: int, lineage: Lineage, wanted: frozenset[RecallKind] | None
+    ) -> _TextRound:
+        """The BM25 leg (``text``) and, where it leads the feedback (:func:`_text_led`), its own feedback
+        round (``feedback_text``): the query plus the distinctive words of the leg's best ``feedback_depth``
+        records on the lineage (of the kinds asked for) against the leg's candidates, searched again."""
+        cfg = self.config
+        found = _TextRound(legs={}, records={})
+        hits = self.text.search(query, filters=filters, limit=depth, highlight=False)
+        found.legs["text"] = [(h.id, h.score) for h in hits]
+        _decode(found.records, ((h.id, h.data) for h in hits))
+        if not (_text_led(cfg, len(hits), depth) and cfg.feedback_text_weight > 0 and not inferential(query)):
+            return found
+        best: list[str] = []
+        for h in hits:
+            record = found.records[h.id]
+            if (wanted is None or record.kind in wanted) and lineage.contains(
+                record.branch_id, record.depth, record.seq
+            ):
+                best.append(record.text)
+                if len(best) == cfg.feedback_depth:
+                    break
+        pool = [found.records[h.id].text for h in hits[: cfg.candidates]]
+        words = feedback_terms(query, best, pool, cfg.feedback_terms) if best else []
+        if words:
+            again = self.text.search(f"{query} {' '.join(words)}", filters=filters, limit=depth, highlight=False)
+            found.legs["feedback_text"] = [(h.id, h.score) for h in again]
+            _decode(found.records, ((h.id, h.data) for h in again))
+        return found
 
     def rank(self, found: Candidates, *, limit: int = 10, config: RecallConfig | None = None) -> list[RecallHit]:
         """Fuse and re-score what :meth:`gather` found (under ``config``, this index's by default), best first.
@@ -663,6 +719,13 @@ class RecallIndex:
         final.sort()
         by_id = {doc.id: doc for doc in fused}
         return [_hit(records[rid], -neg, by_id[rid].scores, by_id[rid].ranks) for neg, rid in final[:limit]]
+
+
+def _text_led(config: RecallConfig, text_hits: int, depth: int) -> bool:
+    """Whether the BM25 leg leads the text feedback itself: ``feedback_from="text"`` and a leg that came back
+    full (its candidates are then a background that tells a distinctive word; a short leg, a small
+    campaign's or a rare word's, is little more than its own best records, so the fused round leads)."""
+    return config.feedback_from == "text" and config.feedback_depth > 0 and text_hits >= min(depth, config.candidates)
 
 
 def _decode(records: dict[str, RecallRecord], hits: Iterable[tuple[str, Mapping[str, Any]]]) -> None:

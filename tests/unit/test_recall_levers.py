@@ -4,6 +4,7 @@ vectors are given, and ranking runs on candidates built here."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import date
 from pathlib import Path
@@ -349,6 +350,55 @@ def test_text_feedback_finds_what_the_question_does_not_say(index: RecallIndex) 
     assert "feedback_text" not in legs
     legs, _ = ranked("Would Ben like the lake?")  # an inference: its text leg is not fed back
     assert "feedback_text" not in legs
+
+
+def test_a_full_text_leg_leads_its_own_feedback_beside_the_vector_leg(index: RecallIndex) -> None:
+    """With ``feedback_from="text"`` and a BM25 leg that came back full, the feedback words come from the
+    leg's own best records against its own candidates, and the second BM25 search runs on the leg's
+    thread (beside the query's embedding and the vector search); a short leg leaves it to the fused round."""
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=40),))
+    said = [
+        _turn(1, "We took the kayak out on the lake.", speaker="Ben"),
+        _turn(2, "The kayak flipped over in the middle of the lake!", speaker="Ben"),
+        _turn(3, "Bought a carbon kayak paddle today.", speaker="Ben", scene="s2"),
+    ]
+    filler = [
+        _turn(d, f"small talk about the weather and the lake, number {d}, nothing more to say about it", scene="s9")
+        for d in range(4, 12)
+    ]
+    _write(index, [*said, *filler])
+    searched: list[tuple[str, str]] = []
+    search = index.text.search
+
+    def noted(query: str, **kw: object) -> object:
+        searched.append((query, threading.current_thread().name))
+        return search(query, **kw)
+
+    index.text.search = noted  # type: ignore[method-assign]
+    index.config = RecallConfig(
+        window_before=0,
+        window_after=0,
+        neighbour_share=0,
+        candidates=6,
+        feedback_depth=2,
+        vector_without_names_weight=0,
+    )
+    assert index.config.feedback_from == "text"  # the default
+    found = index.collect("c", "What happened at the lake?", lineage=lineage, kinds=[RecallKind.TURN])
+    assert [i for i, _ in found.legs["text"][:2]] == ["tb1", "tb2"]
+    assert "tb3" in [i for i, _ in found.legs["feedback_text"]]  # by "kayak", which the question does not say
+    assert [(q.split("? ")[-1], thread.startswith("recall-leg")) for q, thread in searched] == [
+        ("What happened at the lake?", True),
+        ("kayak", True),
+    ]
+    searched.clear()
+    index.config = index.config.model_copy(update={"feedback_from": "fused"})
+    found = index.collect("c", "What happened at the lake?", lineage=lineage, kinds=[RecallKind.TURN])
+    assert "feedback_text" in found.legs and not searched[-1][1].startswith("recall-leg")  # after the vector leg
+    searched.clear()
+    index.config = index.config.model_copy(update={"feedback_from": "text", "candidates": 20})
+    found = index.collect("c", "What happened at the lake?", lineage=lineage, kinds=[RecallKind.TURN])
+    assert len(found.legs["text"]) < 20 and not searched[-1][1].startswith("recall-leg")  # a short leg: fused
 
 
 def test_a_vector_search_without_the_names_joins_the_fusion(index: RecallIndex) -> None:
