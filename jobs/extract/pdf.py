@@ -70,7 +70,7 @@ from jobs.extract.pdf_styles import (
     _split_styles,
 )
 from jobs.extract.pdf_tables import TableMode, _replace_tables
-from jobs.extract.pdf_tables import _may_draw as _may_draw  # re-exported: tests import it here
+from jobs.extract.pdf_tables import _may_draw_grid as _may_draw_grid  # re-exported: tests import it here
 from jobs.extract.typography import page_lines
 
 __all__ = ["ImageSink", "PdfInfo", "TableMode", "extract_pdf", "open_pdf", "pdf_info"]

@@ -19,16 +19,24 @@ from jobs.document import BlockKind
 from jobs.extract.blocks import markdown_table
 from jobs.extract.pdf_items import _MARGIN_Y, _Item, _PageWords
 from jobs.extract.pdf_order import _split
-from jobs.extract.ruling import edges_in, ruled_tables
+from jobs.extract.ruling import edges_in, fill_grids, ruled_grids
 
 _log = logging.getLogger("jobs.extract.pdf")  # the PDF reader logs under one name
 
 # Characters of formulas (operators, arrows, set symbols, delimiters drawn as text).
 # Signs, brackets and ≤/≥ are left out: "+4", "(+2)" and "≤ 3" are common in game tables.
 _MATH = frozenset("=×÷·∑∏∫√∞∂∇∈∉∋⊂⊃⊆⊇∪∩∅∀∃¬∧∨⇒⇔→←↔↦≠≈≡∼⊕⊗|{}⟨⟩˙̸")
-# Every path in a content stream starts with a "m" (moveto) or "re" (rectangle) operator, and
-# form XObjects ("Do") can hold paths of their own: a page whose streams have neither draws no rules.
-_PATH_START = re.compile(rb"(?<![^\s()<>\[\]{}/%])(?:m|re|Do)(?![^\s()<>\[\]{}/%])")
+# The content-stream operators that decide whether a page can draw a vertical rule (see
+# :func:`_may_draw_grid`), as tokens after white space (not inside a name, "/Im1 Do", a number or
+# another word). Starting with the white space makes the scan several times faster than a
+# look-behind; an operator after a delimiter instead is caught by the checks around the scan.
+_WHITE = rb"\x00\t\n\f\r "
+_STREAM_TOKEN = re.compile(
+    rb"[" + _WHITE + rb"](BT|ET|m|l|re|c|v|y|cm|Do|sh|BI|scn|SCN|d0|d1)(?=[" + _WHITE + rb"()<>\[\]{}/%]|\Z)"
+)
+_NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*|\.\d+)")
+# An operator glued to what comes before it: "0 100l" is read as "0 100 l" by MuPDF, "[]re" too.
+_GLUED = re.compile(rb"[\d.\])>}][A-Za-z]")
 
 
 class TableMode(StrEnum):
@@ -159,16 +167,82 @@ def _region_rect(region: list[_Item]) -> tuple[float, float, float, float]:
     )
 
 
-def _may_draw(page: Any) -> bool:
-    """Whether the page's content streams can draw a path (a cheap scan before the drawings pass).
+def _may_draw_grid(page: Any) -> bool:
+    """Whether the page can draw a vertical rule, without which no ruled table has a grid.
 
-    Reading the streams costs a few hundredths of the time ``get_cdrawings`` takes to interpret
-    the page; a false "yes" (a "m" in a string, say) only costs that pass.
+    A cheap scan of the content streams before the drawings pass (``get_cdrawings`` interprets the
+    whole page again, text and all, for about a millisecond): "no" only when every path the page
+    draws is a straight line along the x axis (a rule under a heading, a booktabs rule, a running
+    head's line) in axis-aligned coordinates. Anything it cannot read for sure means "yes":
+    rectangles, curves, forms and images (``Do``), shadings and patterns, a rotated or sheared
+    ``cm``, operands that are not plain numbers, strings or comments outside text objects, a
+    page turned by /Rotate, annotations and widgets (the drawings pass draws them too), and path
+    operators with numbers before them inside a text object (MuPDF runs them there too). A false
+    "yes" only costs the drawings pass.
     """
+    if page.rotation or page.first_annot is not None or page.first_widget is not None:
+        return True
     try:
-        return _PATH_START.search(page.read_contents()) is not None
+        stream = page.read_contents()
     except Exception:  # a stream MuPDF cannot decode: let the drawings pass decide
         return True
+    if b"/Pattern" in stream or b"\x0b" in stream:  # bytes.split (operands) splits at \x0b too
+        return True
+    stream = b"\n" + stream  # a token at the very start follows white space too
+    in_text = False
+    outside_from = 0  # where the current stretch outside text objects began
+    last_y: float | None = None  # the current point's y
+    for token in _STREAM_TOKEN.finditer(stream):
+        op, at = token.group(1), token.start(1)
+        if op == b"BT" or op == b"ET":
+            if (op == b"BT") == in_text:
+                return True  # unbalanced: the text objects are not where they seem
+            if op == b"BT" and _odd_outside(stream[outside_from:at]):
+                return True
+            in_text = op == b"BT"
+            outside_from = token.end()
+            continue
+        if op in (b"Do", b"sh", b"BI", b"scn", b"SCN", b"d0", b"d1"):
+            return True
+        if op == b"cm":  # inside a text object too: MuPDF applies it there
+            matrix = _operands(stream, at, 6)
+            if matrix is None or matrix[1] or matrix[2]:
+                return True  # not axis-aligned: a line along x may run along y
+            continue
+        if in_text:
+            # inside text, "(v)" or "(re)" are strings; path operators come after their numbers
+            if _operands(stream, at, 1) is not None:
+                return True
+            continue
+        if op not in (b"m", b"l"):
+            return True  # a rectangle or a curve
+        point = _operands(stream, at, 2)
+        if point is None:
+            return True
+        y = point[1]
+        if op == b"l" and y != last_y:
+            return True  # a line that is not along the x axis (or starts nowhere)
+        last_y = y
+    return in_text or _odd_outside(stream[outside_from:])
+
+
+def _operands(stream: bytes, at: int, count: int) -> list[float] | None:
+    """The ``count`` numbers right before the operator at ``at``, or None when they are not numbers.
+
+    Split from a short window before the operator: a regular expression anchored at its end would
+    try every start in the window, and the scan asks this for every path operator of the page.
+    """
+    words = stream[max(0, at - 32 * count) : at].split()[-count:]
+    if len(words) != count or not all(_NUMBER.fullmatch(word) for word in words):
+        return None
+    return [float(word) for word in words]
+
+
+def _odd_outside(part: bytes) -> bool:
+    """Whether a stretch of a content stream outside text objects holds what the token scan cannot
+    read for sure: a string or a comment (either may hide "BT" or "ET"), or an operator glued to
+    what comes before it."""
+    return b"(" in part or b"%" in part or _GLUED.search(part) is not None
 
 
 def _table_item(bbox: Any, markdown: str, index: int, page: int) -> _Item:
@@ -192,14 +266,15 @@ def _replace_tables(
             # Rules and words are read in page space, where the text runs as written (a page
             # turned by /Rotate is read as drawn, like its text); boxes go back to display space.
             if drawings is None:
-                drawings = page.get_cdrawings() if _may_draw(page) else []
+                drawings = page.get_cdrawings() if _may_draw_grid(page) else []
             if drawings:
-                words = page_words()
                 clip = _region_rect(region)
                 if rotation_matrix is not None:
                     clip = tuple(pymupdf.Rect(clip) * ~rotation_matrix)
                 try:
-                    found = ruled_tables(edges_in(drawings, clip), words)
+                    grids = ruled_grids(edges_in(drawings, clip))
+                    # the words only where rules make a grid: most regions hold none
+                    found = fill_grids(grids, page_words()) if grids else []
                     tables = [(bbox, markdown_table(rows)) for bbox, rows in found]
                 except Exception as exc:  # a table failure must not lose the page's text
                     _log.warning("ruled tables failed on page %d: %s", number, exc)

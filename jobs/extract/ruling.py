@@ -19,10 +19,13 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["Edge", "edges_in", "ruled_tables"]
+__all__ = ["Edge", "Grid", "edges_in", "fill_grids", "ruled_grids", "ruled_tables"]
 
 Edge = tuple[float, float, float, float]
 """A rule as a thin box ``(x0, y0, x1, y1)``: wider than tall is horizontal, else vertical."""
+
+Grid = tuple[list[float], list[float]]
+"""A ruled table's column lines and row lines: ``(xs, ys)``, each in increasing order."""
 
 _THIN = 2.0  # a filled box at most this thick is a rule, not a cell
 _SNAP = 3.0  # rules this close are one line
@@ -116,6 +119,15 @@ def ruled_tables(edges: Sequence[Edge], words: Sequence[tuple[Any, ...]]) -> lis
     Returns:
         ``(bbox, rows)`` per table, top to bottom; each has two or more rows and columns with text.
     """
+    return fill_grids(ruled_grids(edges), words)
+
+
+def ruled_grids(edges: Sequence[Edge]) -> list[Grid]:
+    """The grids ``edges`` rule, top to bottom, before any text is put in them.
+
+    Most regions that look like tables hold no grid (rules under headings, a frame, booktabs'
+    horizontal rules): the caller reads the page's words only for the grids found here.
+    """
     horizontal = [((e[1] + e[3]) / 2, e[0], e[2]) for e in edges if e[2] - e[0] >= e[3] - e[1]]
     vertical = [((e[0] + e[2]) / 2, e[1], e[3]) for e in edges if e[2] - e[0] < e[3] - e[1]]
     if len(horizontal) < 2 or len(vertical) < 2:
@@ -136,7 +148,7 @@ def ruled_tables(edges: Sequence[Edge], words: Sequence[tuple[Any, ...]]) -> lis
             groups[-1].append(below)
         else:
             groups.append([below])
-    tables = []
+    grids: list[Grid] = []
     for group in groups:
         ys = [y for y, _ in group]
         if len(ys) < 2:
@@ -149,7 +161,14 @@ def ruled_tables(edges: Sequence[Edge], words: Sequence[tuple[Any, ...]]) -> lis
         crossings = sum(1 for row in group for column in grid if _cross(row, column))
         if crossings < _MIN_CROSSINGS * len(group) * len(grid):
             continue
-        xs = [x for x, _ in grid]
+        grids.append(([x for x, _ in grid], ys))
+    return grids
+
+
+def fill_grids(grids: Sequence[Grid], words: Sequence[tuple[Any, ...]]) -> list[tuple[Edge, list[list[str]]]]:
+    """``(bbox, rows)`` of each grid that two rows and two columns of ``words`` fill (see :func:`ruled_tables`)."""
+    tables = []
+    for xs, ys in grids:
         table = _fill(xs, ys, words)
         if table is not None:
             tables.append(((xs[0], ys[0], xs[-1], ys[-1]), table))

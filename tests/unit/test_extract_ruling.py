@@ -126,18 +126,75 @@ def test_a_banded_statistics_table_reads_one_state_per_row(name: str) -> None:
     assert not any("209" in c for c in cells)  # Alaska's permits are on the next row
 
 
-def test_drawings_pass_skipped_only_where_the_streams_draw_no_path() -> None:
+def _page_with(stream: bytes, *, rotate: int = 0, annot: bool = False):  # noqa: ANN202 - a pymupdf.Page
+    """A one-page PDF whose content stream is ``stream``."""
     import pymupdf
 
-    from jobs.extract.pdf import _may_draw
-
     doc = pymupdf.open()
-    text_only = doc.new_page()
-    text_only.insert_text((72, 72), "Armor table")
-    ruled = doc.new_page()
-    ruled.draw_line((72, 100), (300, 100))
-    boxed = doc.new_page()
-    boxed.draw_rect((72, 100, 300, 200))
-    text_only, ruled, boxed = doc[0], doc[1], doc[2]  # pages added later leave earlier handles stale
-    assert _may_draw(ruled) and _may_draw(boxed)
-    assert not _may_draw(text_only) and not text_only.get_cdrawings()
+    doc.new_page()
+    xref = doc.get_new_xref()
+    doc.update_object(xref, "<<>>")
+    doc.update_stream(xref, stream)
+    page = doc[0]
+    page.set_contents(xref)
+    if rotate:
+        page.set_rotation(rotate)
+    if annot:
+        page.add_rect_annot((100, 100, 200, 200))
+    return doc[0]  # pages changed later leave earlier handles stale; the document stays open with it
+
+
+def _vertical_edges(page) -> list:  # noqa: ANN001 - a pymupdf.Page
+    edges = edges_in(page.get_cdrawings(), (-1e6, -1e6, 1e6, 1e6))
+    return [e for e in edges if e[2] - e[0] < e[3] - e[1]]
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [
+        b"BT /Helv 11 Tf 72 720 Td (Armor table) Tj ET",  # text only
+        b"q 0.5 w 72 700 m 300 700 l S Q 72 650 m 300 650 l 320 650 l S",  # rules along x
+        b"q 1 0 0 -1 0 792 cm 0.75 0 0 0.75 0 0 cm 10 67.5 m 107.48 67.5 l S Q",  # scaled, flipped
+        b"BT /Helv 11 Tf 72 720 Td [(v)-28(re)] TJ ET 72 700 m 300 700 l S",  # "(v)", "(re)": strings
+    ],
+)
+def test_the_drawings_pass_is_skipped_where_no_rule_can_run_along_y(stream: bytes) -> None:
+    from jobs.extract.pdf import _may_draw_grid
+
+    page = _page_with(stream)
+    assert not _may_draw_grid(page)
+    assert not _vertical_edges(page)
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [
+        b"72 700 m 72 600 l S",  # a rule along y
+        b"72 700 m 300 700 l 300 600 l S",  # a corner
+        b"72 600 228 100 re S",  # a box
+        b"72 600 228 0.5 re f",  # a hairline box: "re" is never read further
+        b"q 0 1 -1 0 300 0 cm 72 700 m 300 700 l S Q",  # turned a quarter by cm
+        b"BT 72 700 m 72 600 l S ET",  # path operators inside a text object are run too
+        b"/Span <</ActualText (BT)>> BDC 72 700 m 72 600 l S EMC",  # a string outside text
+        b"% BT\n72 700 m 72 600 l S\n% ET",  # a comment outside text
+        b"72 700 m 72 600l S",  # an operator glued to its number
+        b"72 700 m 100 700 c 72 600 l S",  # a curve
+        b"/Fm0 Do",  # a form may draw anything
+        b"72 700 m 72 600 l",  # unpainted: still refused, the scan does not follow painting
+    ],
+)
+def test_the_drawings_pass_runs_where_a_rule_may_run_along_y(stream: bytes) -> None:
+    from jobs.extract.pdf import _may_draw_grid
+
+    assert _may_draw_grid(_page_with(stream))
+
+
+def test_the_drawings_pass_runs_on_turned_and_annotated_pages() -> None:
+    from jobs.extract.pdf import _may_draw_grid
+
+    rules = b"72 700 m 300 700 l S"
+    assert not _may_draw_grid(_page_with(rules))
+    assert _may_draw_grid(_page_with(rules, rotate=90))  # the drawings are read in the page's turned space
+    page = _page_with(rules, annot=True)  # the drawings pass draws annotations too
+    assert _vertical_edges(page)
+    assert _may_draw_grid(page)
