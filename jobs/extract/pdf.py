@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import pymupdf
+from pymupdf import mupdf
 
 from jobs.document import BlockKind, ExtractedDocument, ExtractedImage
 from jobs.errors import CorruptDocument, EmptyDocument, EncryptedDocument
@@ -189,6 +190,35 @@ def _clean_title(title: str | None) -> str | None:
         return None
     title = title.replace("\x00", "").strip()
     return title if title and not _FILE_NAME_TITLE.search(title) else None
+
+
+def _read_outline(doc: Any) -> list[list[Any]]:
+    """``doc.get_toc(simple=True)``: ``[level, title, page]`` per entry, page -1 where it points
+    nowhere in the file.
+
+    Read from the outline MuPDF loaded when it opened the file: ``get_toc`` loads it (and the
+    metadata) again and walks it through a wrapper object for every field it reads, ~7 ms for
+    an outline of 600 entries, 2 % of that book's whole extraction.
+    """
+    toc: list[list[Any]] = []
+
+    def walk(node: Any, level: int) -> None:  # node: MuPDF's fz_outline
+        while node is not None:
+            uri = node.uri
+            if uri and not mupdf.fz_is_external_link(uri):
+                page = node.page.page
+                page = doc.resolve_link(uri)[0] + 1 if page == -1 else page + 1
+            else:
+                page = -1
+            toc.append([level, node.title or " ", page])
+            if node.down is not None:
+                walk(node.down, level + 1)
+            node = node.next
+
+    first = doc.outline
+    if first:
+        walk(first.this.m_internal, 1)
+    return toc
 
 
 def _needs_ocr(page: Any, items: list[_Item]) -> bool:
@@ -355,7 +385,7 @@ def extract_pdf(
     with doc:
         page_count = doc.page_count
         try:
-            toc = doc.get_toc(simple=True)
+            toc = _read_outline(doc)
         except Exception:  # a damaged outline must not stop the text
             toc = []
         title = _clean_title((doc.metadata or {}).get("title"))

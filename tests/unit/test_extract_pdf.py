@@ -648,3 +648,37 @@ def test_a_three_column_register_drops_its_page_furniture() -> None:
     leaked = [h for h in heads if re.fullmatch(r"\d{5}", h) and any(h in c.text.split() for c in chunks)]
     assert not leaked, f"page numbers in chunk text: {leaked}"
     assert not [c for c in chunks if "Federal Register / Vol." in c.text]
+
+
+def test_the_outline_is_read_as_get_toc_reads_it() -> None:
+    """The extractor walks the outline MuPDF loaded at opening; it must read what get_toc reads."""
+    from jobs.extract.pdf import _read_outline
+
+    doc = pymupdf.open()
+    for _ in range(4):
+        doc.new_page()
+    doc.set_toc(
+        [
+            [1, "Spells", 1],
+            [2, "Acid Splash", 2],
+            [3, "At Higher Levels", 2],
+            [2, "Bless", 3],
+            [1, "Monsters", 4],
+            [1, "", 2],  # an entry without a title reads " "
+            [1, "Elsewhere", -1],  # points nowhere
+            [1, "Online", -1, {"kind": pymupdf.LINK_URI, "uri": "https://example.com/srd"}],  # out of the file
+        ]
+    )
+    doc = pymupdf.open(stream=doc.tobytes(), filetype="pdf")
+    assert _read_outline(doc) == doc.get_toc(simple=True)
+    assert [entry[2] for entry in _read_outline(doc)] == [1, 2, 2, 3, 4, 2, -1, -1]
+    assert _read_outline(pymupdf.open()) == []
+
+
+@needs_corpus
+@pytest.mark.parametrize("name", ["GeoTopo-komprimiert.pdf", "mistitled_outlines_example.pdf"])
+def test_a_real_outline_is_read_as_get_toc_reads_it(name: str) -> None:
+    from jobs.extract.pdf import _read_outline
+
+    with pymupdf.open(SAMPLES / name) as pdf:
+        assert _read_outline(pdf) == pdf.get_toc(simple=True)
