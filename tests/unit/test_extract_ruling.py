@@ -175,8 +175,8 @@ def test_the_drawings_pass_is_skipped_where_no_rule_can_run_along_y(stream: byte
         b"72 600 228 0.5 re f",  # a hairline box: "re" is never read further
         b"q 0 1 -1 0 300 0 cm 72 700 m 300 700 l S Q",  # turned a quarter by cm
         b"BT 72 700 m 72 600 l S ET",  # path operators inside a text object are run too
-        b"/Span <</ActualText (BT)>> BDC 72 700 m 72 600 l S EMC",  # a string outside text
-        b"% BT\n72 700 m 72 600 l S\n% ET",  # a comment outside text
+        b"/Span <</ActualText ( x )>> BDC 72 700 m 300 700 l S EMC",  # a string outside text (may hide BT)
+        b"% BT\n72 700 m 300 700 l S\n% ET",  # a comment outside text (may hide BT)
         b"72 700 m 72 600l S",  # an operator glued to its number
         b"72 700 m 100 700 c 72 600 l S",  # a curve
         b"/Fm0 Do",  # a form may draw anything
