@@ -176,9 +176,9 @@ def _may_draw_grid(page: Any) -> bool:
     head's line) in axis-aligned coordinates. Anything it cannot read for sure means "yes":
     rectangles, curves, forms and images (``Do``), shadings and patterns, a rotated or sheared
     ``cm``, operands that are not plain numbers, strings or comments outside text objects, a
-    page turned by /Rotate, annotations and widgets (the drawings pass draws them too), and path
-    operators with numbers before them inside a text object (MuPDF runs them there too). A false
-    "yes" only costs the drawings pass.
+    page turned by /Rotate, annotations and widgets (the drawings pass draws them too), path
+    operators with numbers before them inside a text object (MuPDF runs them there too) and
+    Type 3 fonts (whose glyphs may be drawn as paths). A false "yes" only costs the drawings pass.
     """
     if page.rotation or page.first_annot is not None or page.first_widget is not None:
         return True
@@ -223,7 +223,11 @@ def _may_draw_grid(page: Any) -> bool:
         if op == b"l" and y != last_y:
             return True  # a line that is not along the x axis (or starts nowhere)
         last_y = y
-    return in_text or _odd_outside(stream[outside_from:])
+    if in_text or _odd_outside(stream[outside_from:]):
+        return True
+    # MuPDF runs the glyph procedures of a Type 3 font it cannot cache (coloured glyphs) through
+    # the device: their paths are drawings the page's own streams do not show.
+    return any(font[2] == "Type3" for font in page.get_fonts())
 
 
 def _operands(stream: bytes, at: int, count: int) -> list[float] | None:

@@ -198,3 +198,29 @@ def test_the_drawings_pass_runs_on_turned_and_annotated_pages() -> None:
     page = _page_with(rules, annot=True)  # the drawings pass draws annotations too
     assert _vertical_edges(page)
     assert _may_draw_grid(page)
+
+
+def test_the_drawings_pass_runs_on_pages_with_type3_fonts() -> None:
+    """MuPDF may run a Type 3 glyph's procedure through the drawings device: its paths are not in the page's stream."""
+    import pymupdf
+
+    from jobs.extract.pdf import _may_draw_grid
+
+    doc = pymupdf.open()
+    page = doc.new_page()
+    proc = doc.get_new_xref()
+    doc.update_object(proc, "<<>>")
+    doc.update_stream(proc, b"0 0 0 rg 500 0 d0 0 0 m 0 700 l 50 700 l 50 0 l f")  # a coloured glyph: a bar
+    font = doc.get_new_xref()
+    doc.update_object(
+        font,
+        f"<< /Type /Font /Subtype /Type3 /FontBBox [0 0 1000 1000] /FontMatrix [0.001 0 0 0.001 0 0] "
+        f"/CharProcs << /a {proc} 0 R >> /Encoding << /Type /Encoding /Differences [97 /a] >> "
+        f"/FirstChar 97 /LastChar 97 /Widths [500] >>",
+    )
+    content = doc.get_new_xref()
+    doc.update_object(content, "<<>>")
+    doc.update_stream(content, b"BT /T3 24 Tf 72 700 Td (a) Tj ET 72 650 m 300 650 l S")
+    doc.xref_set_key(page.xref, "Resources", f"<< /Font << /T3 {font} 0 R >> >>")
+    doc.xref_set_key(page.xref, "Contents", f"{content} 0 R")
+    assert _may_draw_grid(doc[0])
