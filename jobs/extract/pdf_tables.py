@@ -236,10 +236,10 @@ def _operands(stream: bytes, at: int, count: int) -> list[float] | None:
     Split from a short window before the operator: a regular expression anchored at its end would
     try every start in the window, and the scan asks this for every path operator of the page.
     """
-    words = stream[max(0, at - 32 * count) : at].split()[-count:]
-    if len(words) != count or not all(_NUMBER.fullmatch(word) for word in words):
+    words = stream[max(0, at - 32 * count) : at].rsplit(None, count)[-count:]
+    if len(words) != count or not all(map(_NUMBER.fullmatch, words)):
         return None
-    return [float(word) for word in words]
+    return list(map(float, words))
 
 
 def _odd_outside(part: bytes) -> bool:
