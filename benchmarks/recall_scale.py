@@ -425,6 +425,7 @@ def import_throughput(data: Path, *, files: int) -> dict[str, Any]:
                     "graph_s": report.graph_seconds,
                     "recall_s": report.recall_seconds,
                     "embed_alone_s": round(embed_s, 2),
+                    "load": round(os.getloadavg()[0], 2),
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
@@ -503,6 +504,12 @@ def main() -> None:
         "--embedded and --seed (the load takes minutes), as it was built: after a change to how the stores build "
         "an index (e.g. QdrantEdgeVectorIndex.payload_in_ram) use a new folder. A temporary folder by default.",
     )
+    parser.add_argument(
+        "--import-files",
+        type=int,
+        default=None,
+        help="LoCoMo files the import part imports (5; 2 with --quick); run it alone with --parts import.",
+    )
     parser.add_argument("--out", type=Path, default=None, help=f"Results folder ({RESULTS} for a full run).")
     args = parser.parse_args()
     if args.quick:
@@ -542,7 +549,8 @@ def main() -> None:
             print(json.dumps(results["latency"]), flush=True)
         if "import" in parts and LOCOMO.is_dir():
             print("import throughput ...", flush=True)
-            results["import"] = import_throughput(data, files=2 if args.quick else 5)
+            files = args.import_files or (2 if args.quick else 5)
+            results["import"] = import_throughput(data, files=files)
             print(json.dumps({k: v for k, v in results["import"].items() if k != "files"}), flush=True)
     if args.out is None:
         return
