@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 
-from search.graph import STOP_WORDS, stem
+from models.stemming import stem
+from search.graph import STOP_WORDS
 
 # Units of measure and how they are printed, to one key each: "feet", "foot" and "ft" are the same unit.
 UNITS: dict[str, str] = {

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from models.stemming import singular, stem
 from schemas.knowledge import ChunkStatus, normalize_name
 from stores.graph.base import GraphStore
 
@@ -58,33 +59,6 @@ STOP_WORDS = frozenset(
 )
 
 MAX_NGRAM = 4
-
-
-def singular(word: str) -> str:
-    """A simple English singular of one lowercase word (``aspects`` → ``aspect``, ``abilities`` →
-    ``ability``, ``boxes`` → ``box``); words that only look plural (``stress``, ``status``) are kept."""
-    if len(word) <= 3 or word.endswith(("ss", "us", "is", "'s", "’s")):
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("xes", "zes", "ches", "shes", "sses")):
-        return word[:-2]
-    if word.endswith("s"):
-        return word[:-1]
-    return word
-
-
-def stem(word: str) -> str:
-    """A crude English stem, the same for a word's common forms (``create``, ``creating``, ``created``
-    → ``creat``; ``aspects`` → ``aspect``). Only ever compared with other outputs of this function."""
-    word = singular(word.replace("’", "'").removesuffix("'s"))
-    for suffix in ("ing", "ed"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)]
-            if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "lsz":  # running → run
-                word = word[:-1]
-            break
-    return word[:-1] if len(word) > 3 and word.endswith("e") else word
 
 
 def stem_key(name: str) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from functools import lru_cache
 
+from models.stemming import stem
 from story.words import FUNCTION_WORDS
 
 MONTHS = {
@@ -194,3 +195,9 @@ def feedback_terms(query: str, feedback: list[str], pool: list[str], count: int)
     enriched = [w for w in shared if shared[w] * size >= 2 * seen[w] * len(feedback)]
     scored = sorted(enriched, key=lambda w: -shared[w] * math.log((1 + size) / (0.5 + seen[w])))
     return scored[:count]
+
+
+def content_stems(text: str) -> set[str]:
+    """The stems (:func:`models.stemming.stem`) of ``text``'s content words: function words and small
+    talk left out."""
+    return {stem(w) for w in _content_words(text)}

@@ -417,6 +417,32 @@ def test_a_vector_search_without_the_names_joins_the_fusion(index: RecallIndex) 
     assert ids(vector_without_names_weight=2, vector_weight=0) == []  # no text leg here, and no vector leg
 
 
+def test_a_text_leg_that_matched_only_names_and_small_words_weighs_less(index: RecallIndex) -> None:
+    """'What pets does Ava have?' finds, by BM25, the lines that say 'Ava' and 'have'; none holds a word
+    of the question beyond the name, so the leg weighs ``unmatched_text_weight`` and the vector's order wins.
+    A question whose word the leg's records hold keeps the leg's full weight."""
+    records = {
+        r.id: r
+        for r in (
+            _turn(1, "Hi Ava, how have you been this morning?", speaker="Ben"),
+            _turn(2, "I adopted a beagle named Pixel!"),
+        )
+    }
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=10),))
+    legs = {"text": [("tb1", 9.0), ("tb2", 1.0)], "vector": [("tb2", 0.6), ("tb1", 0.5)]}
+
+    def ids(query: str, **levers: object) -> list[str]:
+        found = Candidates(query=query, lineage=lineage, legs=legs, records=records)
+        config = PLAIN.model_copy(update={"text_weight": 3.0, **levers})
+        return [h.id for h in index.rank(found, config=config)]
+
+    assert RecallConfig().unmatched_text_weight == 0.25  # on by default
+    assert ids("What pets does Ava have?", unmatched_text_weight=0.25) == ["tb2", "tb1"]
+    assert ids("What pets does Ava have?", unmatched_text_weight=None) == ["tb1", "tb2"]
+    assert ids("What did Ava do this morning?", unmatched_text_weight=0.25) == ["tb1", "tb2"]  # "morning" matched
+    assert ids("What did Ava do?", unmatched_text_weight=0.25) == ["tb1", "tb2"]  # no word to miss
+
+
 class _CountingEmbedder:
     """The real model, with each call's texts noted."""
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from models.fusion import rrf
-from search.graph import heading_keys, query_names, singular, stem_key, without_section_number
+from models.stemming import singular
+from search.graph import heading_keys, query_names, stem_key, without_section_number
 
 pytestmark = pytest.mark.unit
 
