@@ -3,14 +3,17 @@ its ref and time, the story engine's own lineage, and every line recalled by mea
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
 from schemas.errors import InvalidRequest, NotFound, Unavailable
 from schemas.recall import RecallHit, RecallKind, RecallRecord
+from schemas.search import SearchFilters
 from schemas.settings import Settings
 from schemas.story import InputMode, SceneStatus, SpeakerKind, TurnStatus
 from stores.blob.local import LocalBlobStore
@@ -238,15 +241,17 @@ def test_a_locomo_conversation_from_the_corpus(story: StoryService) -> None:
 
 
 class _IndexThatFailsOnItsSecondWrite(RecallIndex):
+    """Its second batch's vectors are refused (the import writes a batch's full text, then its vectors)."""
+
     def __init__(self, index: RecallIndex) -> None:
         super().__init__(index.text, index.vectors, index.embedder)
         self.batches: list[int] = []
 
-    def write(self, records: Sequence[RecallRecord], vectors: object = None) -> int:
+    def write_vectors(self, records: Sequence[RecallRecord], vectors: np.ndarray) -> int:
         self.batches.append(len(records))
         if len(self.batches) == 2:
             raise Unavailable("memory index", "down")
-        return super().write(records)
+        return super().write_vectors(records, vectors)
 
 
 def test_sessions_are_indexed_in_batches_and_a_failed_batch_fails_the_import_after_the_graph_writes(
@@ -266,3 +271,67 @@ def test_sessions_are_indexed_in_batches_and_a_failed_batch_fails_the_import_aft
     assert recall_index.count(campaign.id) == 4
     healthy = StoryService(embedded_graph, local_blob_store, recall=recall_index)  # type: ignore[arg-type]
     assert healthy.rebuild_recall(campaign.id) == 8
+
+
+class _WatchedEmbedder:
+    """The module's model, noting every text it embeds and when a batch of turn texts begins."""
+
+    def __init__(self, model: SentenceTransformerEmbedder, turn_text: str) -> None:
+        self.model, self.turn_text = model, turn_text
+        self.name, self.dim = model.name, model.dim
+        self.texts: list[str] = []
+        self.turns_begun = threading.Event()
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if any(self.turn_text in t for t in texts):
+            self.turns_begun.set()
+        self.texts.extend(texts)
+        return self.model.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.model.embed_query(text)
+
+
+def test_turn_texts_are_embedded_while_the_graph_is_written_and_nothing_twice(
+    embedded_graph: object,
+    local_blob_store: object,
+    recall_index: RecallIndex,
+    embedder: SentenceTransformerEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The turns' texts hold no graph id, so their embedding starts before the first turn is written (the
+    first graph write waits for it here; an importer that embedded only written records would stall);
+    every record's text is embedded once, and the vectors are the ones the index gives the same records."""
+    watched = _WatchedEmbedder(embedder, LINES[0][3])
+    index = RecallIndex(recall_index.text, recall_index.vectors, watched)  # type: ignore[arg-type]
+    story = StoryService(embedded_graph, local_blob_store, recall=index)  # type: ignore[arg-type]
+    story.prepare()
+    write_turns = importing.TranscriptImporter._write_turns
+
+    def after_the_embedding_began(self: importing.TranscriptImporter, *args: object) -> object:
+        assert watched.turns_begun.wait(timeout=10), "no turn text was being embedded before the graph writes"
+        return write_turns(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importing.TranscriptImporter, "_write_turns", after_the_embedding_began)
+    campaign, report = story.import_transcript(conversation(), "Ada and Bo")
+    assert report.records == 8
+    points = list(recall_index.vectors.scroll(recall_index.collection, filters=SearchFilters(campaign=[campaign.id])))
+    records = [RecallRecord.model_validate(p.payload["record"]) for p in points]
+    texts = [index.indexed_text(r) for r in records]
+    embedded = [t for t in watched.texts if t != "warm-up"]
+    assert sorted(embedded) == sorted(texts)  # each once: no record embedded twice, none left out
+    expected = embedder.embed_documents(texts)
+    for point, vector in zip(points, expected, strict=True):
+        assert np.allclose(point.vector, vector, atol=1e-5)
+
+
+def test_a_wrongly_predicted_text_is_embedded_as_the_index_would(
+    story: StoryService, recall_index: RecallIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedding started early is looked up by exact text: a text the prediction missed is embedded
+    when its batch is written, so the prediction can only cost time, never a wrong vector."""
+    monkeypatch.setattr(importing, "predicted_texts", lambda index, sessions: ["not a line of it"])
+    campaign, _ = story.import_transcript(conversation(), "Ada and Bo", summaries=False)
+    assert recall_index.count(campaign.id) == 6
+    found(story, campaign.id, "Which of them owns a dog now?", "s1:1")
+    found(story, campaign.id, "relocating abroad", "s2:3")
