@@ -593,7 +593,9 @@ class RecallIndex:
         ``feedback_vector``: the query vector blended with the mean of the feedback records' vectors
         (Rocchio), one more vector search. ``feedback_text``: the query and the feedback records'
         distinctive words (:func:`story.recall_cues.feedback_terms`, against the text of every record
-        the legs bring to fusion), one more BM25 search. The records found are added to ``found.records``.
+        the legs bring to fusion), one more BM25 search, unless the BM25 leg led its own feedback on its
+        thread already (:func:`_text_led`, :meth:`_text_round`). The records found are added to
+        ``found.records``.
         """
         cfg = config or self.config
         fused_text = (
