@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -215,7 +215,8 @@ class Candidates:
     legs: dict[str, list[tuple[str, float]]]
     records: dict[str, RecallRecord]
     kinds: frozenset[RecallKind] | None = None
-    query_vector: np.ndarray | None = None  # kept by collect when a second round blends it
+    query_vector: np.ndarray | None = None  # the query's, where the vector leg ran (a second round may blend it)
+    also_vectors: dict[str, np.ndarray] = field(default_factory=dict)  # of gather's ``also_embed`` texts
 
 
 @dataclass(slots=True)
@@ -510,17 +511,14 @@ class RecallIndex:
         names, the leg ``vector_without_names``."""
         cfg = self.config
         rocchio = cfg.feedback_depth > 0 and cfg.feedback_vector_weight > 0 and cfg.vector_weight > 0
-        early: dict[str, np.ndarray] = {}
+        also: list[str] = []
         if query_vector is None and cfg.vector_without_names_weight > 0 and cfg.vector_weight > 0:
             known = self._speakers.get(campaign_id, frozenset())
             named = named_speakers(query, set(known)) if known else set()
             if named and named != known and (guess := without_names(query, named)):
                 # one batch of two costs little more than one query: the names-free search below then
                 # needs no second embedding (it still uses this vector only if it strips the same names)
-                both = self.embedder.embed_documents([query, guess])
-                query_vector, early[guess] = both[0], both[1]
-        if rocchio and query_vector is None:
-            query_vector = self.embedder.embed_query(query)  # the second round blends it with the feedback's
+                also.append(guess)
         found = self.gather(
             campaign_id,
             query,
@@ -530,8 +528,9 @@ class RecallIndex:
             limit=limit,
             query_vector=query_vector,
             depth=depth,
+            also_embed=also,
         )
-        found.query_vector = query_vector
+        early = found.also_vectors
         filters = self._filters(campaign_id, lineage, observer, found.kinds)
         searched = max(depth or cfg.candidates, limit)  # the depth gather searched to
         if cfg.inference_text_without_names and cfg.text_weight > 0 and inferential(query):
@@ -650,11 +649,15 @@ class RecallIndex:
         limit: int = 10,
         query_vector: np.ndarray | None = None,
         depth: int | None = None,
+        also_embed: Sequence[str] = (),
     ) -> Candidates:
         """Run the legs: the ``depth`` best records of each (``candidates`` by default) on ``lineage``.
 
-        With ``expand_share`` on and turns asked for, the legs search every kind, so a memory or a
-        summary can lead to its scene's turns; :meth:`rank` keeps only the kinds asked for.
+        The BM25 leg (and its own feedback round, :meth:`_text_round`) runs on a thread while the query
+        is embedded and the vector leg searches. ``also_embed``: texts embedded in the query's batch
+        (when the query is embedded here), their vectors in ``Candidates.also_vectors``. With
+        ``expand_share`` on and turns asked for, the legs search every kind, so a memory or a summary
+        can lead to its scene's turns; :meth:`rank` keeps only the kinds asked for.
         """
         self.ensure()
         cfg = self.config
@@ -667,9 +670,14 @@ class RecallIndex:
         if cfg.text_weight > 0 and cfg.vector_weight > 0 and query_vector is None:
             # BM25 runs while the model embeds the query (torch releases the GIL): ~a third off a recall
             text_leg = self._legs().submit(self._text_round, query, filters, depth, lineage, wanted)
+        also: dict[str, np.ndarray] = {}
         if cfg.vector_weight > 0:
-            vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
-            hits = self.vectors.search(self.collection, vector.tolist(), filters=filters, limit=depth)
+            if query_vector is None and also_embed:
+                batch = self.embedder.embed_documents([query, *also_embed])
+                query_vector, also = batch[0], dict(zip(also_embed, batch[1:], strict=True))
+            elif query_vector is None:
+                query_vector = self.embedder.embed_query(query)
+            hits = self.vectors.search(self.collection, query_vector.tolist(), filters=filters, limit=depth)
             legs["vector"] = [(h.id, h.score) for h in hits]
             _decode(records, ((h.id, h.payload) for h in hits))
         if cfg.text_weight > 0:
@@ -679,7 +687,15 @@ class RecallIndex:
             legs.update(done.legs)
             for rid, record in done.records.items():
                 records.setdefault(rid, record)
-        return Candidates(query=query, lineage=lineage, legs=legs, records=records, kinds=wanted)
+        return Candidates(
+            query=query,
+            lineage=lineage,
+            legs=legs,
+            records=records,
+            kinds=wanted,
+            query_vector=query_vector,
+            also_vectors=also,
+        )
 
     def _text_round(
         self, query: str, filters: SearchFilters, depth: int, lineage: Lineage, wanted: frozenset[RecallKind] | None

@@ -479,8 +479,18 @@ def test_a_question_naming_known_speakers_is_embedded_once_with_its_name_free_fo
     cold = index.collect("c", question, lineage=lineage, kinds=[RecallKind.TURN])
     assert counting.calls == [[question], ["What did say about the mountains?"]]  # speakers not known yet
     counting.calls.clear()
+    searched: list[str] = []
+    search = index.text.search
+
+    def noted(query: str, **kw: object) -> object:
+        searched.append(threading.current_thread().name)
+        return search(query, **kw)
+
+    index.text.search = noted  # type: ignore[method-assign]
     warm = index.collect("c", question, lineage=lineage, kinds=[RecallKind.TURN])
     assert counting.calls == [[question, "What did say about the mountains?"]]
+    # the BM25 leg still runs on its thread, beside the batch of two
+    assert searched and all(name.startswith("recall-leg") for name in searched)
     assert {leg: [i for i, _ in hits] for leg, hits in warm.legs.items()} == {
         leg: [i for i, _ in hits] for leg, hits in cold.legs.items()
     }
