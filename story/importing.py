@@ -422,5 +422,5 @@ class _Embedded:
 def _embed(embedder: Embedder, texts: Sequence[str]) -> _Embedded:
     began = time.perf_counter()
     unique = list(dict.fromkeys(texts))
-    vectors = embedder.embed_documents(unique) if unique else []
+    vectors = embedder.embed_documents(unique) if unique else np.zeros((0, embedder.dim), dtype=np.float32)
     return _Embedded(dict(zip(unique, vectors, strict=True)), time.perf_counter() - began)
