@@ -350,22 +350,9 @@ class ExtractStage:
             retrying("save_facts", partial(self.facts.save, item.uid, item.library_uid, read.facts))
             retrying("item_facts_read", partial(self.catalog.save_item, item, **{RULE_FACTS_READ: True}))
         except Exception as exc:  # noqa: BLE001 - facts are an addition to the file, not a condition of it
-            log.warning(
-                "rule_facts_failed",
-                job_id=job.id,
-                item_uid=item.uid,
-                exception_type=type(exc).__name__,
-                message=str(exc),
-            )
+            _log_facts_failed(job, item.uid, exc)
             return FactsRead()
-        log.info(
-            "rule_facts_extracted",
-            job_id=job.id,
-            item_uid=item.uid,
-            facts=len(read.facts),
-            entries=read.entries,
-            by_kind=read.by_kind,
-        )
+        _log_facts(job, item.uid, read)
         return read
 
     def _facts_of_unchanged(self, job: IngestJob, current: Item, name: str, data: bytes) -> FactsRead:
@@ -403,24 +390,30 @@ class ExtractStage:
             retrying("save_facts", partial(self.facts.save, current.uid, current.library_uid, read.facts))
             retrying("item_facts_read", partial(self.catalog.save_item, current, **{RULE_FACTS_READ: True}))
         except Exception as exc:  # noqa: BLE001 - the item stays as it was; the next run tries again
-            log.warning(
-                "rule_facts_failed",
-                job_id=job.id,
-                item_uid=current.uid,
-                exception_type=type(exc).__name__,
-                message=str(exc),
-            )
+            _log_facts_failed(job, current.uid, exc)
             return FactsRead()
-        log.info(
-            "rule_facts_extracted",
-            job_id=job.id,
-            item_uid=current.uid,
-            facts=len(read.facts),
-            entries=read.entries,
-            by_kind=read.by_kind,
-            unchanged=True,
-        )
+        _log_facts(job, current.uid, read, unchanged=True)
         return read
+
+
+def _log_facts(job: IngestJob, item_uid: str, read: FactsRead, **extra: object) -> None:
+    """The ``rule_facts_extracted`` event of an item's facts."""
+    log.info(
+        "rule_facts_extracted",
+        job_id=job.id,
+        item_uid=item_uid,
+        facts=len(read.facts),
+        entries=read.entries,
+        by_kind=read.by_kind,
+        **extra,
+    )
+
+
+def _log_facts_failed(job: IngestJob, item_uid: str, exc: Exception) -> None:
+    """The ``rule_facts_failed`` event: the item keeps its file, without (new) facts."""
+    log.warning(
+        "rule_facts_failed", job_id=job.id, item_uid=item_uid, exception_type=type(exc).__name__, message=str(exc)
+    )
 
 
 def embedding_text(heading_path: list[str], text: str) -> str:
