@@ -87,6 +87,19 @@ class VectorIndex(Protocol):
         """Nearest points, best first, restricted by ``filters``."""
         ...
 
+    def search_batch(
+        self,
+        collection: str,
+        vectors: Sequence[Sequence[float]],
+        *,
+        filters: SearchFilters | None = None,
+        limit: int = 10,
+    ) -> list[list[VectorHit]]:
+        """What :meth:`search` answers for each of ``vectors`` (same ids and scores, in the order
+        asked), under one filter and limit, as one request: the engine plans the searches together.
+        No vectors, no request: ``[]``."""
+        ...
+
     def delete(self, collection: str, ids: Sequence[str]) -> None: ...
 
     def delete_by_filter(self, collection: str, filters: SearchFilters) -> None: ...

@@ -18,7 +18,7 @@ from typing import Any
 
 from schemas.errors import InvalidRequest
 from schemas.search import SearchFilters
-from stores.vector.base import ID_FIELD, Distance, VectorPoint, VectorSpace
+from stores.vector.base import ID_FIELD, Distance, VectorHit, VectorPoint, VectorSpace
 
 # Collection names become folder names for qdrant-edge; one rule for both backends keeps a name that
 # works on a laptop working on the server, and keeps path separators and dots out of folder names.
@@ -133,6 +133,15 @@ def similarity(space: VectorSpace, score: float) -> float:
     return -float(score) if space.distance is Distance.EUCLID else float(score)
 
 
+def scored_hits(space: VectorSpace, points: Sequence[Any]) -> list[VectorHit]:
+    """The protocol's hits from either engine's scored points (``id``, ``score``, ``payload``), in order."""
+    hits = []
+    for point in points:
+        graph_id, payload = split_payload(point.payload)
+        hits.append(VectorHit(id=graph_id or str(point.id), score=similarity(space, point.score), payload=payload))
+    return hits
+
+
 def check_limit(store: str, collection: str, limit: int, *, url: str | None = None) -> None:
     """Refuse a search limit below 1 (Qdrant would too, with a less helpful message)."""
     if limit < 1:
@@ -145,6 +154,7 @@ __all__ = [
     "check_collection_name",
     "check_limit",
     "check_vector",
+    "scored_hits",
     "similarity",
     "split_payload",
     "stored_payload",

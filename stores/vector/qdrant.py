@@ -41,7 +41,7 @@ from stores.vector.filters import (
     check_collection_name,
     check_limit,
     check_vector,
-    similarity,
+    scored_hits,
     split_payload,
     stored_payload,
 )
@@ -406,11 +406,43 @@ class QdrantVectorIndex(LazyClient):
                 with_payload=True,
                 with_vectors=False,
             )
-        hits = []
-        for point in result.points:
-            graph_id, payload = split_payload(point.payload)
-            hits.append(VectorHit(id=graph_id or str(point.id), score=similarity(space, point.score), payload=payload))
-        return hits
+        return scored_hits(space, result.points)
+
+    def search_batch(
+        self,
+        collection: str,
+        vectors: Sequence[Sequence[float]],
+        *,
+        filters: SearchFilters | None = None,
+        limit: int = 10,
+    ) -> list[list[VectorHit]]:
+        """:meth:`search` for each of ``vectors``, as one ``query_batch_points`` request (one round trip
+        to a server; local mode runs them one by one).
+
+        Raises:
+            InvalidRequest: a query of the wrong size or with non-finite values, or ``limit < 1``.
+            NotFound: no such collection.
+        """
+        from qdrant_client import models
+
+        space = self.space(collection)
+        queries = [
+            check_vector(self.name, collection, space, vector, what=f"query {n}", url=self.url)
+            for n, vector in enumerate(vectors)
+        ]
+        check_limit(self.name, collection, limit, url=self.url)
+        if not queries:
+            return []
+        qfilter = build_filter(models, filters)
+        requests = [
+            models.QueryRequest(
+                query=query, using=space.name, filter=qfilter, limit=limit, with_payload=True, with_vector=False
+            )
+            for query in queries
+        ]
+        with self._call(collection) as client:
+            results = client.query_batch_points(collection, requests=requests)
+        return [scored_hits(space, result.points) for result in results]
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         """Delete points by graph id; ids that do not exist are ignored."""

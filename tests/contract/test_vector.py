@@ -589,3 +589,36 @@ def test_server_errors_are_translated(
     assert "sekrit" not in message
     if status != 401:
         assert error in message
+
+
+@pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
+def test_server_request_for_a_search_batch(canned: Callable[[Answers], CannedQdrant]) -> None:
+    def point(n: int) -> dict[str, object]:
+        return {
+            "id": f"00000000-0000-0000-0000-00000000000{n}",
+            "version": 1,
+            "score": 1 - n / 10,
+            "payload": {"_id": f"c{n}"},
+        }
+
+    server = canned(
+        {
+            ("GET", "/collections/chunks/exists"): _ok({"exists": True}),
+            ("GET", "/collections/chunks"): _ok(_collection_info({})),
+            ("POST", "/collections/chunks/points/query/batch"): _ok([{"points": [point(1), point(2)]}, {"points": []}]),
+        }
+    )
+    index = QdrantVectorIndex(url=server.url, api_key="sekrit-api-key", timeout_s=2)
+    try:
+        hits = index.search_batch("chunks", [[0.1] * DIM, [0.2] * DIM], filters=SearchFilters(library="lib-a"), limit=5)
+        assert index.search_batch("chunks", []) == []
+    finally:
+        index.close()
+    assert [[(h.id, h.score) for h in found] for found in hits] == [[("c1", 0.9), ("c2", 0.8)], []]
+    batches = [body for _, path, _, body in server.requests if path.endswith("/points/query/batch")]
+    assert len(batches) == 1  # one round trip for both, none for an empty batch
+    searches = batches[0]["searches"]
+    assert [s["query"] for s in searches] == [{"nearest": [0.1] * DIM}, {"nearest": [0.2] * DIM}]
+    for search in searches:
+        assert search["using"] == "dense" and search["limit"] == 5 and search["with_payload"] is True
+        assert search["filter"] == {"must": [{"key": "library", "match": {"value": "lib-a"}}]}

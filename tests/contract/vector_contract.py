@@ -106,6 +106,7 @@ class VectorIndexContract:
         point = VectorPoint(id="a", vector=[0.5] * DIM)
         calls = [
             lambda: vectors.search(missing, [0.5] * DIM),
+            lambda: vectors.search_batch(missing, [[0.5] * DIM]),
             lambda: vectors.upsert(missing, [point]),
             lambda: vectors.get(missing, ["a"]),
             lambda: vectors.count(missing),
@@ -189,6 +190,45 @@ class VectorIndexContract:
 
     def test_search_on_empty_collection(self, vectors: VectorIndex, collection: str) -> None:
         assert vectors.search(collection, [0.3] * DIM) == []
+        assert vectors.search_batch(collection, [[0.3] * DIM, [0.1] * DIM]) == [[], []]
+
+    @pytest.mark.parametrize(
+        "filters",
+        [None, SearchFilters(library="lib-b"), SearchFilters(library=["lib-a", "lib-c"], status="active")],
+        ids=["unfiltered", "one-field", "two-fields"],
+    )
+    def test_search_batch_answers_as_single_searches(
+        self,
+        vectors: VectorIndex,
+        loaded: str,
+        vector_fixture: list[VectorPoint],
+        filters: SearchFilters | None,
+    ) -> None:
+        queries = [p.vector for p in vector_fixture[2::37]]
+        assert len(queries) >= 4
+        for limit in (7, len(vector_fixture)):
+            singles = [vectors.search(loaded, q, filters=filters, limit=limit) for q in queries]
+            batch = vectors.search_batch(loaded, queries, filters=filters, limit=limit)
+            # same hits and payloads, in the order asked; the scores to float32 precision (qdrant-client
+            # local mode scores a batch with another numpy product than a single query)
+            assert [[(h.id, h.payload) for h in hits] for hits in batch] == [
+                [(h.id, h.payload) for h in hits] for hits in singles
+            ]
+            for got, want in zip(batch, singles, strict=True):
+                assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-6)
+        assert vectors.search_batch(loaded, [], filters=filters) == []
+
+    def test_search_batch_refuses_what_search_refuses(
+        self, vectors: VectorIndex, loaded: str, vector_fixture: list[VectorPoint]
+    ) -> None:
+        good = vector_fixture[0].vector
+        with pytest.raises(InvalidRequest):
+            vectors.search_batch(loaded, [good], limit=0)
+        with pytest.raises(InvalidRequest) as err:
+            vectors.search_batch(loaded, [good, [0.1] * (DIM + 1)])
+        assert str(DIM) in str(err.value)
+        with pytest.raises(InvalidRequest):
+            vectors.search_batch(loaded, [good, [float("nan")] * DIM])
 
     @pytest.mark.parametrize("field", FILTER_FIELDS)
     def test_every_filter_field(

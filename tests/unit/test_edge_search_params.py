@@ -107,3 +107,33 @@ def test_each_mode_finds_the_exact_top_k(index: QdrantEdgeVectorIndex) -> None:
         truth = sorted(scores, key=scores.__getitem__, reverse=True)[:10]
         got = index.search("c", query.tolist(), filters=SearchFilters(library=[library]), limit=10)
         assert [h.id for h in got] == truth
+
+
+def test_a_batch_is_searched_as_its_single_searches_in_every_mode(tmp_path: Path) -> None:
+    """``search_batch`` plans its queries together (qdrant-edge ``query_batch``) under the parameters
+    one filter estimate picks; on an HNSW index each mode (exact, ACORN, HNSW at 8x ef, as configured,
+    unfiltered) answers what the single searches answer: same ids, same scores, same payloads."""
+    idx = QdrantEdgeVectorIndex(
+        tmp_path / "hnsw", optimize_every=None, exact_below=50, indexing_threshold_kb=1, full_scan_threshold_kb=1
+    )
+    try:
+        idx.ensure_collection("c", VectorSpace(dim=DIM))
+        rng = np.random.default_rng(6)
+        libraries = ["tiny"] * 40 + ["few"] * 200 + ["mid"] * 400 + ["big"] * 1760  # 2 %, 8 %, 17 %, 73 %
+        idx.upsert(
+            "c",
+            [
+                VectorPoint(id=f"p{k}", vector=rng.normal(size=DIM).tolist(), payload={"library": lib})
+                for k, lib in enumerate(libraries)
+            ],
+        )
+        assert idx.optimize("c")
+        modes = {lib: _params(idx, lib) for lib in ("tiny", "few", "mid", "big")}
+        assert modes["tiny"].exact and modes["few"].acorn is not None and modes["mid"].hnsw_ef == 8 * 128
+        queries = rng.normal(size=(6, DIM)).tolist()
+        for library in (None, "tiny", "few", "mid", "big"):
+            filters = SearchFilters(library=[library]) if library else None
+            singles = [idx.search("c", q, filters=filters, limit=25) for q in queries]
+            assert idx.search_batch("c", queries, filters=filters, limit=25) == singles
+    finally:
+        idx.close()
