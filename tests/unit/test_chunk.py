@@ -383,3 +383,23 @@ def test_an_entry_opening_is_no_stub_chunk(counter: TokenCounter) -> None:
     chunks = chunk_document(ExtractedDocument(blocks, page_count=1), settings(target=target, maximum=target), counter)
     check_invariants(chunks, counter, target)
     assert [c.text.count("5th-level enchantment") for c in chunks if c.heading_path == ["Spells", "Geas"]][0] == 1
+
+
+def test_sentence_ends_after_closing_quotes_brackets_and_any_white_space() -> None:
+    # The split looks back from the white space it matches: the end mark may stand one quote or
+    # bracket before it, the space may be any Unicode space or a run of them, and a lower-case or
+    # unquoted start is no new sentence.
+    assert split_sentences('He left. "Then" she came.) Next one!\u00a0\u00a0Again… (Aside) and 2 more.') == [
+        "He left.",
+        '"Then" she came.)',
+        "Next one!",
+        "Again…",
+        "(Aside) and 2 more.",
+    ]
+    assert split_sentences("See e.g. the rule. 3 dice? 'Quoted' start.\nline two") == [
+        "See e.g. the rule.",
+        "3 dice?",
+        "'Quoted' start.",
+        "line two",
+    ]
+    assert split_sentences("Ends.’ New. .A x.\t\tY  ") == ["Ends.’", "New. .A x.", "Y  "]
