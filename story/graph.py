@@ -127,6 +127,10 @@ class Writes:
     statements: list[Statement] = field(default_factory=list)
     after_state: WorldState | None = None
     moves_head: bool = False
+    later_commits: list[str] = field(default_factory=list)
+    """Kinds of the further commits this transaction stands for, in order after its own: each gets its token
+    and version, as if they were written one after another (a bulk write that keeps the history of the
+    single writes it replaces, e.g. a transcript import's scene, turns and gate per session)."""
 
     def add(self, query: str, params: dict[str, Any] | None = None, /, **more: Any) -> None:
         """Queue a statement: ``add(*statement)``, ``add(query, params)`` or ``add(query, name=value, ...)``."""
@@ -218,7 +222,8 @@ class StoryGraph:
     # -- writes -----------------------------------------------------------------------------------
 
     def commit(self, ctx: CampaignContext, writes: Writes, *, kind: str, **campaign_props: Any) -> int:
-        """Apply ``writes`` with the next version of the campaign, all or nothing.
+        """Apply ``writes`` with the next version of the campaign (and one more per ``writes.later_commits``),
+        all or nothing.
 
         Returns:
             The new version.
@@ -230,6 +235,9 @@ class StoryGraph:
         now = utc_now().isoformat()
         with self.graph.transaction() as tx:
             tx.run(*cypher.create_commit(commit_uid(ctx.id, version), ctx.id, version, kind, now))
+            for later in writes.later_commits:
+                version += 1
+                tx.run(*cypher.create_commit(commit_uid(ctx.id, version), ctx.id, version, later, now))
             for query, params in writes.statements:
                 tx.run(query, params)
             props = {k: v for k, v in campaign_props.items() if v is not None}

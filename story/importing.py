@@ -1,10 +1,11 @@
 """A transcript becomes a campaign: one scene per session, one turn per line, every line recallable.
 
 The campaign is an ordinary one (the engine's own scenes, turns on the main branch, lineage, the
-recall index), written in bulk: a session's turns go in one story transaction (a few UNWIND
-statements, however many lines), not one transaction per line, and their recall records are embedded
-in large batches, the turns' texts from before the first graph write (they hold no graph id), so a
-long conversation loads in about the time its embedding takes.
+recall index), written in bulk: sessions go to the graph whole, up to :data:`TURN_BATCH` lines a story
+transaction (each session's scene start, its turns as a few UNWIND statements, its end and its summary),
+with the commits and nodes the single writes would leave, and their recall records are embedded in
+large batches, the turns' texts from before the first graph write (they hold no graph id), so a long
+conversation loads in about the time its embedding takes.
 
 An imported line is a turn whose ``text`` is what was said, spoken in dialogue by a player named as
 the transcript names the speaker, with its ``ref`` (the line's id in its source) and ``story_time``
@@ -24,11 +25,11 @@ built by the same :func:`story.recall.turn_record` from the same turns and scene
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -54,16 +55,17 @@ from story.campaigns import Campaigns, write_branch
 from story.core import StoryCore
 from story.errors import StoryInvalid
 from story.formation import SceneMemoryFormer
+from story.gate import scene_of
 from story.graph import CampaignContext, Writes, node_props
-from story.memory import Memories
+from story.memory import Memories, anchored
 from story.recall import summary_record, turn_record
 from story.recall_index import RecallIndex
-from story.scenes import Scenes
+from story.scenes import Scenes, ended_props, queue_scene, scene_opening
 from story.transcripts import Transcript, TranscriptLine, TranscriptSession
 
 log = structlog.get_logger(__name__)
 
-#: Turns per story transaction: a session longer than this is written in several.
+#: Lines per story transaction (whole sessions): a session longer than this is written in several.
 TURN_BATCH = 1000
 #: Lines whose records are embedded and written together, at least (whole sessions, so each turn's
 #: neighbours go with it: the index may embed a turn with its neighbours as context).
@@ -151,24 +153,20 @@ class TranscriptImporter:
                 )
                 world_id = world.id
             campaign = self.campaigns.create_campaign(world_id, name, profile or StoryProfile(genre="transcript"))
+            open_session: _Written | None = None  # a session longer than TURN_BATCH lines, over transactions
             for batch in batches:
                 batch_records: list[RecallRecord] = []
-                for session in batch:
-                    scene = self.scenes.start_scene(campaign.id, title=scene_title(session))
-                    session_turns: list[Turn] = []
-                    for start in range(0, len(session.lines), TURN_BATCH):
-                        written = self._write_turns(campaign.id, scene, session, start)
-                        session_turns.extend(written)
+                for pieces in plan_transactions(batch):
+                    for written in self._write(campaign.id, pieces, open_session):
+                        turns += len(written.turns)
                         if on_progress:
-                            on_progress("turns", len(written))
-                    # the chapter's end, not the service's: the service would index the scene's turns one
-                    # batch per scene; they are indexed in bulk, on a thread, while the next sessions are written
-                    self.scenes.end_scene(scene.id)
-                    turns += len(session_turns)
-                    batch_records.extend(r for t in session_turns if (r := turn_record(t, scene)) is not None)
-                    if session_turns and (summary := self._summarise(scene.id, session_turns)) is not None:
-                        summaries += 1
-                        batch_records.append(summary_record(summary, session_turns[-1], scene))
+                            on_progress("turns", len(written.turns))
+                        scene = written.scene
+                        batch_records.extend(r for t in written.turns if (r := turn_record(t, scene)) is not None)
+                        if written.summary is not None:
+                            summaries += 1
+                            batch_records.append(summary_record(written.summary, written.session_turns[-1], scene))
+                        open_session = None if written.piece.closes else written
                 records += len(batch_records)
                 indexing.add(batch_records)
         except BaseException:
@@ -193,11 +191,88 @@ class TranscriptImporter:
         log.info("transcript_imported", **report.model_dump())
         return self.campaigns.get_campaign(campaign.id), report
 
-    def _summarise(self, scene_id: str, turns: Sequence[Turn]) -> Summary | None:
-        """The ended session's summary, written to the graph (None: no former, or nothing to say)."""
-        if self.former is None or self.memories is None:
+    def _write(self, campaign_id: str, pieces: Sequence[SessionPiece], open_session: _Written | None) -> list[_Written]:
+        """One transaction: the pieces' sessions opened, their lines appended at the head as turns, the sessions
+        that end here ended and summarised.
+
+        The graph is the one :meth:`Scenes.start_scene`, a batch of turns, :meth:`Scenes.end_scene` (a scene
+        without proposals) and :meth:`Memories.add_summary` leave one after another, with the same commits
+        (a ``scene``, an ``import`` per piece and a ``gate`` per session, each its own version), in a few reads
+        and one write however many sessions. A crash leaves whole transactions, so whole sessions (a session
+        longer than :data:`TURN_BATCH` lines spans transactions, an active scene until its last).
+
+        ``open_session``: what was written of the session the first piece continues.
+        """
+        kinds = commit_kinds(pieces)
+
+        def build(ctx: CampaignContext, writes: Writes) -> tuple[list[_Written], dict[str, Any]]:
+            writes.later_commits = kinds[1:]
+            branch_id, fork = write_branch(ctx, writes)
+            opens = pieces[0].opens  # a transaction holds whole sessions, or a piece of one long session
+            order, state = self.scenes.open_scenes_in_bulk(ctx) if opens else (0, None)
+            at = dataclasses.replace(ctx)  # the head and event sequence each write is at, moved along here
+            version = ctx.version
+            written: list[_Written] = []
+            for piece in pieces:
+                opened_at = at
+                if piece.opens:
+                    version += 1
+                    scene_version = version
+                    scene, event = scene_opening(at, branch_id, order, title=scene_title(piece.session))
+                    order += 1
+                    before: list[Turn] = []
+                    at = dataclasses.replace(at, event_seq=at.event_seq + 1)
+                else:
+                    assert open_session is not None and open_session.session_turns
+                    scene, before = open_session.scene, open_session.session_turns
+                version += 1
+                turns = self._queue_turns(at, writes, piece, branch_id, scene.id)
+                at = dataclasses.replace(at, head=turns[-1])
+                session_turns = [*before, *turns]
+                ended = ended_props(scene, turns[-1].id) if piece.closes else None
+                if piece.opens:
+                    assert state is not None
+                    queue_scene(opened_at, writes, state, scene, event, version=scene_version, ended=ended)
+                elif ended is not None:
+                    writes.add(*cypher.update_scene(scene.id, ended))
+                summary = None
+                if ended is not None:
+                    version += 1  # the gate's
+                    summary = self._summary(scene_of({**node_props(scene), **ended}), session_turns, writes)
+                written.append(_Written(piece, scene, turns, session_turns, summary))
+            assert version == ctx.version + len(kinds)
+            assert at.head is not None
+            writes.add(*cypher.set_branch_tip(branch_id, at.head.id, at.head.depth))
+            writes.after_state = state  # the scenes' canon: the live world follows (scene_set changes none of it)
+            props = {"head_turn_id": at.head.id, "active_branch_id": branch_id, "event_seq": at.event_seq, **fork}
+            return written, props
+
+        return self.core.mutate(campaign_id, kinds[0], build)
+
+    def _queue_turns(
+        self, at: CampaignContext, writes: Writes, piece: SessionPiece, branch_id: str, scene_id: str
+    ) -> list[Turn]:
+        """Queue the piece's lines as turns appended at ``at``'s head: the nodes and edges add_turn writes."""
+        parent_id = at.head.id if at.head else None
+        depth = at.head_depth
+        turns = []
+        for line in piece.lines:
+            depth += 1
+            turn = line_turn(line, piece.session, at.id, branch_id, scene_id, parent_id=parent_id, depth=depth)
+            turns.append(turn)
+            parent_id = turn.id
+        writes.add(*cypher.create_nodes("Turn", [node_props(t, parent_uid=t.parent_turn_id) for t in turns]))
+        links = [(t.id, t.parent_turn_id) for t in turns if t.parent_turn_id is not None]
+        if links:
+            writes.add(*cypher.link_nodes("Turn", "CHILD_OF", "Turn", links))
+        return turns
+
+    def _summary(self, scene: Scene, turns: Sequence[Turn], writes: Writes) -> Summary | None:
+        """Queue the ended session's summary (None: no former, or nothing to say), anchored at its last turn.
+
+        ``scene``: the ended scene, as :meth:`Scenes.get_scene` would read it."""
+        if self.former is None:
             return None
-        scene = self.scenes.get_scene(scene_id)
         formed = self.former.form(scene, turns, [])
         if not formed.summary or not formed.summary.strip():
             return None
@@ -210,31 +285,8 @@ class TranscriptImporter:
             text=formed.summary,
             token_count=len(formed.summary.split()),
         )
-        return self.memories.add_summary(summary)
-
-    def _write_turns(self, campaign_id: str, scene: Scene, session: TranscriptSession, start: int) -> list[Turn]:
-        """One transaction: the session's lines from ``start`` as turns appended at the head."""
-        lines = session.lines[start : start + TURN_BATCH]
-
-        def build(ctx: CampaignContext, writes: Writes) -> tuple[list[Turn], dict[str, Any]]:
-            branch_id, fork = write_branch(ctx, writes)
-            parent_id = ctx.head.id if ctx.head else None
-            depth = ctx.head_depth
-            turns = []
-            for line in lines:
-                depth += 1
-                turn = line_turn(line, session, ctx.id, branch_id, scene.id, parent_id=parent_id, depth=depth)
-                turns.append(turn)
-                parent_id = turn.id
-            # the same nodes and edges add_turn writes, a session at a time
-            writes.add(*cypher.create_nodes("Turn", [node_props(t, parent_uid=t.parent_turn_id) for t in turns]))
-            links = [(t.id, t.parent_turn_id) for t in turns if t.parent_turn_id is not None]
-            if links:
-                writes.add(*cypher.link_nodes("Turn", "CHILD_OF", "Turn", links))
-            writes.add(*cypher.set_branch_tip(branch_id, turns[-1].id, turns[-1].depth))
-            return turns, {"head_turn_id": turns[-1].id, "active_branch_id": branch_id, **fork}
-
-        return self.core.mutate(campaign_id, "import", build)
+        writes.add(*anchored("Summary", summary, turns[-1]))
+        return summary
 
 
 def line_turn(
@@ -261,6 +313,57 @@ def line_turn(
         ref=line.ref,
         story_time=line.time or session.time,
     )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SessionPiece:
+    """Lines ``start:stop`` of a session: what one transaction writes of it."""
+
+    session: TranscriptSession
+    start: int
+    stop: int
+
+    @property
+    def lines(self) -> list[TranscriptLine]:
+        return self.session.lines[self.start : self.stop]
+
+    @property
+    def opens(self) -> bool:
+        """The piece starts its session (its scene opens)."""
+        return self.start == 0
+
+    @property
+    def closes(self) -> bool:
+        """The piece ends its session (its scene ends, and is summarised)."""
+        return self.stop == len(self.session.lines)
+
+
+def plan_transactions(sessions: Sequence[TranscriptSession]) -> list[list[SessionPiece]]:
+    """The story transactions that write ``sessions``: whole sessions in order, up to :data:`TURN_BATCH` lines
+    a transaction; a longer session alone, :data:`TURN_BATCH` lines a transaction."""
+    planned: list[list[SessionPiece]] = []
+    lines = TURN_BATCH
+    for session in sessions:
+        n = len(session.lines)
+        if n > TURN_BATCH:
+            planned.extend([SessionPiece(session, a, min(a + TURN_BATCH, n))] for a in range(0, n, TURN_BATCH))
+            lines = TURN_BATCH
+            continue
+        if lines + n > TURN_BATCH:
+            planned.append([])
+            lines = 0
+        planned[-1].append(SessionPiece(session, 0, n))
+        lines += n
+    return planned
+
+
+def commit_kinds(pieces: Sequence[SessionPiece]) -> list[str]:
+    """The commits a transaction of ``pieces`` stands for, in order: those of the single writes (a session's
+    ``scene`` start, an ``import`` of its turns per piece, its ``gate`` at the end)."""
+    kinds = []
+    for piece in pieces:
+        kinds.extend(["scene"] * piece.opens + ["import"] + ["gate"] * piece.closes)
+    return kinds
 
 
 def plan_batches(sessions: Sequence[TranscriptSession]) -> list[list[TranscriptSession]]:
@@ -411,7 +514,19 @@ class _Indexing:
             self.abandon()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Written:
+    """What a transaction wrote of a session piece: its scene (as it opened), its turns, the session's turns so
+    far, and the session's summary when the piece ended it."""
+
+    piece: SessionPiece
+    scene: Scene
+    turns: list[Turn]
+    session_turns: list[Turn]
+    summary: Summary | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class _Embedded:
     """Vectors by the exact text embedded, and the seconds the embedding took."""
 

@@ -16,6 +16,7 @@ from schemas.story import Memory, Summary, Turn
 from stores.catalog import from_props
 from story import cypher
 from story.core import StoryCore
+from story.cypher import Statement
 from story.errors import StoryConflict, StoryInvalid, StoryNotFound
 from story.graph import anchored_on, node_props
 
@@ -77,8 +78,7 @@ class Memories:
         return summary
 
     def _anchor(self, label: str, record: Memory | Summary, turn: Turn) -> None:
-        props = node_props(record, anchor_turn_uid=turn.id, branch_id=turn.branch_id, depth=turn.depth)
-        self.core.graph.run(*cypher.create_anchored(label, turn.id, props))
+        self.core.graph.run(*anchored(label, record, turn))
 
     def memories(
         self, campaign_id: str, *, observer_entity_id: str | None = None, turn_id: str | None = None
@@ -97,6 +97,13 @@ class Memories:
         ctx = self.story.context(campaign_id)
         lineage = self.core.lineage_for(ctx, turn_id)
         return anchored_on(self.story.nodes(cypher.anchored_on(label, campaign_id, lineage.branch_ids)), lineage)
+
+
+def anchored(label: str, record: Memory | Summary, turn: Turn) -> Statement:
+    """The statement that writes a memory or summary anchored at ``turn`` (a bulk write queues it in its
+    transaction, with the turn it creates: :meth:`Memories.add_summary` checks the turn's campaign first)."""
+    props = node_props(record, anchor_turn_uid=turn.id, branch_id=turn.branch_id, depth=turn.depth)
+    return cypher.create_anchored(label, turn.id, props)
 
 
 def held(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

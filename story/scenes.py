@@ -64,28 +64,18 @@ class Scenes:
         """Open a scene at the head; its location and participants become the scene state (scene_set)."""
 
         def build(ctx: CampaignContext, writes: Writes) -> tuple[Scene, dict[str, Any]]:
-            active = self.story.nodes(cypher.active_scenes(ctx.id))
-            if active:
-                raise StoryInvalid(f"scene {active[0]['uid']!r} is still active; end it first")
+            self._refuse_active(ctx.id)
             order = self.graph.run(*cypher.count_scenes(ctx.id))[0]["n"]
             branch_id, fork = write_branch(ctx, writes)
-            scene = Scene(
-                campaign_id=ctx.id,
-                branch_id=branch_id,
-                order=int(order),
+            scene, event = scene_opening(
+                ctx,
+                branch_id,
+                int(order),
                 title=title,
                 location_entity_id=location_entity_id,
-                participant_entity_ids=list(participant_entity_ids),
-                start_turn_id=ctx.head.id if ctx.head else None,
+                participant_entity_ids=participant_entity_ids,
             )
             writes.add(*cypher.create_scene(ctx.id, node_props(scene, depth=ctx.head_depth)))
-            event = SceneSet(
-                turn_id=ctx.head.id if ctx.head else None,
-                scene_id=scene.id,
-                active_scene_id=scene.id,
-                location_entity_id=location_entity_id,
-                present_entity_ids=list(participant_entity_ids),
-            )
             what = "the scene's location and participants"
             props = self._commit_events(
                 ctx, writes, [event], authority=Authority.GM, branch_id=branch_id, scene_id=scene.id, what=what
@@ -93,6 +83,22 @@ class Scenes:
             return scene, {**fork, **props}
 
         return self.core.mutate(campaign_id, "scene", build)
+
+    def open_scenes_in_bulk(self, ctx: CampaignContext) -> tuple[int, WorldState]:
+        """What a bulk write that opens scenes in one transaction (:func:`queue_scene`) reads once: how many
+        scenes the campaign has, and the world at the head.
+
+        Raises:
+            StoryInvalid: a scene is still active (as :meth:`start_scene` refuses).
+        """
+        self._refuse_active(ctx.id)
+        order = int(self.graph.run(*cypher.count_scenes(ctx.id))[0]["n"])
+        return order, self.core.snapshots.state_at(ctx.id, ctx.lineage()).state
+
+    def _refuse_active(self, campaign_id: str) -> None:
+        active = self.story.nodes(cypher.active_scenes(campaign_id))
+        if active:
+            raise StoryInvalid(f"scene {active[0]['uid']!r} is still active; end it first")
 
     def get_scene(self, scene_id: str) -> Scene:
         return scene_of(self.story.node("Scene", scene_id))
@@ -343,6 +349,90 @@ class Scenes:
                     found.append(fid)
                     frontier.append(fid)
         return found
+
+
+def scene_opening(
+    ctx: CampaignContext,
+    branch_id: str,
+    order: int,
+    *,
+    title: str | None,
+    location_entity_id: str | None = None,
+    participant_entity_ids: Sequence[str] = (),
+) -> tuple[Scene, SceneSet]:
+    """A scene opened at the head, and its scene_set event (the scene state it starts with)."""
+    scene = Scene(
+        campaign_id=ctx.id,
+        branch_id=branch_id,
+        order=order,
+        title=title,
+        location_entity_id=location_entity_id,
+        participant_entity_ids=list(participant_entity_ids),
+        start_turn_id=ctx.head.id if ctx.head else None,
+    )
+    event = SceneSet(
+        turn_id=ctx.head.id if ctx.head else None,
+        scene_id=scene.id,
+        active_scene_id=scene.id,
+        location_entity_id=location_entity_id,
+        present_entity_ids=list(participant_entity_ids),
+    )
+    return scene, event
+
+
+def queue_scene(
+    ctx: CampaignContext,
+    writes: Writes,
+    state: WorldState,
+    scene: Scene,
+    event: SceneSet,
+    *,
+    version: int,
+    ended: dict[str, Any] | None = None,
+) -> None:
+    """Queue a scene from :func:`scene_opening` as :meth:`Scenes.start_scene` writes it at ``ctx``'s head and event
+    sequence (its node and its scene_set canon, committed in ``version``), for a bulk write of several scenes in
+    one transaction; with ``ended`` (:func:`ended_props`) its node is written ended, as :meth:`Scenes.end_scene`
+    leaves a scene without proposals.
+
+    No reads: the caller read what :meth:`Scenes.open_scenes_in_bulk` reads. ``state`` (the world at the head)
+    is brought past the event in place.
+
+    Raises:
+        StoryInvalid: the event breaks the rules.
+    """
+    props = node_props(scene, depth=ctx.head_depth)
+    if ended is not None:
+        props.update(ended)  # what end_scene's SET adds, in the CREATE
+    writes.add(*cypher.create_scene(ctx.id, props))
+    first_seq = ctx.event_seq + 1
+    checked = check_events(state, [event], first_seq=first_seq, authority=Authority.GM.value, in_place=True)
+    if checked.issues:
+        raise StoryInvalid(
+            "the scene's location and participants break the rules: " + "; ".join(i.message for i in checked.issues)
+        )
+    batch = CanonBatch()
+    batch.add([event], authority=Authority.GM.value, confidence=1.0)
+    write_canon(
+        ctx,
+        writes,
+        batch,
+        branch_id=scene.branch_id,
+        depth=ctx.head_depth,
+        first_seq=first_seq,
+        scene_id=scene.id,
+        version=version,
+    )
+
+
+def ended_props(scene: Scene, end_turn_id: str) -> dict[str, Any]:
+    """What :meth:`Scenes.end_scene` sets on a scene without proposals whose last turn is ``end_turn_id``."""
+    return {
+        "status": SceneStatus.COMPLETED.value,
+        "ended_at": utc_now().isoformat(),
+        "canonical_outcomes": list(scene.canonical_outcomes),
+        "end_turn_id": end_turn_id,
+    }
 
 
 def _ended(

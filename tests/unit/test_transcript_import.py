@@ -18,6 +18,8 @@ from schemas.settings import Settings
 from schemas.story import InputMode, SceneStatus, SpeakerKind, TurnStatus
 from stores.blob.local import LocalBlobStore
 from story import importing
+from story.formation import SceneMemoryFormer
+from story.graph import StoryGraph, Writes
 from story.recall_index import RecallIndex, open_recall_index
 from story.service import StoryService
 from story.transcripts import Transcript, TranscriptFormat, TranscriptLine, read_transcript
@@ -240,6 +242,101 @@ def test_a_locomo_conversation_from_the_corpus(story: StoryService) -> None:
     assert "D1:3" in refs(story.recall(campaign.id, "When did Caroline go to the LGBTQ support group?", limit=5))
 
 
+# -- transactions and crash safety -------------------------------------------------------------------
+
+
+def commits(story: StoryService, campaign_id: str) -> list[tuple[int, str]]:
+    rows = story.graph.run(
+        "MATCH (k:Commit {campaign_id: $c}) RETURN k.version AS v, k.kind AS kind ORDER BY k.version",
+        {"c": campaign_id},
+    )
+    return [(int(r["v"]), r["kind"]) for r in rows]
+
+
+def test_sessions_are_written_in_one_story_transaction_with_the_commits_of_the_single_writes(
+    story: StoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both sessions (scene start, turns, end and summary) go in one transaction; the commit history is still
+    the one a scene start, a batch of turns and a scene end leave, each its own version."""
+    transactions: list[str] = []
+    commit = StoryGraph.commit
+
+    def counted(self: StoryGraph, ctx: object, writes: Writes, *, kind: str, **props: object) -> int:
+        transactions.append(kind)
+        return commit(self, ctx, writes, kind=kind, **props)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StoryGraph, "commit", counted)
+    writes = story.graph.run
+    written: list[str] = []
+
+    def no_write_outside(query: str, params: object = None) -> object:
+        if "CREATE" in query or "SET" in query or "MERGE" in query:
+            written.append(query)
+        return writes(query, params)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(story.graph, "run", no_write_outside)
+    campaign, report = story.import_transcript(conversation(), "Ada and Bo")
+    assert report.summaries == 2
+    assert transactions[-1:] == ["scene"] and len([k for k in transactions if k != "campaign"]) == 1
+    assert not [q for q in written if "Summary" in q or "Scene" in q]  # no summary written on its own
+    kinds = [kind for _, kind in commits(story, campaign.id)]
+    assert kinds[-6:] == ["scene", "import", "gate", "scene", "import", "gate"]
+    versions = [v for v, _ in commits(story, campaign.id)]
+    assert versions == list(range(1, len(versions) + 1))
+    (row,) = story.graph.run("MATCH (c:Campaign {uid: $c}) RETURN c.version AS v", {"c": campaign.id})
+    assert row["v"] == versions[-1]
+
+
+def test_a_failed_session_leaves_the_sessions_before_it_whole_and_nothing_of_itself(
+    story: StoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction per session here: the second one fails (its summary cannot be formed), and the campaign
+    holds the first session whole (scene ended, summary) and no scene, turn or summary of the second."""
+    monkeypatch.setattr(importing, "TURN_BATCH", 3)
+    assert story.memory_former is not None
+    former: SceneMemoryFormer = story.memory_former
+
+    class _FailsOnSession2:
+        name = "failing"
+
+        def form(self, scene: object, turns: Sequence[object], cast: object) -> object:
+            if getattr(scene, "title", "").startswith("Session 2"):
+                raise RuntimeError("the former is down")
+            return former.form(scene, turns, cast)  # type: ignore[arg-type]
+
+    story.memory_former = _FailsOnSession2()  # type: ignore[assignment]
+    with pytest.raises(RuntimeError, match="former is down"):
+        story.import_transcript(conversation(), "Ada and Bo")
+    (campaign,) = story.list_campaigns()
+    scenes = story.scenes(campaign.id)
+    assert [(s.title, s.status) for s in scenes] == [("Session 1 (1 May 2023)", SceneStatus.COMPLETED)]
+    assert [t.ref for t in story.history(campaign.id)] == ["s1:1", "s1:2", "s1:3"]
+    assert [s.scene_id for s in story.summaries(campaign.id)] == [scenes[0].id]
+    # nothing is left half done: the campaign takes a new scene as it would after ending one in play
+    assert story.start_scene(campaign.id, title="next").order == 1
+
+
+def test_a_session_longer_than_a_transaction_is_written_in_several_as_the_single_writes_would(
+    story: StoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session over :data:`importing.TURN_BATCH` lines spans transactions (its scene open until the last);
+    the result is the same campaign, turns, summaries and commits."""
+    monkeypatch.setattr(importing, "TURN_BATCH", 2)
+    campaign, report = story.import_transcript(conversation(), "Ada and Bo")
+    assert (report.turns, report.summaries) == (6, 2)
+    turns = story.history(campaign.id)
+    assert [t.ref for t in turns] == [ref for *_, ref in LINES]
+    assert [t.depth for t in turns] == list(range(6))
+    scenes = story.scenes(campaign.id)
+    assert [(s.status, s.start_turn_id, s.end_turn_id) for s in scenes] == [
+        (SceneStatus.COMPLETED, None, turns[2].id),
+        (SceneStatus.COMPLETED, turns[2].id, turns[5].id),
+    ]
+    assert [s.anchor_turn_id for s in story.summaries(campaign.id)] == [turns[2].id, turns[5].id]
+    kinds = [kind for _, kind in commits(story, campaign.id)]
+    assert kinds[-8:] == ["scene", "import", "import", "gate", "scene", "import", "import", "gate"]
+
+
 class _IndexThatFailsOnItsSecondWrite(RecallIndex):
     """Its second batch's vectors are refused (the import writes a batch's full text, then its vectors)."""
 
@@ -306,13 +403,13 @@ def test_turn_texts_are_embedded_while_the_graph_is_written_and_nothing_twice(
     index = RecallIndex(recall_index.text, recall_index.vectors, watched)  # type: ignore[arg-type]
     story = StoryService(embedded_graph, local_blob_store, recall=index)  # type: ignore[arg-type]
     story.prepare()
-    write_turns = importing.TranscriptImporter._write_turns
+    write = importing.TranscriptImporter._write
 
     def after_the_embedding_began(self: importing.TranscriptImporter, *args: object) -> object:
         assert watched.turns_begun.wait(timeout=10), "no turn text was being embedded before the graph writes"
-        return write_turns(self, *args)  # type: ignore[arg-type]
+        return write(self, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(importing.TranscriptImporter, "_write_turns", after_the_embedding_began)
+    monkeypatch.setattr(importing.TranscriptImporter, "_write", after_the_embedding_began)
     campaign, report = story.import_transcript(conversation(), "Ada and Bo")
     assert report.records == 8
     points = list(recall_index.vectors.scroll(recall_index.collection, filters=SearchFilters(campaign=[campaign.id])))
