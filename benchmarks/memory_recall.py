@@ -80,7 +80,10 @@ README_BASELINES = {  # the corpus README's numbers, reproduced as a check
     "MiniLM": {"recall_at_5": 0.395, "recall_at_10": 0.487, "any_at_10": 0.539},
     "RRF": {"recall_at_5": 0.498, "recall_at_10": 0.605, "any_at_10": 0.655},
 }
-DEPTH = 200  # each leg's candidates gathered once; a configuration cuts them to its own ``candidates``
+# each leg's candidates are gathered once, to the depth the service searches (RecallConfig.candidates,
+# 100), and a configuration cuts them to its own ``candidates``: gathering deeper changes the vector
+# leg's approximate tail, so the in-process ranking would no longer be the product's
+DEPTH = 100
 TURNS = frozenset({RecallKind.TURN})
 
 
@@ -574,6 +577,8 @@ def import_and_gather(
             seconds["memories_s"] += time.perf_counter() - started
     # every question asked of the index holding every campaign, as a deployment's memory index does
     # (BM25's statistics are the index's, so a question asked before the last import would differ)
+    if (wanted := index.config.candidates) > DEPTH:
+        raise ValueError(f"variant {variant.name!r} ranks {wanted} candidates a leg; gathered only {DEPTH}")
     for conv in conversations:
         lineage = head_lineage(service, campaigns[conv.name])
         started = time.perf_counter()
