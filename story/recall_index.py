@@ -16,9 +16,10 @@ turn after the fork, :class:`story.lineage.Segment` ``seq_cutoff``) are dropped 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -32,7 +33,7 @@ from schemas.search import SearchFilters
 from schemas.settings import Settings
 from stores.factory import open_memory_text_index, open_vector_index
 from stores.text.base import TextDocument, TextIndex
-from stores.vector.base import VectorIndex, VectorPoint, VectorSpace
+from stores.vector.base import VectorHit, VectorIndex, VectorPoint, VectorSpace
 from story.lineage import Lineage
 from story.recall_cues import (
     content_stems,
@@ -49,6 +50,8 @@ log = structlog.get_logger(__name__)
 LINEAGE_LEVELS = 25  # depths up to 2**24 - 1 (16.7 M turns on one line)
 MEMORY_COLLECTION = "memory"
 UNMATCHED_DEPTH = 10  # the text leg's best records RecallConfig.unmatched_text_weight reads
+# a test of legs (name -> ids and scores, in rank order) and the records they found
+LegsCheck = Callable[[Mapping[str, list[tuple[str, float]]], Mapping[str, RecallRecord]], bool]
 
 
 def lineage_keys(branch_id: str, depth: int) -> list[str]:
@@ -217,6 +220,9 @@ class Candidates:
     kinds: frozenset[RecallKind] | None = None
     query_vector: np.ndarray | None = None  # the query's, where the vector leg ran (a second round may blend it)
     also_vectors: dict[str, np.ndarray] = field(default_factory=dict)  # of gather's ``also_embed`` texts
+    # their vector hits, searched in the query's batch under the legs' filters and depth; not decoded
+    # into ``records`` (rank reads every record's speakers), so a leg that uses them decodes them
+    also_hits: dict[str, list[VectorHit]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -512,13 +518,16 @@ class RecallIndex:
         cfg = self.config
         rocchio = cfg.feedback_depth > 0 and cfg.feedback_vector_weight > 0 and cfg.vector_weight > 0
         also: list[str] = []
+        also_search: LegsCheck | None = None
         if query_vector is None and cfg.vector_without_names_weight > 0 and cfg.vector_weight > 0:
             known = self._speakers.get(campaign_id, frozenset())
             named = named_speakers(query, set(known)) if known else set()
             if named and named != known and (guess := without_names(query, named)):
-                # one batch of two costs little more than one query: the names-free search below then
-                # needs no second embedding (it still uses this vector only if it strips the same names)
+                # one batch of two costs little more than one query, embedded and searched: the names-free
+                # leg below then needs no second embedding nor search (it uses them only if it strips the
+                # same names, which the BM25 leg's speakers tell before the search when it is done by then)
                 also.append(guess)
+                also_search = partial(_names_among, frozenset(named), cfg.candidates)
         found = self.gather(
             campaign_id,
             query,
@@ -529,6 +538,7 @@ class RecallIndex:
             query_vector=query_vector,
             depth=depth,
             also_embed=also,
+            also_search=also_search,
         )
         early = found.also_vectors
         filters = self._filters(campaign_id, lineage, observer, found.kinds)
@@ -549,8 +559,10 @@ class RecallIndex:
             named = named_speakers(query, speakers)
             stripped = without_names(query, named) if named and named != speakers else ""
             if stripped:
-                vector = early[stripped] if stripped in early else self.embedder.embed_query(stripped)
-                points = self.vectors.search(self.collection, vector.tolist(), filters=filters, limit=searched)
+                points = found.also_hits.get(stripped)  # searched in gather's batch (same filters, depth)
+                if points is None:
+                    vector = early[stripped] if stripped in early else self.embedder.embed_query(stripped)
+                    points = self.vectors.search(self.collection, vector.tolist(), filters=filters, limit=searched)
                 _decode(found.records, ((p.id, p.payload) for p in points))
                 found.legs["vector_without_names"] = [(p.id, p.score) for p in points]
         return found
@@ -650,12 +662,16 @@ class RecallIndex:
         query_vector: np.ndarray | None = None,
         depth: int | None = None,
         also_embed: Sequence[str] = (),
+        also_search: LegsCheck | None = None,
     ) -> Candidates:
         """Run the legs: the ``depth`` best records of each (``candidates`` by default) on ``lineage``.
 
         The BM25 leg (and its own feedback round, :meth:`_text_round`) runs on a thread while the query
         is embedded and the vector leg searches. ``also_embed``: texts embedded in the query's batch
-        (when the query is embedded here), their vectors in ``Candidates.also_vectors``. With
+        (when the query is embedded here) and searched in its batch of vector searches, their vectors in
+        ``Candidates.also_vectors`` and their hits in ``Candidates.also_hits``; ``also_search``, given the
+        BM25 legs and their records when that leg is done before the vector search, says whether to
+        search them (an unused search is not free: HNSW searches a batch one query at a time). With
         ``expand_share`` on and turns asked for, the legs search every kind, so a memory or a summary
         can lead to its scene's turns; :meth:`rank` keeps only the kinds asked for.
         """
@@ -671,13 +687,25 @@ class RecallIndex:
             # BM25 runs while the model embeds the query (torch releases the GIL): ~a third off a recall
             text_leg = self._legs().submit(self._text_round, query, filters, depth, lineage, wanted)
         also: dict[str, np.ndarray] = {}
+        also_hits: dict[str, list[VectorHit]] = {}
         if cfg.vector_weight > 0:
             if query_vector is None and also_embed:
                 batch = self.embedder.embed_documents([query, *also_embed])
                 query_vector, also = batch[0], dict(zip(also_embed, batch[1:], strict=True))
-            elif query_vector is None:
-                query_vector = self.embedder.embed_query(query)
-            hits = self.vectors.search(self.collection, query_vector.tolist(), filters=filters, limit=depth)
+                told = text_leg.result() if text_leg is not None and text_leg.done() else None  # no waiting
+                if also_search is None or told is None or also_search(told.legs, told.records):
+                    # one planned batch of searches under one filter estimate: two exact searches of a
+                    # position early in a long campaign took ~7 ms together against ~11 ms one by one
+                    found = self.vectors.search_batch(
+                        self.collection, [v.tolist() for v in batch], filters=filters, limit=depth
+                    )
+                    hits, also_hits = found[0], dict(zip(also_embed, found[1:], strict=True))
+                else:
+                    hits = self.vectors.search(self.collection, query_vector.tolist(), filters=filters, limit=depth)
+            else:
+                if query_vector is None:
+                    query_vector = self.embedder.embed_query(query)
+                hits = self.vectors.search(self.collection, query_vector.tolist(), filters=filters, limit=depth)
             legs["vector"] = [(h.id, h.score) for h in hits]
             _decode(records, ((h.id, h.payload) for h in hits))
         if cfg.text_weight > 0:
@@ -695,6 +723,7 @@ class RecallIndex:
             kinds=wanted,
             query_vector=query_vector,
             also_vectors=also,
+            also_hits=also_hits,
         )
 
     def _text_round(
@@ -803,6 +832,19 @@ def _text_led(config: RecallConfig, text_hits: int, depth: int) -> bool:
     full (its candidates are then a background that tells a distinctive word; a short leg, a small
     campaign's or a rare word's, is little more than its own best records, so the fused round leads)."""
     return config.feedback_from == "text" and config.feedback_depth > 0 and text_hits >= min(depth, config.candidates)
+
+
+def _names_among(
+    named: frozenset[str],
+    candidates: int,
+    legs: Mapping[str, list[tuple[str, float]]],
+    records: Mapping[str, RecallRecord],
+) -> bool:
+    """Whether the speakers of the legs' candidates (each leg's first ``candidates``) include all of
+    ``named``: then :meth:`RecallIndex.collect`'s names-free leg strips those names (unless the vector
+    leg brings another speaker the query names), and its search is worth running early."""
+    speakers = {s for hits in legs.values() for i, _ in hits[:candidates] for s in records[i].speakers}
+    return named <= speakers
 
 
 def _decode(records: dict[str, RecallRecord], hits: Iterable[tuple[str, Mapping[str, Any]]]) -> None:

@@ -494,3 +494,75 @@ def test_a_question_naming_known_speakers_is_embedded_once_with_its_name_free_fo
     assert {leg: [i for i, _ in hits] for leg, hits in warm.legs.items()} == {
         leg: [i for i, _ in hits] for leg, hits in cold.legs.items()
     }
+
+
+def test_a_question_naming_known_speakers_searches_both_vectors_in_one_batch(index: RecallIndex) -> None:
+    """Its name-free form is searched in the query's batch of vector searches (one request, one filter
+    estimate), and the names-free leg reuses those hits: the same legs, ids and scores as two searches."""
+    index.config = RecallConfig(window_before=0, window_after=0)
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=20),))
+    _write(
+        index,
+        [
+            _turn(1, "Nothing beats a walk in the mountains with my boots on."),
+            _turn(2, "I adopted a scruffy terrier from the shelter.", speaker="Ben"),
+            _turn(3, "My grandmother's plum dumplings came out right at last."),
+        ],
+    )
+    question = "What did Ava say about the mountains?"
+    cold = index.collect("c", question, lineage=lineage, kinds=[RecallKind.TURN])  # learns the speakers
+    calls: list[tuple[str, int]] = []
+    search, search_batch = index.vectors.search, index.vectors.search_batch
+
+    def one(collection: str, vector: Sequence[float], **kw: object) -> object:
+        calls.append(("search", 1))
+        return search(collection, vector, **kw)  # type: ignore[arg-type]
+
+    def batch(collection: str, vectors: Sequence[Sequence[float]], **kw: object) -> object:
+        calls.append(("search_batch", len(vectors)))
+        return search_batch(collection, vectors, **kw)  # type: ignore[arg-type]
+
+    index.vectors.search = one  # type: ignore[method-assign]
+    index.vectors.search_batch = batch  # type: ignore[method-assign]
+    warm = index.collect("c", question, lineage=lineage, kinds=[RecallKind.TURN])
+    assert calls == [("search_batch", 2)]
+    assert set(warm.legs) == set(cold.legs) and "vector_without_names" in warm.legs
+    for leg in ("vector", "vector_without_names"):
+        assert [i for i, _ in warm.legs[leg]] == [i for i, _ in cold.legs[leg]]
+        assert [s for _, s in warm.legs[leg]] == pytest.approx([s for _, s in cold.legs[leg]], abs=1e-5)
+    assert [h.id for h in index.rank(warm)] == [h.id for h in index.rank(cold)]
+
+
+def test_the_bm25_leg_done_first_says_whether_the_also_texts_are_searched(index: RecallIndex) -> None:
+    """gather searches ``also_embed`` texts in the query's batch unless ``also_search``, given the BM25
+    legs (when they are done before the vector search), says no: then the query is searched alone."""
+    import time
+
+    index.config = RecallConfig(window_before=0, window_after=0)
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=20),))
+    _write(index, [_turn(1, "A walk in the mountains."), _turn(2, "A scruffy terrier.", speaker="Ben")])
+    embed = index.embedder.embed_documents
+
+    def after_the_leg(texts: Sequence[str]) -> np.ndarray:
+        time.sleep(0.3)  # the BM25 leg (a few ms here) is done by the time the vectors are searched
+        return embed(texts)
+
+    index.embedder.embed_documents = after_the_leg  # type: ignore[method-assign]
+    calls: list[str] = []
+    search, search_batch = index.vectors.search, index.vectors.search_batch
+    index.vectors.search = lambda *a, **kw: (calls.append("search"), search(*a, **kw))[1]  # type: ignore[method-assign]
+    index.vectors.search_batch = lambda *a, **kw: (calls.append("batch"), search_batch(*a, **kw))[1]  # type: ignore[method-assign]
+    told: list[set[str]] = []
+    for answer in (False, True):
+        calls.clear()
+
+        def check(legs: object, records: object, answer: bool = answer) -> bool:
+            told.append(set(legs))  # type: ignore[call-overload]
+            return answer
+
+        found = index.gather(
+            "c", "mountains", lineage=lineage, kinds=[RecallKind.TURN], also_embed=["walk"], also_search=check
+        )
+        assert calls == (["batch"] if answer else ["search"])
+        assert set(found.also_vectors) == {"walk"} and set(found.also_hits) == ({"walk"} if answer else set())
+    assert told and all("text" in legs for legs in told)
