@@ -8,7 +8,8 @@ costs a few hundred microseconds and reads exactly like the surrounding text (sp
 dehyphenation), where a separate table finder would interpret the page again and rebuild its
 characters.
 
-Bands that no vertical rule crosses separate tables stacked in one region. A grid without at
+Bands that no vertical rule crosses separate tables stacked in one region, and gaps that no
+horizontal rule crosses tables side by side (one in each column of a page). A grid without at
 least two row lines and two column lines (tables ruled only by horizontal lines, say) is no
 ruled table; the caller falls back to the block geometry.
 """
@@ -140,8 +141,40 @@ def ruled_grids(edges: Sequence[Edge]) -> list[Grid]:
     columns = [column for column in columns if sum(1 for row in rows if _cross(row, column)) >= 2]
     if len(rows) < 2 or len(columns) < 2:
         return []
+    sides = _side_by_side(rows, columns)
+    if len(sides) == 1:
+        return _stacked(rows, columns)
+    # Tables side by side (one in each column of the page, their rows a few points apart): each is
+    # a grid of its own, of the rows that cross its column lines. Snapped together, the rows of
+    # one and the columns of the other would make one grid over both, and a table of garbage.
+    grids: list[Grid] = []
+    for side in sides:
+        side_rows = [row for row in rows if sum(1 for column in side if _cross(row, column)) >= 2]
+        side_columns = [column for column in side if sum(1 for row in side_rows if _cross(row, column)) >= 2]
+        if len(side_rows) >= 2 and len(side_columns) >= 2:
+            grids.extend(_stacked(side_rows, side_columns))
+    return sorted(grids, key=lambda grid: (grid[1][0], grid[0][0]))
+
+
+_Line = tuple[float, list[tuple[float, float]]]
+
+
+def _side_by_side(rows: list[_Line], columns: list[_Line]) -> list[list[_Line]]:
+    """The column lines in groups, split where no row line crosses the gap between two of them."""
+    groups = [[columns[0]]]
+    for left, right in zip(columns, columns[1:], strict=False):
+        middle = (left[0] + right[0]) / 2
+        if any(_covers(spans, middle) for _, spans in rows):
+            groups[-1].append(right)
+        else:
+            groups.append([right])
+    return groups
+
+
+def _stacked(rows: list[_Line], columns: list[_Line]) -> list[Grid]:
+    """The grids of row and column lines that cross, top to bottom."""
     # Tables stacked in one region: split where no column line crosses the band between rows.
-    groups: list[list[tuple[float, list[tuple[float, float]]]]] = [[rows[0]]]
+    groups: list[list[_Line]] = [[rows[0]]]
     for above, below in zip(rows, rows[1:], strict=False):
         middle = (above[0] + below[0]) / 2
         if any(_covers(spans, middle) for _, spans in columns):

@@ -8,7 +8,7 @@ import pytest
 
 from jobs.document import BlockKind
 from jobs.extract import TableMode, extract_document
-from jobs.extract.ruling import edges_in, ruled_tables
+from jobs.extract.ruling import edges_in, ruled_grids, ruled_tables
 
 pytestmark = pytest.mark.unit
 
@@ -76,6 +76,21 @@ def test_stacked_tables_in_one_region_come_apart() -> None:
     words += [_word(t, x, y) for t, x, y in [("e", 5, 110), ("f", 55, 110), ("g", 5, 130), ("h", 55, 130)]]
     tables = ruled_tables(top + bottom, words)
     assert [rows for _, rows in tables] == [[["a", "b"], ["c", "d"]], [["e", "f"], ["g", "h"]]]
+
+
+def test_tables_side_by_side_with_rows_a_few_points_apart_come_apart() -> None:
+    # One small table in each column of a page (a stat block's label row and values), the right
+    # one starting 10 pt higher: their bottom rules and the left one's top rule with the right
+    # one's middle rule snap together, which made one grid over both columns, a table of the
+    # words between them.
+    left = _grid([0, 30, 60], [100, 112])
+    right = _grid([200, 230, 260], [90, 102, 115])
+    words = [_word(t, x, y) for t, x, y in [("STR", 2, 106), ("DEX", 32, 106)]]
+    words += [_word(t, x, y) for t, x, y in [("AC", 202, 96), ("HP", 232, 96), ("12", 202, 108), ("33", 232, 108)]]
+    words += [_word("Speed", 100, 106)]  # text between the columns, in neither table
+    assert ruled_grids(left + right) == [([200, 230, 260], [90, 101, 113.5]), ([0, 30, 60], [101, 113.5])]
+    [(bbox, rows)] = ruled_tables(left + right, words)  # the left one holds one row of text
+    assert bbox == (200, 90, 260, 113.5) and rows == [["AC", "HP"], ["12", "33"]]
 
 
 def test_horizontal_rules_alone_are_no_ruled_table() -> None:
