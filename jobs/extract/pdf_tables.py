@@ -19,7 +19,8 @@ from jobs.document import BlockKind
 from jobs.extract.blocks import markdown_table
 from jobs.extract.pdf_items import _MARGIN_Y, _Item, _PageWords
 from jobs.extract.pdf_order import _split
-from jobs.extract.ruling import edges_in, fill_grids, ruled_grids
+from jobs.extract.pdf_styles import _part
+from jobs.extract.ruling import edges_in, fill_grids, ruled_grids, widen_to_rules
 
 _log = logging.getLogger("jobs.extract.pdf")  # the PDF reader logs under one name
 
@@ -276,7 +277,7 @@ def _replace_tables(
                 if rotation_matrix is not None:
                     clip = tuple(pymupdf.Rect(clip) * ~rotation_matrix)
                 try:
-                    grids = ruled_grids(edges_in(drawings, clip))
+                    grids = ruled_grids(edges_in(drawings, widen_to_rules(drawings, clip)))
                     # the words only where rules make a grid: most regions hold none
                     found = fill_grids(grids, page_words()) if grids else []
                     tables = [(bbox, markdown_table(rows)) for bbox, rows in found]
@@ -284,6 +285,7 @@ def _replace_tables(
                     _log.warning("ruled tables failed on page %d: %s", number, exc)
                 if rotation_matrix is not None:
                     tables = [(tuple(pymupdf.Rect(bbox) * rotation_matrix), md) for bbox, md in tables]
+        ruled = bool(tables)  # cells from the rules and the words, not the blocks
         if not tables:
             markdown = _geometry_table(region)
             if markdown is not None:
@@ -301,8 +303,72 @@ def _replace_tables(
                 for it in items
                 if x0 <= (it.x0 + it.x1) / 2 <= x1 and y0 <= (it.y0 + it.y1) / 2 <= y1 and it.kind is None
             ]
-            if inside:
-                taken = {id(it) for it in inside}
-                items = [it for it in items if id(it) not in taken]
-                items.append(_table_item(bbox, markdown, inside[0].index, number))
+            if not inside:
+                continue
+            rests: list[_Item] = []
+            if ruled:
+                # A block that reaches past the grid (MuPDF merged the last row with the
+                # paragraph below it) keeps its lines outside; a table that cannot say which
+                # lines those are is not used, as its cells would lose them.
+                for it in inside:
+                    if _within(it, bbox):
+                        continue
+                    rest = None if rotation_matrix is not None else _outside(it, bbox, page_words())
+                    if rest is None:
+                        break
+                    rests.extend(rest)
+                else:
+                    rest = []
+                if rest is None:
+                    continue
+            taken = {id(it) for it in inside}
+            items = [it for it in items if id(it) not in taken]
+            items.append(_table_item(bbox, markdown, inside[0].index, number))
+            items.extend(rests)
     return items
+
+
+# How far a block taken whole into a ruled table may reach past its outer rules (the glyph boxes
+# of a tight first or last row stand out a little).
+_OVERHANG = 3.0
+
+
+def _within(it: _Item, bbox: Any) -> bool:
+    return (
+        it.x0 >= bbox[0] - _OVERHANG
+        and it.y0 >= bbox[1] - _OVERHANG
+        and it.x1 <= bbox[2] + _OVERHANG
+        and it.y1 <= bbox[3] + _OVERHANG
+    )
+
+
+def _outside(it: _Item, bbox: Any, words: list[Any]) -> list[_Item] | None:
+    """The lines of block ``it`` that stand outside the table ``bbox`` (no word centre inside), as
+    a block of their own (an empty list when there are none); None when its words and its lines
+    disagree (lines joined or cut since MuPDF made them) or a line stands partly inside.
+    """
+    lines = it.text.split("\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    own = [w for w in words if w[5] == it.index]
+    if not own or len(lines) != it.lines or 1 + max(w[6] for w in own) != it.lines:
+        return None
+    inside: dict[int, list[bool]] = {}
+    for w in own:
+        cx, cy = (w[0] + w[2]) / 2, (w[1] + w[3]) / 2
+        inside.setdefault(w[6], []).append(bbox[0] <= cx <= bbox[2] and bbox[1] <= cy <= bbox[3])
+    if any(any(flags) and not all(flags) for flags in inside.values()):
+        return None
+    keep = [n for n in range(it.lines) if not any(inside.get(n, [False]))]
+    if not keep:
+        return []
+    kept = [w for w in own if w[6] in keep]
+    if it.info is not None and len(it.info) == it.lines:
+        part = _part(it, [it.info[n] for n in keep])
+    else:
+        part = _Item(it.x0, it.y0, it.x1, it.y1, "\n".join(lines[n] for n in keep) + "\n", len(keep), it.index, it.page)
+        part.size, part.bold, part.mono, part.styled, part.style = it.size, it.bold, it.mono, it.styled, it.style
+        part.bold_terms = [t for t in it.bold_terms if t in part.text] if it.bold_terms else None
+    part.x0, part.y0 = min(w[0] for w in kept), min(w[1] for w in kept)
+    part.x1, part.y1 = max(w[2] for w in kept), max(w[3] for w in kept)
+    return [part]

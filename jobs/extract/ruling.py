@@ -20,7 +20,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["Edge", "Grid", "edges_in", "fill_grids", "ruled_grids", "ruled_tables"]
+__all__ = ["Edge", "Grid", "edges_in", "fill_grids", "ruled_grids", "ruled_tables", "widen_to_rules"]
 
 Edge = tuple[float, float, float, float]
 """A rule as a thin box ``(x0, y0, x1, y1)``: wider than tall is horizontal, else vertical."""
@@ -72,6 +72,28 @@ def edges_in(drawings: Iterable[dict[str, Any]], clip: Sequence[float]) -> list[
                 add(x0, y0, x0, y1)
                 add(x1, y0, x1, y1)
     return edges
+
+
+def widen_to_rules(drawings: Iterable[dict[str, Any]], clip: Sequence[float]) -> tuple[float, float, float, float]:
+    """``clip`` grown to the ends of the rules that cross it: along x to the ends of the horizontal
+    ones, along y to the ends of the vertical ones.
+
+    The clip comes from the text blocks of a table region, and a table's rules often reach past
+    its text: a wide last column whose numbers stand far left of its right rule, rows above the
+    first block that reads as a row. Cut at the clip, such a grid lacks that column or those rows,
+    and their words would be lost with the blocks the table replaces.
+    """
+    cx0, cy0, cx1, cy1 = clip[0], clip[1], clip[2], clip[3]
+    x0, y0, x1, y1 = cx0, cy0, cx1, cy1
+    for path in drawings:
+        px0, py0, px1, py1 = path["rect"]
+        if px1 < cx0 or px0 > cx1 or py1 < cy0 or py0 > cy1:
+            continue
+        if py1 - py0 <= _THIN and px1 - px0 >= _MIN_RULE:  # a horizontal rule
+            x0, x1 = min(x0, px0), max(x1, px1)
+        elif px1 - px0 <= _THIN and py1 - py0 >= _MIN_RULE:  # a vertical rule
+            y0, y1 = min(y0, py0), max(y1, py1)
+    return (x0 - 1.0, y0 - 1.0, x1 + 1.0, y1 + 1.0) if (x0, y0, x1, y1) != (cx0, cy0, cx1, cy1) else (x0, y0, x1, y1)
 
 
 def _lines(segments: list[tuple[float, float, float]]) -> list[tuple[float, list[tuple[float, float]]]]:

@@ -8,7 +8,7 @@ import pytest
 
 from jobs.document import BlockKind
 from jobs.extract import TableMode, extract_document
-from jobs.extract.ruling import edges_in, ruled_grids, ruled_tables
+from jobs.extract.ruling import edges_in, ruled_grids, ruled_tables, widen_to_rules
 
 pytestmark = pytest.mark.unit
 
@@ -139,6 +139,9 @@ def test_a_banded_statistics_table_reads_one_state_per_row(name: str) -> None:
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
     assert cells[cells.index("18,870") :][:3] == ["18,870", "23,022", "22,650"]
     assert not any("209" in c for c in cells)  # Alaska's permits are on the next row
+    # the state column's left rule stands outside the clip its text blocks give: cut there, the grid
+    # lost the column and the state names with it
+    assert cells[0] == "Alabama"
 
 
 def _page_with(stream: bytes, *, rotate: int = 0, annot: bool = False):  # noqa: ANN202 - a pymupdf.Page
@@ -239,3 +242,69 @@ def test_the_drawings_pass_runs_on_pages_with_type3_fonts() -> None:
     doc.xref_set_key(page.xref, "Resources", f"<< /Font << /T3 {font} 0 R >> >>")
     doc.xref_set_key(page.xref, "Contents", f"{content} 0 R")
     assert _may_draw_grid(doc[0])
+
+
+def _ruled_table_pdf() -> bytes:
+    """A page with a fully ruled table whose last column is far wider than its text."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    xs = [72, 192, 312, 492]
+    rows = [
+        ("Item", "Cost", "Weight"),
+        ("Saddle", "10 gp", "25 lb."),
+        ("Bridle", "2 gp", "1 lb."),
+        ("Cart", "15 gp", "200 lb."),
+    ]
+    top, height = 110, 18
+    for n in range(len(rows) + 1):
+        page.draw_line((xs[0], top + n * height), (xs[-1], top + n * height), width=0.5)
+    for x in xs:
+        page.draw_line((x, top), (x, top + len(rows) * height), width=0.5)
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            page.insert_text((xs[c] + 4, top + r * height + 13), cell, fontsize=10)
+    page.insert_text((72, top + len(rows) * height + 30), "A paragraph after the table, in running text.", fontsize=10)
+    return doc.tobytes()
+
+
+def test_a_last_column_wider_than_its_text_stays_in_the_table() -> None:
+    # The region's clip comes from the text blocks: the last column's right rule stood beyond
+    # it, the grid lost that column, and the column's text was lost with the blocks replaced.
+    doc = extract_document(_ruled_table_pdf(), "table.pdf", ocr=False)
+    [table] = [b for b in doc.blocks if b.kind is BlockKind.TABLE]
+    assert table.text.splitlines()[0] == "| Item | Cost | Weight |"
+    assert "| Cart | 15 gp | 200 lb. |" in table.text
+    assert any(b.text.startswith("A paragraph after the table") for b in doc.blocks)
+
+
+def test_the_clip_grows_to_the_ends_of_the_rules_that_cross_it() -> None:
+    drawings = [
+        {"rect": (72, 110, 492, 110), "items": [("l", (72, 110), (492, 110))]},  # a row rule
+        {"rect": (492, 110, 492, 200), "items": [("l", (492, 110), (492, 200))]},  # the right rule
+        {"rect": (300, 40, 300, 300), "items": [("l", (300, 40), (300, 300))]},  # a column rule
+        {"rect": (0, 500, 595, 500), "items": [("l", (0, 500), (595, 500))]},  # a rule elsewhere
+    ]
+    assert widen_to_rules(drawings, (64, 100, 400, 210)) == (63, 39, 493, 301)
+    assert widen_to_rules(drawings[3:], (64, 100, 400, 210)) == (64, 100, 400, 210)  # nothing crosses it
+
+
+def test_a_block_reaching_past_a_ruled_table_keeps_its_lines_outside() -> None:
+    from jobs.extract.pdf_items import _Item
+    from jobs.extract.pdf_tables import _outside
+
+    # MuPDF put a table's last row and the paragraph under it in one block
+    it = _Item(72, 150, 480, 190, "Cart\nThe cube loses charges\nwhen targeted.\n", 3, 7, 1)
+    words = [
+        (75, 150, 100, 160, "Cart", 7, 0, 0),
+        (72, 165, 110, 175, "The", 7, 1, 0),
+        (112, 165, 480, 175, "cube", 7, 1, 1),
+        (72, 180, 150, 190, "when", 7, 2, 0),
+        (20, 20, 30, 30, "other", 3, 0, 0),
+    ]
+    [rest] = _outside(it, (70, 140, 300, 162), words)
+    assert rest.text == "The cube loses charges\nwhen targeted.\n" and rest.lines == 2
+    assert (rest.x0, rest.y0, rest.x1, rest.y1) == (72, 165, 480, 190)
+    assert _outside(it, (70, 140, 300, 200), words) == []  # all of it inside
+    assert _outside(it, (70, 140, 111, 177), words) is None  # a line partly inside: unknown
