@@ -62,6 +62,7 @@ CRD3 = CORPUS / "memory" / "crd3"
 LOCOMO = CORPUS / "memory" / "locomo-dev"
 RESULTS = REPO / "benchmarks" / "results"
 GOAL_P95_MS = 30.0
+LONG_QUERY_WORDS = 40  # the queries the latency part reports apart (8 of the 141 sampled)
 GOAL_IMPORT_RATIO = 0.8
 
 
@@ -79,6 +80,13 @@ def crd3_lines() -> list[tuple[str, str]]:
 
 def percentile_ms(samples: list[float], q: float) -> float:
     return round(float(np.percentile(np.array(samples) * 1000.0, q)), 2)
+
+
+def _subset_ms(samples: list[float]) -> dict[str, Any]:
+    """How many recalls, and their p50/p95 in ms (``None`` for none)."""
+    if not samples:
+        return {"queries": 0, "p50_ms": None, "p95_ms": None}
+    return {"queries": len(samples), "p50_ms": percentile_ms(samples, 50), "p95_ms": percentile_ms(samples, 95)}
 
 
 # -- 1. branch correctness ------------------------------------------------------------------------------
@@ -190,6 +198,7 @@ def latency(
     with the same ``records``, ``embedded`` and ``seed`` left there (its ``build.json``), else build it."""
     from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
     from story.lineage import BranchLine, lineage_of
+    from story.recall_cues import named_speakers
     from story.recall_index import RecallIndex, lineage_cover, open_recall_index
 
     rng = np.random.default_rng(seed)
@@ -226,6 +235,11 @@ def latency(
             embed_s, load_s = _build(index, distinct, lines, layout, observers, rng)
             manifest.write_text(json.dumps({"build": build, "embed_s": embed_s, "load_s": load_s}))
         sample = [text for _, text in lines[embedded : embedded + queries]] or [t for _, t in distinct[:queries]]
+        # where the tail comes from: long queries (their embedding) and questions naming a speaker (a
+        # second vector search, batched with the first: RecallIndex.gather)
+        speakers = {speaker for speaker, _ in lines}
+        naming = [bool(named_speakers(q, speakers)) for q in sample]
+        long = [len(q.split()) >= LONG_QUERY_WORDS for q in sample]
         cases = {
             "main head": lineage_of(lines_of, "main", main_len - 1),
             "branch head": lineage_of(lines_of, "b1", int(main_len * 0.4) + per_branch),
@@ -292,6 +306,14 @@ def latency(
                 "queries": len(times),
                 "off_lineage_hits": wrong,
                 "previous_params": {"p50_ms": percentile_ms(before, 50), "p95_ms": percentile_ms(before, 95)},
+                "by_query": {
+                    key: _subset_ms([t for t, w in zip(times, which, strict=True) if w])
+                    for key, which in (
+                        ("naming_a_speaker", naming),
+                        (f"{LONG_QUERY_WORDS}_words_or_more", long),
+                        ("other", [not (a or b) for a, b in zip(naming, long, strict=True)]),
+                    )
+                },
                 "queries_embedded_by_torch": {
                     "p50_ms": percentile_ms(with_torch, 50),
                     "p95_ms": percentile_ms(with_torch, 95),
