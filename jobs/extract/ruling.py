@@ -123,12 +123,27 @@ def _lines(segments: list[tuple[float, float, float]]) -> list[tuple[float, list
 
 
 def _covers(spans: list[tuple[float, float]], at: float) -> bool:
-    return any(a - _SNAP <= at <= b + _SNAP for a, b in spans)
+    # a loop, not any() over a generator: this runs for every pair of row and column lines
+    for a, b in spans:  # noqa: SIM110 - see above
+        if a - _SNAP <= at <= b + _SNAP:
+            return True
+    return False
 
 
 def _cross(row: tuple[float, list[tuple[float, float]]], column: tuple[float, list[tuple[float, float]]]) -> bool:
     """Whether a row line and a column line intersect."""
     return _covers(row[1], column[0]) and _covers(column[1], row[0])
+
+
+def _crosses_two(line: _Line, others: list[_Line], *, row: bool) -> bool:
+    """Whether a row line (``row``) or a column line crosses at least two of ``others``; stops at two."""
+    found = 0
+    for other in others:
+        if _cross(line, other) if row else _cross(other, line):
+            found += 1
+            if found == 2:
+                return True
+    return False
 
 
 def ruled_tables(edges: Sequence[Edge], words: Sequence[tuple[Any, ...]]) -> list[tuple[Edge, list[list[str]]]]:
@@ -159,8 +174,8 @@ def ruled_grids(edges: Sequence[Edge]) -> list[Grid]:
     columns = _lines(vertical)
     # A row line must cross two column lines and a column line two row lines: a rule under a
     # heading or a frame around the page is not part of a grid.
-    rows = [row for row in rows if sum(1 for column in columns if _cross(row, column)) >= 2]
-    columns = [column for column in columns if sum(1 for row in rows if _cross(row, column)) >= 2]
+    rows = [row for row in rows if _crosses_two(row, columns, row=True)]
+    columns = [column for column in columns if _crosses_two(column, rows, row=False)]
     if len(rows) < 2 or len(columns) < 2:
         return []
     sides = _side_by_side(rows, columns)
@@ -171,8 +186,8 @@ def ruled_grids(edges: Sequence[Edge]) -> list[Grid]:
     # one and the columns of the other would make one grid over both, and a table of garbage.
     grids: list[Grid] = []
     for side in sides:
-        side_rows = [row for row in rows if sum(1 for column in side if _cross(row, column)) >= 2]
-        side_columns = [column for column in side if sum(1 for row in side_rows if _cross(row, column)) >= 2]
+        side_rows = [row for row in rows if _crosses_two(row, side, row=True)]
+        side_columns = [column for column in side if _crosses_two(column, side_rows, row=False)]
         if len(side_rows) >= 2 and len(side_columns) >= 2:
             grids.extend(_stacked(side_rows, side_columns))
     return sorted(grids, key=lambda grid: (grid[1][0], grid[0][0]))
