@@ -16,7 +16,7 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from jobs.extract.pdf_items import _Item, _PageWords
-from jobs.extract.pdf_styles import _part
+from jobs.extract.pdf_styles import _lines_of
 from jobs.extract.pdf_tables import _line_pitch, _row_like
 
 _MAX_LABEL_CHARS = 12  # a label cell: "STR", "Level", "AC"; longer ones are a table's headers
@@ -165,16 +165,7 @@ def _next_column_row(
 def _without(it: _Item, taken: set[int]) -> _Item | None:
     """``it`` less its lines numbered in ``taken``; None when nothing is left."""
     keep = [n for n in range(it.lines) if n not in taken]
-    if not keep:
-        return None
-    lines = it.text.split("\n")
-    if it.info is not None and len(it.info) == it.lines:
-        part = _part(it, [it.info[n] for n in keep])
-    else:
-        part = _Item(it.x0, it.y0, it.x1, it.y1, "\n".join(lines[n] for n in keep) + "\n", len(keep), it.index, it.page)
-        part.size, part.bold, part.mono, part.styled, part.style = it.size, it.bold, it.mono, it.styled, it.style
-        part.bold_terms = [t for t in it.bold_terms if t in part.text] if it.bold_terms else None
-    return part
+    return _lines_of(it, keep) if keep else None
 
 
 def _rebuild(items: list[_Item], words: _Words, it: _Item, touched: set[int]) -> list[_Item] | None:

@@ -337,6 +337,18 @@ def _part(it: _Item, info: list[Line]) -> _Item:
     return part
 
 
+def _lines_of(it: _Item, keep: list[int]) -> _Item:
+    """The lines of block ``it`` numbered in ``keep``, as a block with their styles (its box is the
+    caller's to set)."""
+    if it.info is not None and len(it.info) == it.lines:
+        return _part(it, [it.info[n] for n in keep])
+    lines = it.text.split("\n")
+    part = _Item(it.x0, it.y0, it.x1, it.y1, "\n".join(lines[n] for n in keep) + "\n", len(keep), it.index, it.page)
+    part.size, part.bold, part.mono, part.styled, part.style = it.size, it.bold, it.mono, it.styled, it.style
+    part.bold_terms = [t for t in it.bold_terms if t in part.text] if it.bold_terms else None
+    return part
+
+
 def _split_styles(items: list[_Item]) -> list[_Item]:
     """Cut a heading off the block MuPDF merged it into ("Acid Splash" over its first body line).
 

@@ -19,7 +19,7 @@ from jobs.document import BlockKind
 from jobs.extract.blocks import markdown_table
 from jobs.extract.pdf_items import _MARGIN_Y, _Item, _PageWords
 from jobs.extract.pdf_order import _split
-from jobs.extract.pdf_styles import _part
+from jobs.extract.pdf_styles import _lines_of
 from jobs.extract.ruling import edges_in, fill_grids, ruled_grids, widen_to_rules
 
 _log = logging.getLogger("jobs.extract.pdf")  # the PDF reader logs under one name
@@ -363,12 +363,7 @@ def _outside(it: _Item, bbox: Any, words: list[Any]) -> list[_Item] | None:
     if not keep:
         return []
     kept = [w for w in own if w[6] in keep]
-    if it.info is not None and len(it.info) == it.lines:
-        part = _part(it, [it.info[n] for n in keep])
-    else:
-        part = _Item(it.x0, it.y0, it.x1, it.y1, "\n".join(lines[n] for n in keep) + "\n", len(keep), it.index, it.page)
-        part.size, part.bold, part.mono, part.styled, part.style = it.size, it.bold, it.mono, it.styled, it.style
-        part.bold_terms = [t for t in it.bold_terms if t in part.text] if it.bold_terms else None
+    part = _lines_of(it, keep)
     part.x0, part.y0 = min(w[0] for w in kept), min(w[1] for w in kept)
     part.x1, part.y1 = max(w[2] for w in kept), max(w[3] for w in kept)
     return [part]
