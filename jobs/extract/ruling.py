@@ -178,7 +178,7 @@ def ruled_grids(edges: Sequence[Edge]) -> list[Grid]:
     columns = [column for column in columns if _crosses_two(column, rows, row=False)]
     if len(rows) < 2 or len(columns) < 2:
         return []
-    sides = _side_by_side(rows, columns)
+    sides = _split_at_gaps(columns, rows)
     if len(sides) == 1:
         return _stacked(rows, columns)
     # Tables side by side (one in each column of the page, their rows a few points apart): each is
@@ -196,28 +196,23 @@ def ruled_grids(edges: Sequence[Edge]) -> list[Grid]:
 _Line = tuple[float, list[tuple[float, float]]]
 
 
-def _side_by_side(rows: list[_Line], columns: list[_Line]) -> list[list[_Line]]:
-    """The column lines in groups, split where no row line crosses the gap between two of them."""
-    groups = [[columns[0]]]
-    for left, right in zip(columns, columns[1:], strict=False):
-        middle = (left[0] + right[0]) / 2
-        if any(_covers(spans, middle) for _, spans in rows):
-            groups[-1].append(right)
+def _split_at_gaps(lines: list[_Line], across: list[_Line]) -> list[list[_Line]]:
+    """``lines`` (in order) in groups, split where none of the lines ``across`` them crosses the
+    gap between two neighbours: column lines by the row lines (tables side by side), row lines
+    by the column lines (tables stacked)."""
+    groups = [[lines[0]]]
+    for before, after in zip(lines, lines[1:], strict=False):
+        middle = (before[0] + after[0]) / 2
+        if any(_covers(spans, middle) for _, spans in across):
+            groups[-1].append(after)
         else:
-            groups.append([right])
+            groups.append([after])
     return groups
 
 
 def _stacked(rows: list[_Line], columns: list[_Line]) -> list[Grid]:
     """The grids of row and column lines that cross, top to bottom."""
-    # Tables stacked in one region: split where no column line crosses the band between rows.
-    groups: list[list[_Line]] = [[rows[0]]]
-    for above, below in zip(rows, rows[1:], strict=False):
-        middle = (above[0] + below[0]) / 2
-        if any(_covers(spans, middle) for _, spans in columns):
-            groups[-1].append(below)
-        else:
-            groups.append([below])
+    groups = _split_at_gaps(rows, columns)  # tables stacked in one region
     grids: list[Grid] = []
     for group in groups:
         ys = [y for y, _ in group]
