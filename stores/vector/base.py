@@ -95,9 +95,9 @@ class VectorIndex(Protocol):
         filters: SearchFilters | None = None,
         limit: int = 10,
     ) -> list[list[VectorHit]]:
-        """What :meth:`search` answers for each of ``vectors`` (same ids and scores, in the order
-        asked), under one filter and limit, as one request: the engine plans the searches together.
-        No vectors, no request: ``[]``."""
+        """What :meth:`search` answers for each of ``vectors`` (same ids, payloads and scores, the
+        scores to float32 precision), in the order asked, under one filter and limit, as one request:
+        the engine plans the searches together. No vectors, no request: ``[]``."""
         ...
 
     def delete(self, collection: str, ids: Sequence[str]) -> None: ...
