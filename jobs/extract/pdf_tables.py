@@ -359,7 +359,8 @@ def _outside(it: _Item, bbox: Any, words: list[Any]) -> list[_Item] | None:
         inside.setdefault(w[6], []).append(bbox[0] <= cx <= bbox[2] and bbox[1] <= cy <= bbox[3])
     if any(any(flags) and not all(flags) for flags in inside.values()):
         return None
-    keep = [n for n in range(it.lines) if not any(inside.get(n, [False]))]
+    # lines without words (blank) have nothing to keep
+    keep = [n for n in range(it.lines) if n in inside and not any(inside[n])]
     if not keep:
         return []
     kept = [w for w in own if w[6] in keep]

@@ -308,3 +308,7 @@ def test_a_block_reaching_past_a_ruled_table_keeps_its_lines_outside() -> None:
     assert (rest.x0, rest.y0, rest.x1, rest.y1) == (72, 165, 480, 190)
     assert _outside(it, (70, 140, 300, 200), words) == []  # all of it inside
     assert _outside(it, (70, 140, 111, 177), words) is None  # a line partly inside: unknown
+    # a line of white space alone between two rows inside: nothing to keep (and no box to give it)
+    blank = _Item(72, 150, 300, 190, "Cart\n \nSled\n", 3, 7, 1)
+    rows = [words[0], (75, 180, 100, 190, "Sled", 7, 2, 0)]
+    assert _outside(blank, (70, 140, 300, 195), rows) == []
