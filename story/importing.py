@@ -26,6 +26,7 @@ built by the same :func:`story.recall.turn_record` from the same turns and scene
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -405,18 +406,18 @@ def scene_title(session: TranscriptSession) -> str:
 class _Indexing:
     """Embeds and indexes an import's records while its sessions are written to the graph.
 
-    Two threads. The embedding thread starts on the turns' texts before the first graph write
-    (:meth:`prefetch`, one job per planned batch, a batch or two ahead of the index writes so a long
-    transcript's vectors are not all held at once): the model embeds (torch releases the GIL) while the
-    main thread writes turns. Each batch of whole sessions, once written (:meth:`add`), queues the texts
-    the prediction did not hold (the session summaries, known only once a session is written) behind
-    the prefetch jobs, so the embedding thread never waits. The writing thread writes a batch's full text
-    once its turns' vectors are ready (:meth:`RecallIndex.write_text`, while the rest is embedded), then
-    its vectors (:meth:`RecallIndex.write_vectors`). What is embedded is what the index itself would embed
-    for the records (:meth:`RecallIndex.indexed_texts`, looked up by exact text; a text no job held, a
-    turn predicted wrong, is embedded then), so a rebuild writes the same vectors. A failed batch stops
-    the import: :meth:`finish` raises it once the graph writes have ended (they are the record of truth
-    and stay).
+    Two threads. The embedding thread starts on the turns' texts before the first graph write (:meth:`prefetch`,
+    one job per planned batch, a batch or two ahead of the index writes so a long transcript's vectors are not
+    all held at once): the model embeds (torch releases the GIL) while the main thread writes turns. Each batch
+    of whole sessions, once written (:meth:`add`), queues the texts the prediction did not hold (the session
+    summaries, known only once a session is written) before the next batch's prefetch job if that has not begun
+    (:class:`_EmbeddingQueue`), so the batch's vectors are written while the next batch is embedded, and the
+    embedding thread never waits. The writing thread writes a batch's full text once its turns' vectors are
+    ready (:meth:`RecallIndex.write_text`, while the rest is embedded), then its vectors
+    (:meth:`RecallIndex.write_vectors`). What is embedded is what the index itself would embed for the records
+    (:meth:`RecallIndex.indexed_texts`, looked up by exact text; a text no job held, a turn predicted wrong, is
+    embedded then), so a rebuild writes the same vectors. A failed batch stops the import: :meth:`finish` raises
+    it once the graph writes have ended (they are the record of truth and stay).
     """
 
     #: Prefetch jobs queued ahead of the batch being written.
@@ -426,7 +427,7 @@ class _Indexing:
         self.index = index
         self.on_progress = on_progress
         self.model_seconds = 0.0
-        self._embedding: ThreadPoolExecutor | None = None
+        self._embedding: _EmbeddingQueue | None = None
         self._writing: ThreadPoolExecutor | None = None
         self._planned: list[list[str]] = []
         self._prefetched: list[Future[_Embedded]] = []
@@ -441,7 +442,7 @@ class _Indexing:
         began = time.perf_counter()
         index.embedder.embed_documents(["warm-up"])  # loads the model (a lazy embedder's first call)
         self.model_seconds = time.perf_counter() - began
-        self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-embed")
+        self._embedding = _EmbeddingQueue(index.embedder)
         self._writing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-index")
         self._planned = texts
         self._ahead(self.AHEAD - 1)
@@ -450,13 +451,13 @@ class _Indexing:
         """Queue the prefetch jobs of the planned batches up to ``last``."""
         with self._lock:
             while len(self._prefetched) <= min(last, len(self._planned) - 1):
-                texts = self._planned[len(self._prefetched)]
-                assert self._embedding is not None and self.index is not None
-                self._prefetched.append(self._embedding.submit(_embed, self.index.embedder, texts))
+                number = len(self._prefetched)
+                assert self._embedding is not None
+                self._prefetched.append(self._embedding.submit((number, 0), self._planned[number]))
 
     def add(self, records: Sequence[RecallRecord]) -> None:
         """Queue the next planned batch's records (whole sessions) for the index, and the embedding of
-        its texts the prediction did not hold (its session summaries) behind the prefetch jobs queued."""
+        its texts the prediction did not hold (its session summaries) before the later batches' prefetch."""
         index, embedding, writing = self.index, self._embedding, self._writing
         if index is None or embedding is None or writing is None:
             return
@@ -466,7 +467,7 @@ class _Indexing:
         if not index.config.context_in_vector:  # else a record's text waits for its indexed neighbours
             planned = set(self._planned[number]) if number < len(self._planned) else set()
             if texts := [t for r in records if (t := index.indexed_text(r)) not in planned]:
-                extra = embedding.submit(_embed, index.embedder, texts)
+                extra = embedding.submit((number, 1), texts)
         self._writes.append(writing.submit(self._write, number, list(records), extra))
 
     def _write(self, number: int, batch: list[RecallRecord], extra: Future[_Embedded] | None) -> float:
@@ -483,7 +484,7 @@ class _Indexing:
             seconds += extra.result().seconds
         texts = index.indexed_texts(batch)
         if missing := [t for t in texts if t not in vectors]:  # any text neither job held
-            rest = embedding.submit(_embed, index.embedder, missing).result()
+            rest = embedding.submit((number, 1), missing).result()
             vectors = {**vectors, **rest.vectors}
             seconds += rest.seconds
         began = time.perf_counter()
@@ -495,9 +496,10 @@ class _Indexing:
 
     def abandon(self) -> None:
         """The graph writes failed: drop what is queued (what is running finishes)."""
-        for pool in (self._writing, self._embedding):
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+        if self._writing is not None:
+            self._writing.shutdown(wait=True, cancel_futures=True)
+        if self._embedding is not None:
+            self._embedding.shutdown()
 
     def finish(self) -> tuple[float, float]:
         """Wait for every batch.
@@ -512,6 +514,57 @@ class _Indexing:
             return self.model_seconds, sum(write.result() for write in self._writes)
         finally:
             self.abandon()
+
+
+class _EmbeddingQueue:
+    """One thread that embeds the queued jobs, the lowest ``(batch, rank)`` first (submission order among
+    equals): a batch's summaries (rank 1), queued once its sessions are written, go before a later batch's
+    prefetched turns (rank 0) that have not begun, which a first-in-first-out pool would embed first,
+    leaving the batch's vectors to wait for them."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._jobs: list[tuple[tuple[int, int], int, list[str], Future[_Embedded]]] = []
+        self._seq = 0
+        self._ready = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="import-embed", daemon=True)
+        self._thread.start()
+
+    def submit(self, priority: tuple[int, int], texts: Sequence[str]) -> Future[_Embedded]:
+        """Queue ``texts``; the future holds their vectors."""
+        future: Future[_Embedded] = Future()
+        with self._ready:
+            if self._closed:
+                raise RuntimeError("the import's embedding has stopped")
+            heapq.heappush(self._jobs, (priority, self._seq, list(texts), future))
+            self._seq += 1
+            self._ready.notify()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._jobs and not self._closed:
+                    self._ready.wait()
+                if not self._jobs:
+                    return
+                *_, texts, future = heapq.heappop(self._jobs)
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(_embed(self.embedder, texts))
+                except BaseException as exc:  # the waiting writer raises it
+                    future.set_exception(exc)
+
+    def shutdown(self) -> None:
+        """Cancel what has not begun and wait for what has."""
+        with self._ready:
+            self._closed = True
+            for *_, future in self._jobs:
+                future.cancel()
+            self._jobs.clear()
+            self._ready.notify()
+        self._thread.join()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

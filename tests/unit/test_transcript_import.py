@@ -422,6 +422,56 @@ def test_turn_texts_are_embedded_while_the_graph_is_written_and_nothing_twice(
         assert np.allclose(point.vector, vector, atol=1e-5)
 
 
+class _GatedEmbedder(_WatchedEmbedder):
+    """Holds its first batch of turns until ``gate`` is set, noting each call's texts."""
+
+    def __init__(self, model: SentenceTransformerEmbedder, gate: threading.Event) -> None:
+        super().__init__(model, LINES[0][3])
+        self.gate = gate
+        self.calls: list[list[str]] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if list(texts) != ["warm-up"]:
+            if not self.calls:
+                assert self.gate.wait(timeout=10), "the first batch was never written"
+            self.calls.append(list(texts))
+        return super().embed_documents(texts)
+
+
+def test_a_batchs_summaries_are_embedded_before_the_next_batchs_turns(
+    embedded_graph: object,
+    local_blob_store: object,
+    recall_index: RecallIndex,
+    embedder: SentenceTransformerEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The next batch's turns are queued from the start; a batch's summaries, known once its sessions are
+    written, still go first, so the batch's vectors are written while the next batch is embedded rather
+    than at the end."""
+    monkeypatch.setattr(importing, "RECORD_BATCH", 2)  # a batch per session
+    written = threading.Event()
+    add = importing._Indexing.add
+
+    def added(self: importing._Indexing, records: Sequence[RecallRecord]) -> None:
+        add(self, records)
+        written.set()
+
+    monkeypatch.setattr(importing._Indexing, "add", added)
+    gated = _GatedEmbedder(embedder, written)
+    index = RecallIndex(recall_index.text, recall_index.vectors, gated)  # type: ignore[arg-type]
+    story = StoryService(embedded_graph, local_blob_store, recall=index)  # type: ignore[arg-type]
+    story.prepare()
+    campaign, report = story.import_transcript(conversation(), "Ada and Bo")
+    assert (report.summaries, recall_index.count(campaign.id)) == (2, 8)
+
+    def job(texts: list[str]) -> str:
+        if len(texts) == 1:
+            return "summary"
+        return "turns 1" if any(LINES[0][3] in t for t in texts) else "turns 2"
+
+    assert [job(texts) for texts in gated.calls] == ["turns 1", "summary", "turns 2", "summary"]
+
+
 def test_a_wrongly_predicted_text_is_embedded_as_the_index_would(
     story: StoryService, recall_index: RecallIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
