@@ -460,11 +460,9 @@ class _CountingEmbedder:
         return self.model.embed_query(text)
 
 
-def test_a_question_naming_known_speakers_is_embedded_once_with_its_name_free_form(index: RecallIndex) -> None:
-    """Once a campaign's speakers are known, a question naming some of them is embedded in one batch
-    with its name-free form, and the second-round vector search uses that vector: same legs, one call."""
+def _two_speakers(index: RecallIndex) -> Lineage:
+    """Three turns, two of Ava's and one of Ben's, on branch ``b``; the lineage that sees them."""
     index.config = RecallConfig(window_before=0, window_after=0)
-    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=20),))
     _write(
         index,
         [
@@ -473,6 +471,13 @@ def test_a_question_naming_known_speakers_is_embedded_once_with_its_name_free_fo
             _turn(3, "My grandmother's plum dumplings came out right at last."),
         ],
     )
+    return Lineage(segments=(Segment(branch_id="b", max_depth=20),))
+
+
+def test_a_question_naming_known_speakers_is_embedded_once_with_its_name_free_form(index: RecallIndex) -> None:
+    """Once a campaign's speakers are known, a question naming some of them is embedded in one batch
+    with its name-free form, and the second-round vector search uses that vector: same legs, one call."""
+    lineage = _two_speakers(index)
     counting = _CountingEmbedder(index.embedder)  # type: ignore[arg-type]
     index.embedder = counting  # type: ignore[assignment]
     question = "What did Ava say about the mountains?"
@@ -499,16 +504,7 @@ def test_a_question_naming_known_speakers_is_embedded_once_with_its_name_free_fo
 def test_a_question_naming_known_speakers_searches_both_vectors_in_one_batch(index: RecallIndex) -> None:
     """Its name-free form is searched in the query's batch of vector searches (one request, one filter
     estimate), and the names-free leg reuses those hits: the same legs, ids and scores as two searches."""
-    index.config = RecallConfig(window_before=0, window_after=0)
-    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=20),))
-    _write(
-        index,
-        [
-            _turn(1, "Nothing beats a walk in the mountains with my boots on."),
-            _turn(2, "I adopted a scruffy terrier from the shelter.", speaker="Ben"),
-            _turn(3, "My grandmother's plum dumplings came out right at last."),
-        ],
-    )
+    lineage = _two_speakers(index)
     question = "What did Ava say about the mountains?"
     cold = index.collect("c", question, lineage=lineage, kinds=[RecallKind.TURN])  # learns the speakers
     calls: list[tuple[str, int]] = []
