@@ -124,15 +124,27 @@ def name_forms(name: str) -> list[str]:
 
 
 def named_speakers(query: str, speakers: set[str]) -> set[str]:
-    """Which of ``speakers`` the query names (whole words, case-insensitive)."""
-    lowered = query.lower()
-    named = set()
-    for speaker in speakers:
-        for form in name_forms(speaker):
-            if re.search(rf"(?<!\w){re.escape(form.lower())}(?!\w)", lowered):
-                named.add(speaker)
-                break
-    return named
+    """Which of ``speakers`` the query names (whole words, case-insensitive; see :func:`_mentions`)."""
+    return {speaker for speaker in speakers if any(_mentions(query, form) for form in name_forms(speaker))}
+
+
+# where a sentence begins: the text's start, or after an end mark (and any closing quote or bracket), then
+# spaces and opening quotes or brackets
+_SENTENCE_END = re.compile(r"(?:^|[.!?:;]['\"’”)\]]*)[\s'\"‘“(\[]*$")
+
+
+def _mentions(query: str, form: str) -> list[tuple[int, int]]:
+    """Where ``query`` names ``form`` (whole words, any case), as (start, end) spans.
+
+    A name that is also a function word (a transcript's "ALL" for the whole table, a character called
+    Will or May) names its speaker only where it is capitalised inside a sentence: "What did ALL
+    say?", not "All right, ..." or "what will happen".
+    """
+    pattern = rf"(?<!\w){re.escape(form)}(?!\w)"
+    spans = [m.span() for m in re.finditer(pattern, query, flags=re.IGNORECASE)]
+    if form.lower() not in FUNCTION_WORDS:
+        return spans
+    return [(a, b) for a, b in spans if query[a].isupper() and not _SENTENCE_END.search(query[:a])]
 
 
 # A question asking for an inference ("Would Ava enjoy a walking holiday?", "What might John's status
@@ -146,10 +158,14 @@ def inferential(query: str) -> bool:
 
 
 def without_names(query: str, speakers: set[str]) -> str:
-    """``query`` with every form of the ``speakers``' names (and a possessive ``'s`` after one) taken out."""
+    """``query`` with every mention of the ``speakers``' names (:func:`_mentions`; and a possessive
+    ``'s`` after one) taken out."""
     forms = sorted({form for speaker in speakers for form in name_forms(speaker)}, key=len, reverse=True)
     for form in forms:
-        query = re.sub(rf"(?<!\w){re.escape(form)}(?:['’]s)?(?!\w)", " ", query, flags=re.IGNORECASE)
+        for start, end in reversed(_mentions(query, form)):
+            possessive = re.match(r"['’]s(?!\w)", query[end:], flags=re.IGNORECASE)
+            end += possessive.end() if possessive else 0
+            query = f"{query[:start]} {query[end:]}"
     return " ".join(query.split())
 
 

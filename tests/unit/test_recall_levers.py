@@ -69,6 +69,22 @@ def test_speakers_named_in_a_query() -> None:
     assert named_speakers("What did Carolines say?", speakers) == set()  # whole words only
 
 
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("All right, what did Matt find in the crypt?", {"MATT"}),  # "All" opens the sentence
+        ('Okay. "All right," said Matt.', {"MATT"}),
+        ("did we all agree on the plan?", set()),  # lower case
+        ("What did ALL shout at the dragon?", {"ALL"}),  # capitalised inside a sentence
+        ("Will the bridge hold?", set()),
+        ("What did Will say about the bridge?", {"Will Turner"}),
+    ],
+)
+def test_a_name_that_is_a_function_word_names_a_speaker_only_inside_a_sentence(query: str, named: set[str]) -> None:
+    speakers = {"ALL", "MATT", "Will Turner"}
+    assert named_speakers(query, speakers) == named
+
+
 # -- indexing -------------------------------------------------------------------------------------
 
 
@@ -259,6 +275,7 @@ def test_a_query_without_the_speakers_names() -> None:
     query = "Would Ava Stone like Ben's idea? ava knows"
     assert without_names(query, {"Ava Stone", "Ben"}) == "Would like idea? knows"
     assert without_names("Would Avalon do it?", {"Ava"}) == "Would Avalon do it?"  # whole words only
+    assert without_names("All right, did ALL cheer?", {"ALL"}) == "All right, did cheer?"
 
 
 def test_an_inference_leans_on_the_vector_leg(index: RecallIndex) -> None:
