@@ -464,13 +464,19 @@ class _Indexing:
         number = len(self._writes)
         self._ahead(number + self.AHEAD - 1)  # the graph writes ran ahead of the writing thread
         extra: Future[_Embedded] | None = None
+        texts: list[str] | None = None
         if not index.config.context_in_vector:  # else a record's text waits for its indexed neighbours
+            texts = index.indexed_texts(records)
             planned = set(self._planned[number]) if number < len(self._planned) else set()
-            if texts := [t for r in records if (t := index.indexed_text(r)) not in planned]:
-                extra = embedding.submit((number, 1), texts)
-        self._writes.append(writing.submit(self._write, number, list(records), extra))
+            if unplanned := [t for t in texts if t not in planned]:
+                extra = embedding.submit((number, 1), unplanned)
+        self._writes.append(writing.submit(self._write, number, list(records), extra, texts))
 
-    def _write(self, number: int, batch: list[RecallRecord], extra: Future[_Embedded] | None) -> float:
+    def _write(
+        self, number: int, batch: list[RecallRecord], extra: Future[_Embedded] | None, texts: list[str] | None
+    ) -> float:
+        """Write a batch once its vectors are ready. ``texts``: what the index embeds for ``batch``, when
+        :meth:`add` knew them already (without ``context_in_vector``)."""
         index, embedding = self.index, self._embedding
         assert index is not None and embedding is not None
         self._ahead(number + self.AHEAD)
@@ -480,9 +486,11 @@ class _Indexing:
         writing = time.perf_counter() - began
         vectors, seconds = prefetched.vectors, prefetched.seconds
         if extra is not None:
-            vectors = {**vectors, **extra.result().vectors}
-            seconds += extra.result().seconds
-        texts = index.indexed_texts(batch)
+            summaries = extra.result()
+            vectors = {**vectors, **summaries.vectors}
+            seconds += summaries.seconds
+        if texts is None:
+            texts = index.indexed_texts(batch)
         if missing := [t for t in texts if t not in vectors]:  # any text neither job held
             rest = embedding.submit((number, 1), missing).result()
             vectors = {**vectors, **rest.vectors}

@@ -305,22 +305,9 @@ def _replace_tables(
             ]
             if not inside:
                 continue
-            rests: list[_Item] = []
-            if ruled:
-                # A block that reaches past the grid (MuPDF merged the last row with the
-                # paragraph below it) keeps its lines outside; a table that cannot say which
-                # lines those are is not used, as its cells would lose them.
-                for it in inside:
-                    if _within(it, bbox):
-                        continue
-                    rest = None if rotation_matrix is not None else _outside(it, bbox, page_words())
-                    if rest is None:
-                        break
-                    rests.extend(rest)
-                else:
-                    rest = []
-                if rest is None:
-                    continue
+            rests = _kept_outside(inside, bbox, page_words, rotated=rotation_matrix is not None) if ruled else []
+            if rests is None:
+                continue
             taken = {id(it) for it in inside}
             items = [it for it in items if id(it) not in taken]
             items.append(_table_item(bbox, markdown, inside[0].index, number))
@@ -340,6 +327,24 @@ def _within(it: _Item, bbox: Any) -> bool:
         and it.x1 <= bbox[2] + _OVERHANG
         and it.y1 <= bbox[3] + _OVERHANG
     )
+
+
+def _kept_outside(inside: list[_Item], bbox: Any, page_words: _PageWords, *, rotated: bool) -> list[_Item] | None:
+    """The lines that the blocks ``inside`` a ruled table ``bbox`` hold outside it, as blocks of their own.
+
+    A block that reaches past the grid (MuPDF merged the last row with the paragraph below it) keeps
+    its lines outside; None when a block cannot say which lines those are (or the page is turned), and
+    then the table is not used, as its cells would lose them.
+    """
+    kept: list[_Item] = []
+    for it in inside:
+        if _within(it, bbox):
+            continue
+        rest = None if rotated else _outside(it, bbox, page_words())
+        if rest is None:
+            return None
+        kept.extend(rest)
+    return kept
 
 
 def _outside(it: _Item, bbox: Any, words: list[Any]) -> list[_Item] | None:
