@@ -202,6 +202,24 @@ def test_compose_writes_chains_statements_with_barriers() -> None:
     assert params == {"t0_a": 1, "t1_a": 2}
 
 
+def test_compose_writes_renames_a_repeated_statement_at_each_position() -> None:
+    # a statement's shape is read once per text: each position still gets its own names, odd names quoted,
+    # strings left alone, and the white space before a dropped RETURN stripped
+    query = "  MATCH (n {k: $k}) SET n.s = '$k', n.o = $`odd name`\n  RETURN n ;"
+    text, params = dl.compose_writes([(query, {"k": 1, "odd name": 2}), (query, {"k": 3, "odd name": 4})])
+    assert text == (
+        "MATCH (n {k: $t0_k}) SET n.s = '$k', n.o = $`t0_odd name` WITH count(*) AS _t0\n"
+        "MATCH (n {k: $t1_k}) SET n.s = '$k', n.o = $`t1_odd name` WITH count(*) AS _t1\n"
+        "RETURN _t1 AS done"
+    )
+    assert params == {"t0_k": 1, "t0_odd name": 2, "t1_k": 3, "t1_odd name": 4}
+    for i in range(2):
+        assert text.split("\n")[i] == (
+            dl.rename_params(query, f"t{i}_").strip().rstrip(";").strip().removesuffix("RETURN n").rstrip()
+            + f" WITH count(*) AS _t{i}"
+        )
+
+
 @pytest.mark.parametrize(
     "query",
     ["CREATE (n) RETURN n UNION CREATE (m) RETURN m", "MATCH (n) SET n.x = 1 RETURN n LIMIT 1"],
