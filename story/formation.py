@@ -37,6 +37,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -132,6 +133,7 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_BREAK.split(text or "") if s and s.strip()]
 
 
+@lru_cache(maxsize=65536)  # a scene repeats its words; a cached word costs a dict look-up, not five string tests
 def stem(word: str) -> str:
     """A plural or possessive folded onto its word ("caravans", "caravan's" → "caravan"): just enough
     for a scene's sentences to share their words."""
@@ -479,6 +481,8 @@ class ExtractiveFormer:
         cast: Cast,
     ) -> list[Memory]:
         """A CLAIM memory per character for each thing said to them (by someone else) in the scene."""
+        if not present:  # nobody to remember a claim (an imported transcript's sessions): no need to find them
+            return []
         said = self._said(turns, lines, cast)
         by_turn_score: dict[int, float] = {}
         for line, score in zip(lines, scores, strict=True):
