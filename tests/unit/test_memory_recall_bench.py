@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import date
 
+import numpy as np
 import pytest
 
 from benchmarks import memory_recall as mr
@@ -154,3 +155,46 @@ def test_synthetic_session_times_are_dates_in_order() -> None:
         if not days or days[-1] != found.start:
             days.append(found.start)
     assert days == sorted(days) and len(days) == len({line["session"] for line in conv.lines})
+
+
+# -- where the misses are (benchmarks/memory_ceiling.py) ------------------------------------------------
+
+
+def _ranked(conversation: str, category: int, evidence: list[str], refs: list[str], pools: dict) -> object:
+    from benchmarks import memory_ceiling as mc
+
+    question = mr.Question(f"{conversation}:0", conversation, "?", category, evidence)
+    features = np.zeros((len(refs), len(mc.FEATURES)))
+    labels = np.array([int(r in evidence) for r in refs])
+    return mc.Ranked(conversation, question, list(refs), features, labels, pools)
+
+
+def test_the_ceiling_counts_evidence_in_the_top_10_and_in_each_pool() -> None:
+    from benchmarks import memory_ceiling as mc
+
+    refs = [f"D1:{n}" for n in range(1, 13)]  # evidence D1:2 is 2nd, D1:12 is 12th
+    row = _ranked("26", 1, ["D1:2", "D1:12"], refs, {"any@10": {"D1:2"}, "any@100": {"D1:2", "D1:12"}})
+    other = _ranked("26", 4, ["D1:1"], refs, {"any@10": {"D1:1"}, "any@100": {"D1:1"}})
+    by = mc.recall_by_category([row, other], mc.default_order)
+    assert by["multi-hop"] == {"questions": 1, "recall_at_10": 0.5}
+    assert by["all"]["recall_at_10"] == 0.75
+    pools = mc.pool_coverage([row, other])
+    assert pools["multi-hop"] == {"any@10": 0.5, "any@100": 1.0}
+    assert pools["all"]["any@100"] == 1.0
+
+
+def test_the_learned_ranking_is_held_out_and_puts_what_a_feature_marks_first() -> None:
+    from benchmarks import memory_ceiling as mc
+
+    rows = []
+    for conversation in ("26", "30", "41"):
+        for n in range(6):
+            refs = [f"D{n}:{k}" for k in range(1, 21)]
+            row = _ranked(conversation, 4, [refs[15]], refs, {})  # the evidence is 16th by the default
+            row.features[15, 0] = 3.0  # one feature tells it apart
+            row.features[:, 1] = np.linspace(0, 1, 20)
+            rows.append(row)
+    fitted = mc.learned(rows, [])
+    assert fitted["locomo_leave_one_out"]["all"] == {"questions": 18, "recall_at_10": 1.0}
+    assert mc.recall_by_category(rows, mc.default_order)["all"]["recall_at_10"] == 0.0
+    assert fitted["coefficients_fitted_on_locomo"][mc.FEATURES[0]] > 0
