@@ -157,6 +157,26 @@ def inferential(query: str) -> bool:
     return _INFERENTIAL.search(query) is not None
 
 
+# "What pets does ...", "Which instruments has ...", "What kinds of books did ...": a plural noun asked after
+_LISTING = re.compile(
+    r"^\W*(?:what|which)\s+(?:(?:kinds?|sorts?|types?)\s+of\s+)?([a-z]+s)\s+(?:do|does|did|has|have|had)\b",
+    re.IGNORECASE,
+)
+# words in -s that name one thing ("What status does ...", "What bus did ...")
+_SINGULAR_S = frozenset(["news", "series", "species", "lens", "gas", "chaos", "canvas", "means", "whereabouts"])
+
+
+def listing(query: str) -> bool:
+    """Whether ``query`` asks for the members of a kind ("What pets does Ava have?", "Which instruments does
+    Rosa play?"): it names the kind, the answers name its members (a beagle, a cello), so its words match
+    other lines that name the kind rather than the lines that answer it."""
+    match = _LISTING.search(query)
+    if match is None:
+        return False
+    noun = match[1].lower()
+    return not (noun.endswith(("ss", "us", "is")) or noun in _SINGULAR_S)
+
+
 def without_names(query: str, speakers: set[str]) -> str:
     """``query`` with every mention of the ``speakers``' names (:func:`_mentions`; and a possessive
     ``'s`` after one) taken out."""

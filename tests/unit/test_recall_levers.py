@@ -17,7 +17,15 @@ from schemas.recall import RecallKind, RecallRecord
 from schemas.settings import Settings
 from stores.factory import open_memory_text_index, open_vector_index
 from story.lineage import Lineage, Segment
-from story.recall_cues import feedback_terms, inferential, named_speakers, story_date, time_range, without_names
+from story.recall_cues import (
+    feedback_terms,
+    inferential,
+    listing,
+    named_speakers,
+    story_date,
+    time_range,
+    without_names,
+)
 from story.recall_index import Candidates, RecallConfig, RecallIndex
 
 pytestmark = pytest.mark.unit
@@ -291,6 +299,49 @@ def test_an_inference_leans_on_the_vector_leg(index: RecallIndex) -> None:
     assert top("Did Ava walk somewhere?") == "tb2"  # text weight 3: the text leg leads
     assert top("Would Ava enjoy a walking holiday?") == "tb1"  # an inference: text weight 0.5
     assert top("Would Ava enjoy a walking holiday?", inference_text_weight=None) == "tb2"
+
+
+# -- questions that ask for the members of a kind ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("What pets does Ava have?", True),
+        ("Which languages has Tess been learning?", True),
+        ("What kinds of books does Mel like?", True),
+        ("  what games do they play", True),
+        ("What class does Ava take?", False),  # one thing
+        ("What status does she have?", False),  # a word in -s that names one thing
+        ("What news did Caroline share?", False),
+        ("What analysis did he run?", False),
+        ("What does Ava like?", False),
+        ("Did Ava buy new pets?", False),  # not a question about which
+    ],
+)
+def test_a_query_asks_for_the_members_of_a_kind(query: str, expected: bool) -> None:
+    assert listing(query) is expected
+
+
+def test_a_listing_leans_on_the_vector_legs(index: RecallIndex) -> None:
+    """The kind's word ("pets") matches a line that names the kind; the answer names a member (a beagle)."""
+    beagle, kind = _turn(1, "I adopted a beagle named Biscuit!"), _turn(2, "Pets are so much work, right?")
+    records = {r.id: r for r in (beagle, kind)}
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=10),))
+    legs = {
+        "vector": [("tb1", 0.5), ("tb2", 0.45)],
+        "vector_without_names": [("tb1", 0.6), ("tb2", 0.3)],
+        "text": [("tb2", 4.0), ("tb1", 1.0)],
+    }
+
+    def top(query: str, **levers: object) -> str:
+        found = Candidates(query=query, lineage=lineage, legs=legs, records=records)
+        return index.rank(found, config=PLAIN.model_copy(update=levers))[0].id
+
+    assert top("What pets does Ava have?") == "tb1"  # text 1, names-free vector 1
+    assert top("Did Ava talk about pets?") == "tb2"  # not a listing: text weight 3
+    off = {"listing_text_weight": None, "listing_vector_without_names_weight": None}
+    assert top("What pets does Ava have?", **off) == "tb2"
 
 
 def test_an_inference_searches_its_text_leg_without_the_speakers_names(index: RecallIndex) -> None:
