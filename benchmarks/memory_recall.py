@@ -372,6 +372,8 @@ BASE_RANKING = {  # the ranking the index variants are compared under: plain RRF
     "inference_text_without_names": False,
     "feedback_text_weight": 0.0,
     "vector_without_names_weight": 0.0,
+    "listing_text_weight": None,
+    "listing_vector_without_names_weight": None,
 }
 DEFAULT = "+ window 2/1"
 
@@ -412,6 +414,11 @@ def lever_rows(variants: Sequence[str], fitted: dict[str, Any] | None = None) ->
             Row("  default, no text feedback", DEFAULT, {"feedback_text_weight": 0.0}),
             Row("  default, no vector search without names", DEFAULT, {"vector_without_names_weight": 0.0}),
             Row("  default, vector without names 1", DEFAULT, {"vector_without_names_weight": 1.0}),
+            Row(
+                "  default, no listing lever",
+                DEFAULT,
+                {"listing_text_weight": None, "listing_vector_without_names_weight": None},
+            ),
             Row("  default, speaker boost 0.3", DEFAULT, {"speaker_boost": 0.3}),
             Row("  default, neighbour share 0.2", DEFAULT, {"neighbour_share": 0.2}),
             Row("  default, text weight 2", DEFAULT, {"text_weight": 2.0}),
