@@ -3,9 +3,9 @@
 The campaign is an ordinary one (the engine's own scenes, turns on the main branch, lineage, the
 recall index), written in bulk: sessions go to the graph whole, up to :data:`TURN_BATCH` lines a story
 transaction (each session's scene start, its turns as a few UNWIND statements, its end and its summary),
-with the commits and nodes the single writes would leave, and their recall records are embedded and
-indexed in large batches of whole sessions once those are written, so a long conversation loads in
-about the time its embedding takes.
+with the commits and nodes the single writes would leave, and their recall records are embedded in
+large batches, the turns' texts from before the first graph write (they hold no graph id), so a long
+conversation loads in about the time its embedding takes.
 
 An imported line is a turn whose ``text`` is what was said, spoken in dialogue by a player named as
 the transcript names the speaker, with its ``ref`` (the line's id in its source) and ``story_time``
@@ -26,14 +26,18 @@ built by the same :func:`story.recall.turn_record` from the same turns and scene
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import structlog
 from pydantic import BaseModel, Field
 
+from models.embedding import Embedder
 from schemas.recall import RecallRecord
 from schemas.story import (
     Campaign,
@@ -65,8 +69,9 @@ log = structlog.get_logger(__name__)
 #: Lines per story transaction (whole sessions): a session longer than this is written in several.
 TURN_BATCH = 1000
 #: Lines whose records are embedded and written together, at least (whole sessions, so each turn's
-#: neighbours go with it: the index may embed a turn with its neighbours as context).
-RECORD_BATCH = 512
+#: neighbours go with it: the index may embed a turn with its neighbours as context). A conversation of up
+#: to this many lines is one batch: LoCoMo 41 (663 lines) imported 0.3 s faster as one batch than as two.
+RECORD_BATCH = 1000
 
 #: ``on_progress(stage, n)``: ``n`` more turns written (stage ``"turns"``) or records indexed (``"records"``).
 Progress = Callable[[str, int], None]
@@ -137,33 +142,39 @@ class TranscriptImporter:
         if not sessions:
             raise StoryInvalid(f"transcript {transcript.name!r} has no lines")
         indexing = _Indexing(self.index, on_progress)
-        indexing.load_model()
+        batches = plan_batches(sessions)
+        # the turns' texts do not depend on graph ids: their embedding starts now, beside the graph writes
+        indexing.prefetch([predicted_texts(self.index, batch) for batch in batches] if self.index else [])
         turns = 0
         records = 0
         summaries = 0
-        if world_id is None:
-            world = self.campaigns.create_world(
-                name, description=f"Imported from the {transcript.format.value} transcript {transcript.name!r}."
-            )
-            world_id = world.id
-        campaign = self.campaigns.create_campaign(world_id, name, profile or StoryProfile(genre="transcript"))
-        open_session: _Written | None = None  # a session longer than TURN_BATCH lines, over transactions
-        for batch in plan_batches(sessions):
-            batch_records: list[RecallRecord] = []
-            for pieces in plan_transactions(batch):
-                for written in self._write(campaign.id, pieces, open_session):
-                    turns += len(written.turns)
-                    if on_progress:
-                        on_progress("turns", len(written.turns))
-                    scene = written.scene
-                    batch_records.extend(r for t in written.turns if (r := turn_record(t, scene)) is not None)
-                    if written.summary is not None:
-                        summaries += 1
-                        batch_records.append(summary_record(written.summary, written.session_turns[-1], scene))
-                    open_session = None if written.piece.closes else written
-            records += len(batch_records)
-            indexing.add(batch_records)
-        graph_seconds = time.perf_counter() - started - indexing.model_seconds - indexing.seconds
+        try:
+            if world_id is None:
+                world = self.campaigns.create_world(
+                    name, description=f"Imported from the {transcript.format.value} transcript {transcript.name!r}."
+                )
+                world_id = world.id
+            campaign = self.campaigns.create_campaign(world_id, name, profile or StoryProfile(genre="transcript"))
+            open_session: _Written | None = None  # a session longer than TURN_BATCH lines, over transactions
+            for batch in batches:
+                batch_records: list[RecallRecord] = []
+                for pieces in plan_transactions(batch):
+                    for written in self._write(campaign.id, pieces, open_session):
+                        turns += len(written.turns)
+                        if on_progress:
+                            on_progress("turns", len(written.turns))
+                        scene = written.scene
+                        batch_records.extend(r for t in written.turns if (r := turn_record(t, scene)) is not None)
+                        if written.summary is not None:
+                            summaries += 1
+                            batch_records.append(summary_record(written.summary, written.session_turns[-1], scene))
+                        open_session = None if written.piece.closes else written
+                records += len(batch_records)
+                indexing.add(batch_records)
+        except BaseException:
+            indexing.abandon()
+            raise
+        graph_seconds = time.perf_counter() - started - indexing.model_seconds
         model_seconds, recall_seconds = indexing.finish()
         report = TranscriptImport(
             campaign_id=campaign.id,
@@ -371,6 +382,22 @@ def plan_batches(sessions: Sequence[TranscriptSession]) -> list[list[TranscriptS
     return batches
 
 
+def predicted_texts(index: RecallIndex, sessions: Sequence[TranscriptSession]) -> list[str]:
+    """The texts the index will embed for the turn records of ``sessions``, known before any graph write: a
+    record's embedded text holds no graph id. Built by the same :func:`line_turn`, :func:`turn_record` and
+    :meth:`RecallIndex.indexed_text` as the records written later; none when the index embeds each turn's
+    window (``context_in_vector``), which a prediction without the index's neighbours could miss."""
+    if index.config.context_in_vector:
+        return []
+    texts: list[str] = []
+    for session in sessions:
+        for line in session.lines:
+            turn = line_turn(line, session, "import", "import", "import", parent_id=None, depth=0)
+            if (record := turn_record(turn)) is not None:
+                texts.append(index.indexed_text(record))
+    return texts
+
+
 def scene_title(session: TranscriptSession) -> str:
     """``Session 3 (1:56 pm on 8 May, 2023)``; a session named by words keeps its name."""
     label = f"Session {session.session}" if session.session.isdigit() else session.session
@@ -378,66 +405,175 @@ def scene_title(session: TranscriptSession) -> str:
 
 
 class _Indexing:
-    """Embeds and indexes an import's records, a batch of whole sessions at a time, on the importing thread
-    once the batch is in the graph.
+    """Embeds and indexes an import's records while its sessions are written to the graph.
 
-    Not beside the graph writes: on CPU the embedding fills every core (torch's threads, which wait for
-    each other), so work run beside it costs more wall time than it takes CPU time. LoCoMo 41 (663 turns,
-    32 summaries) on 2 cores, one process, interleaved: embedding the turns from before the first graph
-    write on a thread, the summaries in jobs of their own and the index written on a second thread took
-    ~0.5 s longer than writing, then embedding, then indexing. A batch's texts, turns and summaries, go to
-    the model in one call (it sorts them by length), each distinct text once, and they are what the index
-    itself embeds for the records (:meth:`RecallIndex.indexed_texts`), so a rebuild writes the same
-    vectors. The full text is written before the vectors (the repair check looks for the vectors, so a
-    crash between the two leaves the records to be written again).
-
-    A failed batch stops the indexing but not the import: the later sessions still go to the graph, the
-    record of truth, and :meth:`finish` raises the error at the end (a rebuild then indexes the campaign).
+    Two threads. The embedding thread starts on the turns' texts before the first graph write (:meth:`prefetch`,
+    one job per planned batch, a batch or two ahead of the index writes so a long transcript's vectors are not
+    all held at once): the model embeds (torch releases the GIL) while the main thread writes turns. Each batch
+    of whole sessions, once written (:meth:`add`), queues the texts the prediction did not hold (the session
+    summaries, known only once a session is written) before the next batch's prefetch job if that has not begun
+    (:class:`_EmbeddingQueue`), so the batch's vectors are written while the next batch is embedded, and the
+    embedding thread never waits. The writing thread writes a batch's full text once its turns' vectors are
+    ready (:meth:`RecallIndex.write_text`, while the rest is embedded), then its vectors
+    (:meth:`RecallIndex.write_vectors`). What is embedded is what the index itself would embed for the records
+    (:meth:`RecallIndex.indexed_texts`, looked up by exact text; a text no job held, a turn predicted wrong, is
+    embedded then), so a rebuild writes the same vectors. A failed batch stops the import: :meth:`finish` raises
+    it once the graph writes have ended (they are the record of truth and stay).
     """
+
+    #: Prefetch jobs queued ahead of the batch being written.
+    AHEAD = 2
 
     def __init__(self, index: RecallIndex | None, on_progress: Progress | None) -> None:
         self.index = index
         self.on_progress = on_progress
         self.model_seconds = 0.0
-        self.seconds = 0.0  # embedding and writing the records
-        self._error: Exception | None = None
+        self._embedding: _EmbeddingQueue | None = None
+        self._writing: ThreadPoolExecutor | None = None
+        self._planned: list[list[str]] = []
+        self._prefetched: list[Future[_Embedded]] = []
+        self._lock = threading.Lock()
+        self._writes: list[Future[float]] = []
 
-    def load_model(self) -> None:
-        """Load the model now (a lazy embedder's first call), so that its loading is timed apart."""
-        if self.index is not None:
-            began = time.perf_counter()
-            self.index.embedder.embed_documents(["warm-up"])
-            self.model_seconds = time.perf_counter() - began
-
-    def add(self, records: Sequence[RecallRecord]) -> None:
-        """Embed and index a batch of whole sessions' records (nothing once a batch has failed)."""
+    def prefetch(self, texts: list[list[str]]) -> None:
+        """Load the model and start embedding the predicted texts, one job per planned batch."""
         index = self.index
-        if index is None or not records or self._error is not None:
+        if index is None:
             return
         began = time.perf_counter()
-        try:
-            texts = index.indexed_texts(records)
-            unique = list(dict.fromkeys(texts))
-            vectors = dict(zip(unique, index.embedder.embed_documents(unique), strict=True))
-            index.write_text(records)
-            index.write_vectors(records, np.stack([vectors[t] for t in texts]))
-        except Exception as exc:  # raised by finish, once every session is in the graph
-            self._error = exc
+        index.embedder.embed_documents(["warm-up"])  # loads the model (a lazy embedder's first call)
+        self.model_seconds = time.perf_counter() - began
+        self._embedding = _EmbeddingQueue(index.embedder)
+        self._writing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-index")
+        self._planned = texts
+        self._ahead(self.AHEAD - 1)
+
+    def _ahead(self, last: int) -> None:
+        """Queue the prefetch jobs of the planned batches up to ``last``."""
+        with self._lock:
+            while len(self._prefetched) <= min(last, len(self._planned) - 1):
+                number = len(self._prefetched)
+                assert self._embedding is not None
+                self._prefetched.append(self._embedding.submit((number, 0), self._planned[number]))
+
+    def add(self, records: Sequence[RecallRecord]) -> None:
+        """Queue the next planned batch's records (whole sessions) for the index, and the embedding of
+        its texts the prediction did not hold (its session summaries) before the later batches' prefetch."""
+        index, embedding, writing = self.index, self._embedding, self._writing
+        if index is None or embedding is None or writing is None:
             return
-        finally:
-            self.seconds += time.perf_counter() - began
+        number = len(self._writes)
+        self._ahead(number + self.AHEAD - 1)  # the graph writes ran ahead of the writing thread
+        extra: Future[_Embedded] | None = None
+        texts: list[str] | None = None
+        if not index.config.context_in_vector:  # else a record's text waits for its indexed neighbours
+            texts = index.indexed_texts(records)
+            planned = set(self._planned[number]) if number < len(self._planned) else set()
+            if unplanned := [t for t in texts if t not in planned]:
+                extra = embedding.submit((number, 1), unplanned)
+        self._writes.append(writing.submit(self._write, number, list(records), extra, texts))
+
+    def _write(
+        self, number: int, batch: list[RecallRecord], extra: Future[_Embedded] | None, texts: list[str] | None
+    ) -> float:
+        """Write a batch once its vectors are ready. ``texts``: what the index embeds for ``batch``, when
+        :meth:`add` knew them already (without ``context_in_vector``)."""
+        index, embedding = self.index, self._embedding
+        assert index is not None and embedding is not None
+        self._ahead(number + self.AHEAD)
+        prefetched = self._prefetched[number].result() if number < len(self._prefetched) else _Embedded({}, 0.0)
+        began = time.perf_counter()
+        index.write_text(batch)  # needs no vectors: written while the summaries are embedded
+        writing = time.perf_counter() - began
+        vectors, seconds = prefetched.vectors, prefetched.seconds
+        if extra is not None:
+            summaries = extra.result()
+            vectors = {**vectors, **summaries.vectors}
+            seconds += summaries.seconds
+        if texts is None:
+            texts = index.indexed_texts(batch)
+        if missing := [t for t in texts if t not in vectors]:  # any text neither job held
+            rest = embedding.submit((number, 1), missing).result()
+            vectors = {**vectors, **rest.vectors}
+            seconds += rest.seconds
+        began = time.perf_counter()
+        if batch:
+            index.write_vectors(batch, np.stack([vectors[t] for t in texts]))
         if self.on_progress:
-            self.on_progress("records", len(records))
+            self.on_progress("records", len(batch))
+        return seconds + writing + time.perf_counter() - began  # embedding and writing, not waiting
+
+    def abandon(self) -> None:
+        """The graph writes failed: drop what is queued (what is running finishes)."""
+        if self._writing is not None:
+            self._writing.shutdown(wait=True, cancel_futures=True)
+        if self._embedding is not None:
+            self._embedding.shutdown()
 
     def finish(self) -> tuple[float, float]:
-        """Seconds spent loading the model, and embedding and writing the records.
+        """Wait for every batch.
+
+        Returns:
+            Seconds spent loading the model, and embedding and writing the records.
 
         Raises:
-            The error of the batch that failed.
+            The first error of a batch.
         """
-        if self._error is not None:
-            raise self._error
-        return self.model_seconds, self.seconds
+        try:
+            return self.model_seconds, sum(write.result() for write in self._writes)
+        finally:
+            self.abandon()
+
+
+class _EmbeddingQueue:
+    """One thread that embeds the queued jobs, the lowest ``(batch, rank)`` first (submission order among
+    equals): a batch's summaries (rank 1), queued once its sessions are written, go before a later batch's
+    prefetched turns (rank 0) that have not begun, which a first-in-first-out pool would embed first,
+    leaving the batch's vectors to wait for them."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._jobs: list[tuple[tuple[int, int], int, list[str], Future[_Embedded]]] = []
+        self._seq = 0
+        self._ready = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="import-embed", daemon=True)
+        self._thread.start()
+
+    def submit(self, priority: tuple[int, int], texts: Sequence[str]) -> Future[_Embedded]:
+        """Queue ``texts``; the future holds their vectors."""
+        future: Future[_Embedded] = Future()
+        with self._ready:
+            if self._closed:
+                raise RuntimeError("the import's embedding has stopped")
+            heapq.heappush(self._jobs, (priority, self._seq, list(texts), future))
+            self._seq += 1
+            self._ready.notify()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._jobs and not self._closed:
+                    self._ready.wait()
+                if not self._jobs:
+                    return
+                *_, texts, future = heapq.heappop(self._jobs)
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(_embed(self.embedder, texts))
+                except BaseException as exc:  # the waiting writer raises it
+                    future.set_exception(exc)
+
+    def shutdown(self) -> None:
+        """Cancel what has not begun and wait for what has."""
+        with self._ready:
+            self._closed = True
+            for *_, future in self._jobs:
+                future.cancel()
+            self._jobs.clear()
+            self._ready.notify()
+        self._thread.join()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -450,3 +586,18 @@ class _Written:
     turns: list[Turn]
     session_turns: list[Turn]
     summary: Summary | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Embedded:
+    """Vectors by the exact text embedded, and the seconds the embedding took."""
+
+    vectors: dict[str, np.ndarray]
+    seconds: float
+
+
+def _embed(embedder: Embedder, texts: Sequence[str]) -> _Embedded:
+    began = time.perf_counter()
+    unique = list(dict.fromkeys(texts))
+    vectors = embedder.embed_documents(unique) if unique else np.zeros((0, embedder.dim), dtype=np.float32)
+    return _Embedded(dict(zip(unique, vectors, strict=True)), time.perf_counter() - began)

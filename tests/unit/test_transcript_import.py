@@ -3,6 +3,7 @@ its ref and time, the story engine's own lineage, and every line recalled by mea
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -241,6 +242,14 @@ def test_a_locomo_conversation_from_the_corpus(story: StoryService) -> None:
     assert "D1:3" in refs(story.recall(campaign.id, "When did Caroline go to the LGBTQ support group?", limit=5))
 
 
+def test_a_conversation_of_up_to_a_thousand_lines_is_indexed_as_one_batch() -> None:
+    """One embedding call and one index write for a LoCoMo conversation: as two batches (512 lines) LoCoMo 41
+    imported 0.3 s slower."""
+    sessions = read_transcript(corpus_file("memory/locomo-dev/41.json")).sessions()
+    assert sum(len(s.lines) for s in sessions) == 663
+    assert importing.plan_batches(sessions) == [sessions]
+
+
 # -- transactions and crash safety -------------------------------------------------------------------
 
 
@@ -353,7 +362,7 @@ class _IndexThatFailsOnItsSecondWrite(RecallIndex):
 def test_sessions_are_indexed_in_batches_and_a_failed_batch_fails_the_import_after_the_graph_writes(
     embedded_graph: object, local_blob_store: object, recall_index: RecallIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Batches go to the index as their sessions are written; a batch that fails stops the indexing, is raised
+    """Batches go to the index on a thread while later sessions are written; a batch that fails is raised
     once every session is in the graph, and a rebuild then indexes the whole campaign."""
     monkeypatch.setattr(importing, "RECORD_BATCH", 2)  # a batch per session (3 lines each)
     failing = _IndexThatFailsOnItsSecondWrite(recall_index)
@@ -370,62 +379,114 @@ def test_sessions_are_indexed_in_batches_and_a_failed_batch_fails_the_import_aft
 
 
 class _WatchedEmbedder:
-    """The module's model, noting each call's texts in ``events`` beside the importer's graph writes."""
+    """The module's model, noting every text it embeds and when a batch of turn texts begins."""
 
-    def __init__(self, model: SentenceTransformerEmbedder, events: list[tuple[str, list[str]]]) -> None:
-        self.model, self.events = model, events
+    def __init__(self, model: SentenceTransformerEmbedder, turn_text: str) -> None:
+        self.model, self.turn_text = model, turn_text
         self.name, self.dim = model.name, model.dim
+        self.texts: list[str] = []
+        self.turns_begun = threading.Event()
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        if list(texts) != ["warm-up"]:
-            self.events.append(("embed", list(texts)))
+        if any(self.turn_text in t for t in texts):
+            self.turns_begun.set()
+        self.texts.extend(texts)
         return self.model.embed_documents(texts)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.model.embed_query(text)
 
 
-def test_a_batch_is_embedded_in_one_call_once_its_sessions_are_written_and_nothing_twice(
+def test_turn_texts_are_embedded_while_the_graph_is_written_and_nothing_twice(
     embedded_graph: object,
     local_blob_store: object,
     recall_index: RecallIndex,
     embedder: SentenceTransformerEmbedder,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """On CPU the embedding fills every core, so nothing runs beside it: a batch of whole sessions is written,
-    then its texts, turns and summary together, are embedded in one call, then the next batch is written.
-    Every record's text is embedded once, and the vectors are the ones the index gives the same records."""
-    monkeypatch.setattr(importing, "RECORD_BATCH", 2)  # a batch per session
-    events: list[tuple[str, list[str]]] = []
-    watched = _WatchedEmbedder(embedder, events)
+    """The turns' texts hold no graph id, so their embedding starts before the first turn is written (the
+    first graph write waits for it here; an importer that embedded only written records would stall);
+    every record's text is embedded once, and the vectors are the ones the index gives the same records."""
+    watched = _WatchedEmbedder(embedder, LINES[0][3])
     index = RecallIndex(recall_index.text, recall_index.vectors, watched)  # type: ignore[arg-type]
     story = StoryService(embedded_graph, local_blob_store, recall=index)  # type: ignore[arg-type]
     story.prepare()
     write = importing.TranscriptImporter._write
 
-    def noted(
-        self: importing.TranscriptImporter, campaign_id: str, pieces: Sequence[importing.SessionPiece], *args: object
-    ) -> object:
-        events.append(("write", [p.session.session for p in pieces]))
-        return write(self, campaign_id, pieces, *args)  # type: ignore[arg-type]
+    def after_the_embedding_began(self: importing.TranscriptImporter, *args: object) -> object:
+        assert watched.turns_begun.wait(timeout=10), "no turn text was being embedded before the graph writes"
+        return write(self, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(importing.TranscriptImporter, "_write", noted)
+    monkeypatch.setattr(importing.TranscriptImporter, "_write", after_the_embedding_began)
     campaign, report = story.import_transcript(conversation(), "Ada and Bo")
-    assert (report.records, report.summaries) == (8, 2)
-
-    def what(event: tuple[str, list[str]]) -> str:
-        kind, items = event
-        if kind == "write":
-            return "write " + ",".join(items)
-        session = "1" if any(LINES[0][3] in t for t in items) else "2"
-        return f"embed {len(items)} of {session}"  # its three turns and its summary
-
-    assert [what(e) for e in events] == ["write 1", "embed 4 of 1", "write 2", "embed 4 of 2"]
+    assert report.records == 8
     points = list(recall_index.vectors.scroll(recall_index.collection, filters=SearchFilters(campaign=[campaign.id])))
     records = [RecallRecord.model_validate(p.payload["record"]) for p in points]
     texts = [index.indexed_text(r) for r in records]
-    embedded = [t for kind, items in events if kind == "embed" for t in items]
+    embedded = [t for t in watched.texts if t != "warm-up"]
     assert sorted(embedded) == sorted(texts)  # each once: no record embedded twice, none left out
     expected = embedder.embed_documents(texts)
     for point, vector in zip(points, expected, strict=True):
         assert np.allclose(point.vector, vector, atol=1e-5)
+
+
+class _GatedEmbedder(_WatchedEmbedder):
+    """Holds its first batch of turns until ``gate`` is set, noting each call's texts."""
+
+    def __init__(self, model: SentenceTransformerEmbedder, gate: threading.Event) -> None:
+        super().__init__(model, LINES[0][3])
+        self.gate = gate
+        self.calls: list[list[str]] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if list(texts) != ["warm-up"]:
+            if not self.calls:
+                assert self.gate.wait(timeout=10), "the first batch was never written"
+            self.calls.append(list(texts))
+        return super().embed_documents(texts)
+
+
+def test_a_batchs_summaries_are_embedded_before_the_next_batchs_turns(
+    embedded_graph: object,
+    local_blob_store: object,
+    recall_index: RecallIndex,
+    embedder: SentenceTransformerEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The next batch's turns are queued from the start; a batch's summaries, known once its sessions are
+    written, still go first, so the batch's vectors are written while the next batch is embedded rather
+    than at the end."""
+    monkeypatch.setattr(importing, "RECORD_BATCH", 2)  # a batch per session
+    written = threading.Event()
+    add = importing._Indexing.add
+
+    def added(self: importing._Indexing, records: Sequence[RecallRecord]) -> None:
+        add(self, records)
+        written.set()
+
+    monkeypatch.setattr(importing._Indexing, "add", added)
+    gated = _GatedEmbedder(embedder, written)
+    index = RecallIndex(recall_index.text, recall_index.vectors, gated)  # type: ignore[arg-type]
+    story = StoryService(embedded_graph, local_blob_store, recall=index)  # type: ignore[arg-type]
+    story.prepare()
+    campaign, report = story.import_transcript(conversation(), "Ada and Bo")
+    assert (report.summaries, recall_index.count(campaign.id)) == (2, 8)
+
+    def job(texts: list[str]) -> str:
+        if len(texts) == 1:
+            return "summary"
+        return "turns 1" if any(LINES[0][3] in t for t in texts) else "turns 2"
+
+    assert [job(texts) for texts in gated.calls] == ["turns 1", "summary", "turns 2", "summary"]
+
+
+def test_a_wrongly_predicted_text_is_embedded_as_the_index_would(
+    story: StoryService, recall_index: RecallIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedding started early is looked up by exact text: a text the prediction missed is embedded
+    when its batch is written, so the prediction can only cost time, never a wrong vector."""
+    monkeypatch.setattr(importing, "predicted_texts", lambda index, sessions: ["not a line of it"])
+    campaign, _ = story.import_transcript(conversation(), "Ada and Bo", summaries=False)
+    assert recall_index.count(campaign.id) == 6
+    found(story, campaign.id, "Which of them owns a dog now?", "s1:1")
+    found(story, campaign.id, "relocating abroad", "s2:3")
