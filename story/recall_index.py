@@ -431,7 +431,7 @@ class RecallIndex:
         for campaign_id, keys in wanted.items():
             filters = SearchFilters(campaign=[campaign_id], kind=[RecallKind.TURN.value], lineage=sorted(keys))
             for point in self.vectors.scroll(self.collection, filters=filters):
-                record = RecallRecord.model_validate(point.payload["record"])
+                record = _stored_record(point.payload["record"])
                 if record.id not in written and (record.campaign_id, record.branch_id, record.scene_id) in scenes:
                     out.append(record)
         return out
@@ -466,7 +466,10 @@ class RecallIndex:
         )
 
     def _payload(self, record: RecallRecord) -> dict[str, object]:
-        return {**self._fields(record), "record": record.model_dump(mode="json", exclude={"context"})}
+        # the record as one JSON string, not a nested object: qdrant-edge converts a payload's every string
+        # value trying number types first, so 5,000 records upserted in 0.44 s against 0.62 s, and a search's
+        # 100 payloads came back in 2.5 ms against 3.3 ms (_stored_record reads both forms)
+        return {**self._fields(record), "record": record.model_dump_json(exclude={"context"})}
 
     def present(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the vector collection holds (the repair check after a crash)."""
@@ -877,7 +880,15 @@ def _decode(records: dict[str, RecallRecord], hits: Iterable[tuple[str, Mapping[
     whichever leg found it first."""
     for rid, payload in hits:
         if rid not in records:
-            records[rid] = RecallRecord.model_validate(payload["record"])
+            records[rid] = _stored_record(payload["record"])
+
+
+def _stored_record(stored: str | Mapping[str, Any]) -> RecallRecord:
+    """The record a payload or a text document holds: a JSON string (vector payloads), or an object (text
+    documents, and vector payloads written before records were stored as strings)."""
+    if isinstance(stored, str):
+        return RecallRecord.model_validate_json(stored)
+    return RecallRecord.model_validate(stored)
 
 
 def _window_holds(config: RecallConfig, record: RecallRecord, written: Sequence[RecallRecord]) -> bool:

@@ -143,6 +143,27 @@ def _write(index: RecallIndex, records: list[RecallRecord]) -> None:
     index.write(records, vectors=rng.normal(size=(len(records), index.embedder.dim)).astype(np.float32))
 
 
+def test_a_vector_payload_holds_the_record_as_json_and_an_older_object_still_reads(index: RecallIndex) -> None:
+    """Records go to the vector payload as one JSON string (cheaper for qdrant-edge to convert both ways);
+    a payload written before, with the record as an object, is still read."""
+    from stores.vector.base import VectorPoint
+
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=10),))
+    new, old = _turn(1, "The lantern went out in the crypt."), _turn(2, "We lit the lantern again.")
+    _write(index, [new])
+    stored = index.vectors.get(index.collection, [new.id])[0].payload["record"]
+    assert isinstance(stored, str)
+    assert RecallRecord.model_validate_json(stored).model_dump(exclude={"context"}) == new.model_dump(
+        exclude={"context"}
+    )
+    payload = {**index._payload(old), "record": old.model_dump(mode="json", exclude={"context"})}  # the older form
+    vector = np.ones(index.embedder.dim, dtype=np.float32) / np.sqrt(index.embedder.dim)
+    index.vectors.upsert(index.collection, [VectorPoint(id=old.id, vector=vector.tolist(), payload=payload)])
+    found = index.gather("c", "lantern", lineage=lineage, kinds=[RecallKind.TURN], query_vector=vector)
+    assert found.records[old.id].text == old.text and found.records[new.id].text == new.text
+    assert [i for i, _ in found.legs["vector"]][0] == old.id
+
+
 def test_a_reply_is_found_by_the_words_of_the_question_before_it(index: RecallIndex) -> None:
     lineage = Lineage(segments=(Segment(branch_id="b", max_depth=10),))
     records = [_turn(1, "What are you reading these days?", speaker="Ben"), _turn(2, "'Low Tide', by Mira Calder.")]

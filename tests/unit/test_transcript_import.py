@@ -421,7 +421,7 @@ def test_turn_texts_are_embedded_while_the_graph_is_written_and_nothing_twice(
     campaign, report = story.import_transcript(conversation(), "Ada and Bo")
     assert report.records == 8
     points = list(recall_index.vectors.scroll(recall_index.collection, filters=SearchFilters(campaign=[campaign.id])))
-    records = [RecallRecord.model_validate(p.payload["record"]) for p in points]
+    records = [RecallRecord.model_validate_json(p.payload["record"]) for p in points]
     texts = [index.indexed_text(r) for r in records]
     embedded = [t for t in watched.texts if t != "warm-up"]
     assert sorted(embedded) == sorted(texts)  # each once: no record embedded twice, none left out
