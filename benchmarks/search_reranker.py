@@ -95,8 +95,12 @@ def train(
     for start in range(0, len(data), batch):
         rows = data[start : start + batch]
         enc = tokenizer(
-            [q for q, _, _ in rows], [p for _, p, _ in rows], truncation=True, max_length=max_length,
-            padding=True, return_tensors="pt",
+            [q for q, _, _ in rows],
+            [p for _, p, _ in rows],
+            truncation=True,
+            max_length=max_length,
+            padding=True,
+            return_tensors="pt",
         )
         logits = model(**enc).logits.squeeze(-1)
         loss = loss_fn(logits, torch.tensor([y for _, _, y in rows]))

@@ -495,9 +495,7 @@ class _Tally:
             self.notify("file_done", {"status": outcome.status, "item_uid": item_uid, "pages": outcome.pages})
 
     def _finalizer(self, job_id: str, item_uid: str, error: str | None) -> Callable[[], FileOutcome]:
-        return partial(
-            _finalize, self.catalog, job_id, item_uid, self.written[item_uid], self.pages[item_uid], error
-        )
+        return partial(_finalize, self.catalog, job_id, item_uid, self.written[item_uid], self.pages[item_uid], error)
 
     def close_unfinished(self, runnable: list[SourceRow], pipeline_error: str | None) -> None:
         """Fail the items and files the pipeline did not finish."""
@@ -515,11 +513,15 @@ class _Tally:
         for source in runnable:
             if source.job_id not in self.done:
                 reason = pipeline_error or "the pipeline ended before this file was processed"
-                self.report.files.append(_close_unfinished(
-                    source.job_id, None, reason,
-                    partial(_fail_job_by_id, self.catalog, source.job_id, reason),
-                    ref=source.ref,
-                ))
+                self.report.files.append(
+                    _close_unfinished(
+                        source.job_id,
+                        None,
+                        reason,
+                        partial(_fail_job_by_id, self.catalog, source.job_id, reason),
+                        ref=source.ref,
+                    )
+                )
 
 
 def _close_unfinished(

@@ -182,9 +182,7 @@ class PromptAssembler:
             else None
         )
         recall = recall_record(turn, query, recalled or [], cut, recall_error) if recalled or recall_error else None
-        return Assembled(
-            messages=messages, text=whole, snapshot=snapshot, retrieval=retrieval, recall=recall, cut=cut
-        )
+        return Assembled(messages=messages, text=whole, snapshot=snapshot, retrieval=retrieval, recall=recall, cut=cut)
 
 
 def _shown(cut: dict[str, int], total: int, kind: PromptSectionKind = PromptSectionKind.RETRIEVED_KNOWLEDGE) -> int:

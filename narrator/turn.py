@@ -37,6 +37,7 @@ from story.service import StoryService
 
 log = structlog.get_logger(__name__)
 
+
 class SearchBackend(Protocol):
     """Hybrid search over the ingested knowledge (blocking: call it from a worker thread)."""
 

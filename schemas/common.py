@@ -117,8 +117,7 @@ def utc_now() -> datetime:
 def _to_utc(value: datetime) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(
-            f"timestamp {value.isoformat()} has no timezone; send an aware UTC time "
-            "such as '2024-05-01T12:00:00Z'"
+            f"timestamp {value.isoformat()} has no timezone; send an aware UTC time such as '2024-05-01T12:00:00Z'"
         )
     return value.astimezone(UTC)
 
@@ -127,18 +126,14 @@ UtcDatetime = Annotated[datetime, AfterValidator(_to_utc)]
 """An aware datetime, normalized to UTC. Naive datetimes are rejected, not guessed."""
 
 
-def check_job_timeline(
-    created_at: datetime, started_at: datetime | None, completed_at: datetime | None
-) -> None:
+def check_job_timeline(created_at: datetime, started_at: datetime | None, completed_at: datetime | None) -> None:
     """Check that a job's timestamps are in order: created <= started <= completed.
 
     Raises:
         ValueError: naming the two timestamps that are out of order.
     """
     if started_at is not None and started_at < created_at:
-        raise ValueError(
-            f"started_at ({started_at.isoformat()}) is before created_at ({created_at.isoformat()})"
-        )
+        raise ValueError(f"started_at ({started_at.isoformat()}) is before created_at ({created_at.isoformat()})")
     if completed_at is not None:
         if started_at is None:
             raise ValueError("completed_at is set but started_at is not; a job starts before it ends")
@@ -189,11 +184,7 @@ _BLOB_SEGMENT_RE = re.compile(r"[A-Za-z0-9_.=\-]+")
 
 def _check_blob_key(value: str) -> str:
     segments = value.split("/")
-    if (
-        not value
-        or len(value) > 1024
-        or any(not _BLOB_SEGMENT_RE.fullmatch(s) or s in {".", ".."} for s in segments)
-    ):
+    if not value or len(value) > 1024 or any(not _BLOB_SEGMENT_RE.fullmatch(s) or s in {".", ".."} for s in segments):
         raise ValueError(
             f"{value!r} is not a valid object-store key: use '/'-separated segments of letters, "
             "digits, '_', '.', '=' or '-', with no leading '/', no empty, '.' or '..' segments, "

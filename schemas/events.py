@@ -206,13 +206,9 @@ class EntityAttributeSet(BaseStateEvent):
                 raise ValueError("op='increment' with amount=0 changes nothing; drop the event")
         else:
             if self.amount is not None:
-                raise ValueError(
-                    "`amount` is only for op='increment'; with op='set' send the absolute `value`"
-                )
+                raise ValueError("`amount` is only for op='increment'; with op='set' send the absolute `value`")
             if "value" not in self.model_fields_set:
-                raise ValueError(
-                    "op='set' needs a `value` (the absolute value after the event; null clears it)"
-                )
+                raise ValueError("op='set' needs a `value` (the absolute value after the event; null clears it)")
         return self
 
     @property
@@ -227,9 +223,7 @@ class FactAdded(BaseStateEvent):
     fact_id: Id = Field(default_factory=lambda: new_id("fact"), description="Id of the new fact.")
     subject_entity_id: Id = Field(description="Entity the fact is about.")
     predicate: Name = Field(description="Relation or property name, e.g. 'allied_with', 'age'.")
-    object_entity_id: Id | None = Field(
-        default=None, description="Entity on the other end; exclusive with `value`."
-    )
+    object_entity_id: Id | None = Field(default=None, description="Entity on the other end; exclusive with `value`.")
     value: AttributeValue = Field(
         default=None, description="Absolute literal value; exclusive with `object_entity_id`."
     )
@@ -246,9 +240,7 @@ class FactAdded(BaseStateEvent):
         has_object = self.object_entity_id is not None
         has_value = self.value is not None
         if has_object == has_value:
-            raise ValueError(
-                "a fact needs exactly one of `object_entity_id` (an entity) or `value` (a literal)"
-            )
+            raise ValueError("a fact needs exactly one of `object_entity_id` (an entity) or `value` (a literal)")
         if self.replaces is not None and self.replaces == self.fact_id:
             raise ValueError("a fact cannot replace itself: `replaces` equals `fact_id`")
         return self
@@ -375,9 +367,7 @@ class PossessionSet(BaseStateEvent):
 
     @property
     def touches(self) -> TouchedIds:
-        return TouchedIds(
-            entity_ids=_ids(self.item_entity_id, self.holder_entity_id, self.location_entity_id)
-        )
+        return TouchedIds(entity_ids=_ids(self.item_entity_id, self.holder_entity_id, self.location_entity_id))
 
 
 class SceneSet(BaseStateEvent):

@@ -93,12 +93,8 @@ class ChunkingDefaults(LorekeeperModel):
     overlap_tokens: NonNegativeInt = Field(
         description="Tokens repeated between consecutive chunks of the same section."
     )
-    respect_top_level_sections: bool = Field(
-        description="Never let a chunk span two top-level sections (chapters)."
-    )
-    keep_tables_whole: bool = Field(
-        description="Keep a table in one chunk even past the target (up to max_tokens)."
-    )
+    respect_top_level_sections: bool = Field(description="Never let a chunk span two top-level sections (chapters).")
+    keep_tables_whole: bool = Field(description="Keep a table in one chunk even past the target (up to max_tokens).")
     keep_stat_blocks_whole: bool = Field(
         description="Keep a creature/NPC stat block in one chunk even past the target."
     )
@@ -106,13 +102,10 @@ class ChunkingDefaults(LorekeeperModel):
     @model_validator(mode="after")
     def _check_sizes(self) -> Self:
         if self.target_tokens > self.max_tokens:
-            raise ValueError(
-                f"target_tokens ({self.target_tokens}) must not exceed max_tokens ({self.max_tokens})"
-            )
+            raise ValueError(f"target_tokens ({self.target_tokens}) must not exceed max_tokens ({self.max_tokens})")
         if self.overlap_tokens >= self.target_tokens:
             raise ValueError(
-                f"overlap_tokens ({self.overlap_tokens}) must be smaller than target_tokens "
-                f"({self.target_tokens})"
+                f"overlap_tokens ({self.overlap_tokens}) must be smaller than target_tokens ({self.target_tokens})"
             )
         return self
 
@@ -160,32 +153,18 @@ _PARAGRAPH = ChunkingStrategy.PARAGRAPH
 CHUNKING_DEFAULTS: MappingProxyType[LibraryType, ChunkingDefaults] = MappingProxyType(
     {
         # rules are looked up by section; tables and stat blocks are useless when cut
-        LibraryType.RULEBOOK: _defaults(
-            _HEADINGS, 512, 1024, 64, sections=True, tables=True, stat_blocks=True
-        ),
+        LibraryType.RULEBOOK: _defaults(_HEADINGS, 512, 1024, 64, sections=True, tables=True, stat_blocks=True),
         # prose: larger chunks, more overlap so a passage keeps its context
         LibraryType.LORE: _defaults(_HEADINGS, 640, 1200, 96, sections=True, tables=True, stat_blocks=False),
-        LibraryType.SETTING: _defaults(
-            _HEADINGS, 640, 1200, 96, sections=True, tables=True, stat_blocks=True
-        ),
-        LibraryType.ADVENTURE: _defaults(
-            _HEADINGS, 512, 1024, 64, sections=True, tables=True, stat_blocks=True
-        ),
+        LibraryType.SETTING: _defaults(_HEADINGS, 640, 1200, 96, sections=True, tables=True, stat_blocks=True),
+        LibraryType.ADVENTURE: _defaults(_HEADINGS, 512, 1024, 64, sections=True, tables=True, stat_blocks=True),
         # look-up material: small precise chunks
-        LibraryType.REFERENCE: _defaults(
-            _HEADINGS, 384, 768, 32, sections=True, tables=True, stat_blocks=True
-        ),
+        LibraryType.REFERENCE: _defaults(_HEADINGS, 384, 768, 32, sections=True, tables=True, stat_blocks=True),
         # one creature per chunk; overlap would bleed one stat block into the next
-        LibraryType.BESTIARY: _defaults(
-            _HEADINGS, 384, 1024, 0, sections=True, tables=True, stat_blocks=True
-        ),
+        LibraryType.BESTIARY: _defaults(_HEADINGS, 384, 1024, 0, sections=True, tables=True, stat_blocks=True),
         # transcripts have no headings; overlap keeps who-said-what across a cut
-        LibraryType.TRANSCRIPT: _defaults(
-            _PARAGRAPH, 512, 1024, 128, sections=False, tables=False, stat_blocks=False
-        ),
-        LibraryType.NOTES: _defaults(
-            _PARAGRAPH, 384, 768, 64, sections=False, tables=True, stat_blocks=False
-        ),
+        LibraryType.TRANSCRIPT: _defaults(_PARAGRAPH, 512, 1024, 128, sections=False, tables=False, stat_blocks=False),
+        LibraryType.NOTES: _defaults(_PARAGRAPH, 384, 768, 64, sections=False, tables=True, stat_blocks=False),
     }
 )
 """Chunking defaults per library type (read-only)."""
@@ -280,9 +259,7 @@ class Library(LorekeeperModel):
             self.effective_chunking()
         except ValidationError as exc:
             problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
-            raise ValueError(
-                f"chunking_override does not fit the {self.type.value!r} defaults: {problems}"
-            ) from None
+            raise ValueError(f"chunking_override does not fit the {self.type.value!r} defaults: {problems}") from None
         return self
 
     def effective_chunking(self) -> ChunkingDefaults:
@@ -316,9 +293,7 @@ class ItemStatus(StrEnum):
 class Item(LorekeeperModel):
     """One ingested file (a book, a handout, a transcript) and its provenance."""
 
-    uid: Id = Field(
-        description="Item id; content-derived (content_id('item', bytes)) so re-ingest is idempotent."
-    )
+    uid: Id = Field(description="Item id; content-derived (content_id('item', bytes)) so re-ingest is idempotent.")
     library_uid: Id
     collection_uid: Id | None = None
     title: Name
@@ -327,18 +302,12 @@ class Item(LorekeeperModel):
     content_hash: Sha256Hex = Field(description="sha256 of the raw file bytes.")
     classification: Classification = Classification.CANON
     enabled: bool = Field(default=True, description="Disabled items are excluded from search.")
-    source_ref: str = Field(
-        min_length=1, description="Where the file came from: a path, URL, upload name or S3 key."
-    )
-    raw_key: BlobKey | None = Field(
-        default=None, description="Object-store key of the raw file, once stored."
-    )
+    source_ref: str = Field(min_length=1, description="Where the file came from: a path, URL, upload name or S3 key.")
+    raw_key: BlobKey | None = Field(default=None, description="Object-store key of the raw file, once stored.")
     page_count: PositiveInt | None = None
     status: ItemStatus = ItemStatus.PENDING
     version: PositiveInt = Field(default=1, description="Version of the work, 1 for the first.")
-    supersedes_uid: Id | None = Field(
-        default=None, description="Item this version replaces (its previous version)."
-    )
+    supersedes_uid: Id | None = Field(default=None, description="Item this version replaces (its previous version).")
     superseded_by_uid: Id | None = Field(
         default=None, description="Item that replaced this one; set with status 'superseded'."
     )
@@ -350,16 +319,12 @@ class Item(LorekeeperModel):
         if self.uid in (self.supersedes_uid, self.superseded_by_uid):
             raise ValueError("an item cannot supersede itself")
         if self.supersedes_uid is not None and self.version < 2:
-            raise ValueError(
-                f"an item that supersedes another must have version >= 2 (got version={self.version})"
-            )
+            raise ValueError(f"an item that supersedes another must have version >= 2 (got version={self.version})")
         is_superseded = self.status is ItemStatus.SUPERSEDED
         if is_superseded and self.superseded_by_uid is None:
             raise ValueError("status 'superseded' needs superseded_by_uid (the newer item)")
         if not is_superseded and self.superseded_by_uid is not None:
-            raise ValueError(
-                f"superseded_by_uid is set but status is {self.status.value!r}; set status='superseded'"
-            )
+            raise ValueError(f"superseded_by_uid is set but status is {self.status.value!r}; set status='superseded'")
         if self.updated_at is not None and self.updated_at < self.created_at:
             raise ValueError("updated_at is before created_at")
         return self
@@ -432,15 +397,11 @@ class Concept(LorekeeperModel):
 
     uid: Id = Field(description="Concept id; content-derived from kind + normalized name so it is shared.")
     name: Name
-    normalized_name: str = Field(
-        default="", description="normalize_name(name) when omitted; used for matching."
-    )
+    normalized_name: str = Field(default="", description="normalize_name(name) when omitted; used for matching.")
     kind: ConceptKind = ConceptKind.TERM
     aliases: list[Name] = Field(default_factory=list)
     description: str | None = None
-    library_uid: Id | None = Field(
-        default=None, description="Library the concept was found in; null when shared."
-    )
+    library_uid: Id | None = Field(default=None, description="Library the concept was found in; null when shared.")
 
     @model_validator(mode="after")
     def _fill_normalized(self) -> Self:
@@ -509,9 +470,7 @@ class IngestJob(LorekeeperModel):
     """One file's trip through the ingest pipeline."""
 
     id: Id = Field(default_factory=lambda: new_id("ingest"))
-    item_uid: Id | None = Field(
-        default=None, description="The item being ingested; known once the file is fetched."
-    )
+    item_uid: Id | None = Field(default=None, description="The item being ingested; known once the file is fetched.")
     library_uid: Id | None = None
     collection_uid: Id | None = None
     status: JobStatus = JobStatus.PENDING
@@ -528,17 +487,11 @@ class IngestJob(LorekeeperModel):
         default=None, description="Embedding model used, so vectors can be rebuilt consistently."
     )
     source: IngestSource
-    source_ref: str = Field(
-        min_length=1, description="The path, URL or original file name the job was given."
-    )
-    s3_key: str | None = Field(
-        default=None, min_length=1, description="Object-store key of the raw file (s3, upload)."
-    )
+    source_ref: str = Field(min_length=1, description="The path, URL or original file name the job was given.")
+    s3_key: str | None = Field(default=None, min_length=1, description="Object-store key of the raw file (s3, upload).")
     created_at: UtcDatetime = Field(default_factory=utc_now)
     started_at: UtcDatetime | None = None
-    completed_at: UtcDatetime | None = Field(
-        default=None, description="When the job ended, successfully or not."
-    )
+    completed_at: UtcDatetime | None = Field(default=None, description="When the job ended, successfully or not.")
 
     @model_validator(mode="after")
     def _check_state(self) -> Self:

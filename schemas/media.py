@@ -53,9 +53,7 @@ class MediaJob(LorekeeperModel):
     asset_id: Id | None = Field(default=None, description="The MediaAsset made, once completed.")
     created_at: UtcDatetime = Field(default_factory=utc_now)
     started_at: UtcDatetime | None = None
-    completed_at: UtcDatetime | None = Field(
-        default=None, description="When the job ended, successfully or not."
-    )
+    completed_at: UtcDatetime | None = Field(default=None, description="When the job ended, successfully or not.")
 
     @model_validator(mode="after")
     def _check_state(self) -> Self:
@@ -99,9 +97,7 @@ class MediaAsset(LorekeeperModel):
     def _check_kind(self) -> Self:
         major = self.mime.split("/", 1)[0]
         if major != self.kind.value:
-            raise ValueError(
-                f"a {self.kind.value} asset needs a {self.kind.value}/* MIME type, got {self.mime!r}"
-            )
+            raise ValueError(f"a {self.kind.value} asset needs a {self.kind.value}/* MIME type, got {self.mime!r}")
         if self.kind is MediaKind.IMAGE and (self.width is None or self.height is None):
             raise ValueError("an image asset needs width and height")
         if self.kind is MediaKind.AUDIO and (self.width is not None or self.height is not None):

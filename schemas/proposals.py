@@ -79,8 +79,7 @@ class DiceRoll(LorekeeperModel):
         expected = sum(self.rolls) + modifier
         if self.total != expected:
             raise ValueError(
-                f"total {self.total} does not match {self.expression!r} with rolls "
-                f"{self.rolls} (expected {expected})"
+                f"total {self.total} does not match {self.expression!r} with rolls {self.rolls} (expected {expected})"
             )
         return self
 
@@ -148,9 +147,7 @@ class ProposedEntity(LorekeeperModel):
     """Content of an 'entity' proposal: a new entity (or a new description of one)."""
 
     type: Literal["entity"] = "entity"
-    entity_id: Id | None = Field(
-        default=None, description="Existing entity to describe; null proposes a new one."
-    )
+    entity_id: Id | None = Field(default=None, description="Existing entity to describe; null proposes a new one.")
     kind: EntityKind
     name: Name
     aliases: list[Name] = Field(default_factory=list)
@@ -213,9 +210,7 @@ class ProposedChange(LorekeeperModel):
     evidence: Evidence = Field(default_factory=Evidence)
     authority: Authority
     confidence: Confidence = Field(description="Proposer's confidence, 0..1.")
-    proposed_by: str | None = Field(
-        default=None, description="Who proposed it: a user id, 'narrator', 'extractor'..."
-    )
+    proposed_by: str | None = Field(default=None, description="Who proposed it: a user id, 'narrator', 'extractor'...")
     resolution: Resolution | None = Field(
         default=None, description="For player proposals: how they were resolved (dice, ruling)."
     )
@@ -223,9 +218,7 @@ class ProposedChange(LorekeeperModel):
         default=None, description="Who reviewed and approved it (lets a low-confidence system proposal through)."
     )
     status: ProposalStatus = ProposalStatus.PENDING
-    rationale: str | None = Field(
-        default=None, description="Why it was accepted or rejected (required when rejected)."
-    )
+    rationale: str | None = Field(default=None, description="Why it was accepted or rejected (required when rejected).")
     created_at: UtcDatetime = Field(default_factory=utc_now)
     decided_at: UtcDatetime | None = None
 
@@ -245,16 +238,10 @@ class ProposedChange(LorekeeperModel):
         if self.authority is Authority.SOURCE and not self.evidence.chunk_ids:
             raise ValueError("a source-authority proposal needs evidence.chunk_ids")
         if self.authority in (Authority.PLAYER, Authority.SYSTEM) and self.evidence.is_empty:
-            raise ValueError(
-                f"a {self.authority.value}-authority proposal needs evidence (turn_ids or chunk_ids)"
-            )
+            raise ValueError(f"a {self.authority.value}-authority proposal needs evidence (turn_ids or chunk_ids)")
         if self.resolution is not None and self.authority is not Authority.PLAYER:
             raise ValueError("a resolution is recorded only for player proposals")
-        if (
-            self.status is ProposalStatus.ACCEPTED
-            and self.authority is Authority.PLAYER
-            and self.resolution is None
-        ):
+        if self.status is ProposalStatus.ACCEPTED and self.authority is Authority.PLAYER and self.resolution is None:
             raise ValueError("an accepted player proposal needs its resolution (e.g. a dice roll)")
         if self.status is ProposalStatus.REJECTED and not self.rationale:
             raise ValueError("a rejected proposal needs a rationale")

@@ -47,14 +47,111 @@ _WORD_RE = re.compile(r"[\w][\w'’\-]*")
 # word left in costs one more index lookup, not a false match.
 STOP_WORDS = frozenset(
     {
-        "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did", "do", "does", "doing",
-        "for", "from", "get", "gets", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me",
-        "my", "of", "on", "or", "our", "should", "so", "than", "that", "the", "their", "them", "then", "there",
-        "these", "they", "this", "those", "to", "up", "us", "was", "we", "were", "what", "when", "where", "which",
-        "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "about", "after", "before",
-        "between", "during", "over", "under", "again", "any", "all", "each", "every", "some", "much", "many", "more",
-        "most", "other", "such", "only", "own", "same", "too", "very", "just", "also", "use", "used", "using", "work",
-        "works", "happen", "happens", "tell", "explain",
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "for",
+        "from",
+        "get",
+        "gets",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "should",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "to",
+        "up",
+        "us",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "about",
+        "after",
+        "before",
+        "between",
+        "during",
+        "over",
+        "under",
+        "again",
+        "any",
+        "all",
+        "each",
+        "every",
+        "some",
+        "much",
+        "many",
+        "more",
+        "most",
+        "other",
+        "such",
+        "only",
+        "own",
+        "same",
+        "too",
+        "very",
+        "just",
+        "also",
+        "use",
+        "used",
+        "using",
+        "work",
+        "works",
+        "happen",
+        "happens",
+        "tell",
+        "explain",
     }
 )
 
@@ -319,8 +416,7 @@ _NEIGHBOURS = (
     "ORDER BY weight DESC, uid LIMIT $limit"
 )
 _VOCABULARY = (
-    "MATCH (k:Concept) RETURN k.uid AS uid, k.name AS name, k.normalized_name AS normalized_name, "
-    "k.aliases AS aliases"
+    "MATCH (k:Concept) RETURN k.uid AS uid, k.name AS name, k.normalized_name AS normalized_name, k.aliases AS aliases"
 )
 _MENTION_COUNTS = "MATCH (k:Concept)<-[:MENTIONS]-(:Chunk) RETURN k.uid AS uid, count(*) AS df"
 _CHUNK_COUNT = "MATCH (c:Chunk) RETURN count(c) AS n"
@@ -428,9 +524,7 @@ class GraphLeg:
                 break
         return list(out.values())
 
-    def search(
-        self, query: str, *, items: Collection[str], restricted: bool = True, limit: int = 50
-    ) -> GraphLegResult:
+    def search(self, query: str, *, items: Collection[str], restricted: bool = True, limit: int = 50) -> GraphLegResult:
         """The best ``limit`` chunks of ``items`` for the concepts ``query`` names, best first.
 
         Args:
@@ -439,9 +533,7 @@ class GraphLeg:
                 the query then skips the per-row item check.
         """
         entries = self.match_entries(query)
-        named = [
-            c for c in self.match_concepts(query, covered=[s for s, _ in entries]) if not self.is_common(c.uid)
-        ]
+        named = [c for c in self.match_concepts(query, covered=[s for s, _ in entries]) if not self.is_common(c.uid)]
         if not (named or entries) or not items:
             return GraphLegResult([], named, [])
         related = self.neighbours(named)
@@ -470,6 +562,7 @@ class GraphLeg:
             hit.score += gain
             hit.concepts.append(name)
             order[chunk_id] = min(order.get(chunk_id, position), position)
+
         # Entries the query names by their heading: scored like a concept's own entry, with the idf of the
         # heading, so an entry that is no concept (a one-word name the extractor left out, a name longer
         # than a concept's) is still found by its name.
@@ -498,8 +591,13 @@ class GraphLeg:
             ranked_found = sorted(range(len(found)), key=lambda i: (-tiers[i], _sequence(found[i][4]), i))
             for position, i in enumerate(ranked_found):
                 chunk_id, item_uid = found[i][0], found[i][1]
-                add(str(chunk_id), str(item_uid), concept.weight * idf * (1.0 + self._bonus(tiers[i])), concept.name,
-                    position)
+                add(
+                    str(chunk_id),
+                    str(item_uid),
+                    concept.weight * idf * (1.0 + self._bonus(tiers[i])),
+                    concept.name,
+                    position,
+                )
         # Ties (chunks that mention the same concepts the same way) go to the earlier section.
         ranked = sorted(hits.values(), key=lambda h: (-h.score, order[h.chunk_id], h.chunk_id))[:limit]
         return GraphLegResult(ranked, named, related)

@@ -33,9 +33,7 @@ def reranker_from_settings(settings: Settings) -> Reranker | None:
     if not settings.reranker_model:
         return None
     return build_reranker(
-        RerankConfig(
-            model=settings.reranker_model, device=settings.reranker_device, threads=settings.reranker_threads
-        )
+        RerankConfig(model=settings.reranker_model, device=settings.reranker_device, threads=settings.reranker_threads)
     )
 
 

@@ -50,9 +50,7 @@ async def _lorekeeper_error(request: Request, exc: Exception) -> Response:
 
 def _problems(status: int, code: str, errors: Sequence[Any], default_where: str) -> JSONResponse:
     """A validation failure as the error body: the first problem as the message, up to 20 listed."""
-    problems = [
-        {"where": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")} for e in errors[:20]
-    ]
+    problems = [{"where": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")} for e in errors[:20]]
     first = problems[0] if problems else {"where": default_where, "problem": "invalid"}
     return error_response(status, code, f"{first['where']}: {first['problem']}", problems=problems)
 

@@ -65,7 +65,6 @@ def router() -> APIRouter:
         campaign: Campaign = await s.run(s.story.set_library_pins, campaign_id, body.pins)
         return CampaignLibrary(pins=campaign.library_pins)
 
-
     # export and import ------------------------------------------------------------------------
 
     @r.get("/campaigns/{campaign_id}/export")
@@ -75,8 +74,10 @@ def router() -> APIRouter:
         campaign_id: str,
         include_knowledge: Annotated[
             bool,
-            Query(description="Also carry the library passages the campaign cites (its provenance), their "
-                  "items and libraries, so the bundle is whole in a store that never ingested them."),
+            Query(
+                description="Also carry the library passages the campaign cites (its provenance), their "
+                "items and libraries, so the bundle is whole in a store that never ingested them."
+            ),
         ] = False,
     ) -> Response:
         import io

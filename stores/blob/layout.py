@@ -108,9 +108,7 @@ def validate_prefix(prefix: str) -> str:
     if len(prefix.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
         raise InvalidRequest(_STORE, f"prefix {_shown(prefix)} is longer than {MAX_KEY_BYTES} bytes of UTF-8")
     if _has_control(prefix) or any(0xD800 <= ord(ch) <= 0xDFFF for ch in prefix):
-        raise InvalidRequest(
-            _STORE, f"prefix {_shown(prefix)} contains a control character or a lone surrogate"
-        )
+        raise InvalidRequest(_STORE, f"prefix {_shown(prefix)} contains a control character or a lone surrogate")
     if prefix.startswith("/"):
         raise InvalidRequest(_STORE, f"prefix {_shown(prefix)} must be relative (no leading '/')")
     for segment in prefix.split("/")[:-1]:
@@ -143,9 +141,7 @@ def validate_bucket(name: str) -> str:
 def _segment(value: str, what: str) -> str:
     """An id used as one key segment: checked, never rewritten (ids come from the graph, not from users)."""
     if not isinstance(value, str) or not value or "/" in value or value in (".", ".."):
-        raise InvalidRequest(
-            _STORE, f"{what} {value!r} cannot be a key segment (empty, '.', '..' or has '/')"
-        )
+        raise InvalidRequest(_STORE, f"{what} {value!r} cannot be a key segment (empty, '.', '..' or has '/')")
     if _has_control(value):
         raise InvalidRequest(_STORE, f"{what} {_shown(value)} contains a control character")
     return value

@@ -128,9 +128,7 @@ class LocalBlobStore:
         """The file of ``key``, proven to lie inside ``bucket_dir`` even through symlinks."""
         segments = validate_key(key).split("/")
         if any(segment.startswith(TEMP_PREFIX) for segment in segments):
-            raise self._error(
-                InvalidRequest, f"key {key!r}: segments starting with {TEMP_PREFIX!r} are reserved"
-            )
+            raise self._error(InvalidRequest, f"key {key!r}: segments starting with {TEMP_PREFIX!r} are reserved")
         path = bucket_dir.joinpath(*segments)
         # validate_key already refuses '..'; the resolve check also defeats a symlink planted in the tree.
         base = os.path.realpath(bucket_dir)
@@ -186,9 +184,7 @@ class LocalBlobStore:
                 raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _write(
-        self, path: Path, key: str, chunks: Iterator[bytes], content_type: str
-    ) -> tuple[int, str, float]:
+    def _write(self, path: Path, key: str, chunks: Iterator[bytes], content_type: str) -> tuple[int, str, float]:
         """Write ``chunks`` atomically to ``path``; return (size, md5 hex, mtime)."""
         fd, tmp = self._open_temp(path.parent, key)
         try:
@@ -222,9 +218,7 @@ class LocalBlobStore:
         if isinstance(data, bytes | bytearray | memoryview):
             view = memoryview(data).cast("B")
             if length is not None and length != len(view):
-                raise self._error(
-                    InvalidRequest, f"put {key!r}: length={length} but {len(view)} bytes were given"
-                )
+                raise self._error(InvalidRequest, f"put {key!r}: length={length} but {len(view)} bytes were given")
             for start in range(0, len(view), _COPY_BLOCK):
                 yield bytes(view[start : start + _COPY_BLOCK])
             return
@@ -502,9 +496,7 @@ class LocalBlobStore:
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise self._error(
-                Unavailable, f"cannot create bucket {path.name!r}: {exc.strerror or exc}"
-            ) from exc
+            raise self._error(Unavailable, f"cannot create bucket {path.name!r}: {exc.strerror or exc}") from exc
 
     def health(self) -> None:
         """Return if the root folder exists or can be created and is writable; else raise ``Unavailable``."""

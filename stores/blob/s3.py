@@ -134,9 +134,7 @@ class S3BlobStore(LazyClient):
         part_size: int = DEFAULT_PART_SIZE,
     ) -> None:
         if "://" in endpoint or "/" in endpoint or not endpoint:
-            raise InvalidRequest(
-                _STORE, f"endpoint must be host:port without scheme or path, not {endpoint!r}"
-            )
+            raise InvalidRequest(_STORE, f"endpoint must be host:port without scheme or path, not {endpoint!r}")
         if (access_key is None) != (secret_key is None):
             raise InvalidRequest(_STORE, "set both the access key and the secret key, or neither")
         if timeout_s <= 0:
@@ -233,11 +231,7 @@ class S3BlobStore(LazyClient):
         code = exc.code or "UnknownError"
         status = getattr(exc.response, "status", 0) or 0
         if code in _NOT_FOUND:
-            detail = (
-                "bucket does not exist (create it with ensure_bucket)"
-                if code == "NoSuchBucket"
-                else "not found"
-            )
+            detail = "bucket does not exist (create it with ensure_bucket)" if code == "NoSuchBucket" else "not found"
             return self._error(NotFound, f"{what}: {detail} ({code})")
         if code in _REFUSED or status == 403:
             return self._error(
@@ -296,9 +290,7 @@ class S3BlobStore(LazyClient):
         except OSError as exc:
             # The SDK raises a bare IOError when a stream is shorter than the length it was promised.
             if "not enough data" in str(exc):
-                raise self._error(
-                    InvalidRequest, f"{what}: the stream is shorter than the given length"
-                ) from exc
+                raise self._error(InvalidRequest, f"{what}: the stream is shorter than the given length") from exc
             raise
         except ValueError as exc:
             # The SDK's own argument checks (names, expiry, part sizes); none of them carry a secret.
@@ -341,9 +333,7 @@ class S3BlobStore(LazyClient):
         if isinstance(data, bytes | bytearray | memoryview):
             payload = bytes(data)
             if length is not None and length != len(payload):
-                raise self._error(
-                    InvalidRequest, f"put {key!r}: length={length} but {len(payload)} bytes were given"
-                )
+                raise self._error(InvalidRequest, f"put {key!r}: length={length} but {len(payload)} bytes were given")
             reader, size = _CountingReader(io.BytesIO(payload)), len(payload)
         elif callable(getattr(data, "read", None)):
             reader, size = _CountingReader(data), length
@@ -547,9 +537,7 @@ class S3BlobStore(LazyClient):
                     raise
                 # Someone created it between our check and our create: fine if we can use it.
                 if not self.client.bucket_exists(name):
-                    raise self._error(
-                        Conflict, f"bucket {name!r} exists but belongs to someone else"
-                    ) from exc
+                    raise self._error(Conflict, f"bucket {name!r} exists but belongs to someone else") from exc
 
     def health(self) -> None:
         """Return if the server answers an authenticated request; raise ``Unavailable`` if it cannot be

@@ -131,8 +131,9 @@ def _keyword_positions(tokens: Sequence[Token]) -> Iterator[tuple[int, str, int]
 
 def strip_comments(query: str) -> str:
     """``query`` with its ``//`` and ``/* */`` comments removed (FalkorDB reads them as query text)."""
-    return _join([Token("space", "\n" if "\n" in t.text else " ") if t.kind == "comment" else t
-                  for t in tokenize(query)])
+    return _join(
+        [Token("space", "\n" if "\n" in t.text else " ") if t.kind == "comment" else t for t in tokenize(query)]
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -276,8 +277,12 @@ def inline_params(query: str, params: Mapping[str, Any] | None) -> str:
         else:
             header.append(f"{_quote_name(name)}={''.join(out)}")
     if inline:
-        query = _join([Token("word", inline[_param_name(t.text)])
-                       if t.kind == "param" and _param_name(t.text) in inline else t for t in tokenize(query)])
+        query = _join(
+            [
+                Token("word", inline[_param_name(t.text)]) if t.kind == "param" and _param_name(t.text) in inline else t
+                for t in tokenize(query)
+            ]
+        )
     return ("CYPHER " + " ".join(header) + " " + query) if header else query
 
 
@@ -357,8 +362,10 @@ def _rewrite_function_calls(tokens: list[Token]) -> list[Token]:
     return out
 
 
-_CLAUSE_WORDS = frozenset({"MATCH", "OPTIONAL", "WITH", "RETURN", "UNWIND", "CALL", "UNION", "WHERE",
-                           "ORDER", "SKIP", "LIMIT"}) | _WRITE_KEYWORDS
+_CLAUSE_WORDS = (
+    frozenset({"MATCH", "OPTIONAL", "WITH", "RETURN", "UNWIND", "CALL", "UNION", "WHERE", "ORDER", "SKIP", "LIMIT"})
+    | _WRITE_KEYWORDS
+)
 
 
 def _rewrite_exists_subqueries(tokens: list[Token]) -> list[Token]:
@@ -412,8 +419,9 @@ def _rewrite_shortest_path_match(tokens: list[Token]) -> list[Token]:
         var_i = _next_sig(out, i)
         eq_i = _next_sig(out, var_i)
         fn_i = _next_sig(out, eq_i)
-        if not (fn_i < len(out) and out[eq_i].text == "=" and out[fn_i].text.lower() in
-                ("shortestpath", "allshortestpaths")):
+        if not (
+            fn_i < len(out) and out[eq_i].text == "=" and out[fn_i].text.lower() in ("shortestpath", "allshortestpaths")
+        ):
             i += 1
             continue
         prev = _prev_sig(out, i)
@@ -425,17 +433,41 @@ def _rewrite_shortest_path_match(tokens: list[Token]) -> list[Token]:
         if out[inner_start].text != "(":
             raise DialectError("shortestPath needs a pattern")
         a_close = _matching(out, inner_start)
-        b_open = max(k for k in range(a_close + 1, close_i) if out[k].text == "(" and
-                     _matching(out, k) == _prev_sig(out, close_i))
-        a_node, b_node = out[inner_start : a_close + 1], out[b_open : close_i]
+        b_open = max(
+            k
+            for k in range(a_close + 1, close_i)
+            if out[k].text == "(" and _matching(out, k) == _prev_sig(out, close_i)
+        )
+        a_node, b_node = out[inner_start : a_close + 1], out[b_open:close_i]
         rel = out[a_close + 1 : b_open]
         a_var, b_var = _node_variable(a_node), _node_variable(b_node)
-        sp = [out[fn_i], Token("punct", "("), Token("word", f"({a_var})"), *rel,
-              Token("word", f"({b_var})"), Token("punct", ")")]
-        replacement = [Token("word", "MATCH"), Token("space", " "), *a_node, Token("punct", ","),
-                       Token("space", " "), *b_node, Token("space", " "), Token("word", "WITH"),
-                       Token("space", " "), Token("punct", "*"), Token("punct", ","), Token("space", " "),
-                       *sp, Token("space", " "), Token("word", "AS"), Token("space", " "), out[var_i]]
+        sp = [
+            out[fn_i],
+            Token("punct", "("),
+            Token("word", f"({a_var})"),
+            *rel,
+            Token("word", f"({b_var})"),
+            Token("punct", ")"),
+        ]
+        replacement = [
+            Token("word", "MATCH"),
+            Token("space", " "),
+            *a_node,
+            Token("punct", ","),
+            Token("space", " "),
+            *b_node,
+            Token("space", " "),
+            Token("word", "WITH"),
+            Token("space", " "),
+            Token("punct", "*"),
+            Token("punct", ","),
+            Token("space", " "),
+            *sp,
+            Token("space", " "),
+            Token("word", "AS"),
+            Token("space", " "),
+            out[var_i],
+        ]
         out[i : close_i + 1] = replacement
         i += len(replacement)
     return out

@@ -142,8 +142,12 @@ class _Connection:
         self.server = server
         self.server_pid = server.pid  # the server this client was opened on (its password, its socket)
         self.redis = redis.Redis(
-            unix_socket_path=str(server.socket_path), password=server.password, protocol=2,
-            socket_connect_timeout=timeout_s, socket_timeout=query_timeout_s, retry=no_retry(),
+            unix_socket_path=str(server.socket_path),
+            password=server.password,
+            protocol=2,
+            socket_connect_timeout=timeout_s,
+            socket_timeout=query_timeout_s,
+            retry=no_retry(),
             max_connections=64,
         )
         self.decoder = CompactDecoder(self._fetch_names)
@@ -240,10 +244,10 @@ class EmbeddedFalkorGraphStore(LazyClient):
                 # The server died (crash, kill): drop this connection so the next call restarts it
                 # from its append-only file. This call still fails: its write may or may not be in.
                 self._drop(conn)
-                return Unavailable(self.name, f"the server process died ({detail}); it restarts on next use",
-                                   url=self.url)
-            return Unavailable(self.name, f"no answer from the server ({type(exc).__name__}: {detail})",
-                               url=self.url)
+                return Unavailable(
+                    self.name, f"the server process died ({detail}); it restarts on next use", url=self.url
+                )
+            return Unavailable(self.name, f"no answer from the server ({type(exc).__name__}: {detail})", url=self.url)
         if isinstance(exc, rex.ResponseError):
             if "constraint violation" in detail:
                 return Conflict(self.name, detail, url=self.url)
@@ -349,16 +353,20 @@ class EmbeddedFalkorGraphStore(LazyClient):
         wanted = {(c.label, c.property) for c in schema.constraints}
         deadline = time.monotonic() + max(30.0, self.timeout_s)
         while wanted:
-            rows = self._execute("CALL db.constraints() YIELD label, properties, status "
-                                 "RETURN label, properties, status", {}, read_only=True)
+            rows = self._execute(
+                "CALL db.constraints() YIELD label, properties, status RETURN label, properties, status",
+                {},
+                read_only=True,
+            )
             status = {(r["label"], r["properties"][0]): r["status"] for r in rows if len(r["properties"]) == 1}
             failed = sorted(k for k in wanted if status.get(k) == "FAILED")
             if failed:
                 conn = self._conn()
                 for label, prop in failed:
                     with contextlib.suppress(Exception):
-                        conn.redis.execute_command("GRAPH.CONSTRAINT", "DROP", GRAPH, "UNIQUE", "NODE", label,
-                                                   "PROPERTIES", "1", prop)
+                        conn.redis.execute_command(
+                            "GRAPH.CONSTRAINT", "DROP", GRAPH, "UNIQUE", "NODE", label, "PROPERTIES", "1", prop
+                        )
                 names = ", ".join(f"{label}.{prop}" for label, prop in failed)
                 raise Conflict(self.name, f"existing nodes violate the uniqueness of {names}", url=self.url)
             wanted = {k for k in wanted if status.get(k) != "OPERATIONAL"}

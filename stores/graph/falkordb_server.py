@@ -111,7 +111,7 @@ def _is_redis(pid: int) -> bool:
 
 def _conf_value(value: str | Path) -> str:
     text = str(value)
-    if text and not any(ch in text for ch in ' "\'\\\t\n#'):
+    if text and not any(ch in text for ch in " \"'\\\t\n#"):
         return text  # plain: redis passes a quoted loadmodule path differently to the module's args
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -135,8 +135,9 @@ class FalkorServer:
     _registry: dict[Path, FalkorServer] = {}
     _registry_lock = threading.Lock()
 
-    def __init__(self, path: Path, *, durable: bool = True, bolt_port: int | None = None,
-                 start_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, path: Path, *, durable: bool = True, bolt_port: int | None = None, start_timeout_s: float = 60.0
+    ) -> None:
         if bolt_port is not None and not 0 < bolt_port <= 32767:
             # FalkorDB 4.16 reads BOLT_PORT as a signed 16-bit number and silently skips Bolt above it
             raise ValueError("FalkorDB's BOLT_PORT must be between 1 and 32767")
@@ -318,31 +319,33 @@ class FalkorServer:
         socket_path.unlink(missing_ok=True)
         password = secrets.token_urlsafe(32)
         module_args = f" BOLT_PORT {int(self.bolt_port)}" if self.bolt_port else ""
-        conf = "\n".join([
-            "port 0",  # no TCP listener at all: the unix socket is the only way in
-            "bind 127.0.0.1",
-            "protected-mode yes",
-            f"unixsocket {_conf_value(socket_path)}",
-            "unixsocketperm 700",
-            f"dir {_conf_value(self.path)}",
-            f"logfile {_conf_value(self.path / _LOG_FILE)}",
-            "daemonize no",
-            f"requirepass {_conf_value(password)}",
-            f"appendonly {'yes' if self.durable else 'no'}",
-            "appendfsync always",  # reply only after fsync: an acknowledged write survives a crash
-            'appenddirname "appendonlydir"',
-            "aof-use-rdb-preamble yes",
-            "aof-load-truncated yes",  # a write cut by a crash is dropped whole on restart
-            'save ""',  # the AOF is the record; no forking RDB snapshots on top of it
-            # Replaying the log is ~40x slower than the original writes (FalkorDB does not use its
-            # indexes while loading: MERGE-heavy logs replay quadratically), so keep the log short:
-            # compact it into an RDB base whenever it grows by a quarter, and at every clean stop.
-            "auto-aof-rewrite-percentage 25",
-            "auto-aof-rewrite-min-size 1mb",
-            'dbfilename "falkordb.rdb"',
-            f"loadmodule {_conf_value(module)}{module_args}",
-            "",
-        ])
+        conf = "\n".join(
+            [
+                "port 0",  # no TCP listener at all: the unix socket is the only way in
+                "bind 127.0.0.1",
+                "protected-mode yes",
+                f"unixsocket {_conf_value(socket_path)}",
+                "unixsocketperm 700",
+                f"dir {_conf_value(self.path)}",
+                f"logfile {_conf_value(self.path / _LOG_FILE)}",
+                "daemonize no",
+                f"requirepass {_conf_value(password)}",
+                f"appendonly {'yes' if self.durable else 'no'}",
+                "appendfsync always",  # reply only after fsync: an acknowledged write survives a crash
+                'appenddirname "appendonlydir"',
+                "aof-use-rdb-preamble yes",
+                "aof-load-truncated yes",  # a write cut by a crash is dropped whole on restart
+                'save ""',  # the AOF is the record; no forking RDB snapshots on top of it
+                # Replaying the log is ~40x slower than the original writes (FalkorDB does not use its
+                # indexes while loading: MERGE-heavy logs replay quadratically), so keep the log short:
+                # compact it into an RDB base whenever it grows by a quarter, and at every clean stop.
+                "auto-aof-rewrite-percentage 25",
+                "auto-aof-rewrite-min-size 1mb",
+                'dbfilename "falkordb.rdb"',
+                f"loadmodule {_conf_value(module)}{module_args}",
+                "",
+            ]
+        )
         conf_path = self.path / _CONF_FILE
         fd = os.open(conf_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
@@ -359,7 +362,9 @@ class FalkorServer:
             try:
                 proc = subprocess.Popen(
                     [redis_server, str(conf_path)],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
                     start_new_session=True,  # a Ctrl-C meant for the app must not cut the server mid-write
                     close_fds=True,
                     pass_fds=(held,),  # the server (and its fork children) now hold the folder's lock
@@ -388,8 +393,11 @@ class FalkorServer:
         try:
             self._watchdog = subprocess.Popen(
                 [sys.executable, "-c", _WATCHDOG, str(read_fd), str(pid)],
-                pass_fds=(read_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True,
+                pass_fds=(read_fd,),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
             )
         finally:
             os.close(read_fd)
@@ -400,9 +408,14 @@ class FalkorServer:
 
         if self.socket_path is None:
             return False
-        client = redis.Redis(unix_socket_path=str(self.socket_path), password=self.password, protocol=2,
-                             socket_timeout=timeout, socket_connect_timeout=timeout,
-                             retry=no_retry())
+        client = redis.Redis(
+            unix_socket_path=str(self.socket_path),
+            password=self.password,
+            protocol=2,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=no_retry(),
+        )
         try:
             return bool(client.ping())
         except redis.exceptions.BusyLoadingError:
@@ -454,8 +467,14 @@ class FalkorServer:
         """Rewrite the append-only file into a snapshot so the next start loads it in milliseconds."""
         import redis
 
-        client = redis.Redis(unix_socket_path=str(self.socket_path), password=self.password, protocol=2,
-                             socket_timeout=timeout, socket_connect_timeout=2.0, retry=no_retry())
+        client = redis.Redis(
+            unix_socket_path=str(self.socket_path),
+            password=self.password,
+            protocol=2,
+            socket_timeout=timeout,
+            socket_connect_timeout=2.0,
+            retry=no_retry(),
+        )
         try:
             with contextlib.suppress(redis.exceptions.ResponseError):  # one may already be running
                 client.bgrewriteaof()

@@ -333,8 +333,7 @@ class Neo4jGraphStore(LazyClient):
         if self.dialect is CypherDialect.FALKORDB and schema.constraints:
             rows = self._run_prepared("CALL db.constraints() YIELD label, properties, status RETURN *", {})
             present = {(r["label"], tuple(r["properties"])) for r in rows if r.get("status") != "FAILED"}
-            missing = [f"{c.label}.{c.property}" for c in schema.constraints
-                       if (c.label, (c.property,)) not in present]
+            missing = [f"{c.label}.{c.property}" for c in schema.constraints if (c.label, (c.property,)) not in present]
             if missing:
                 raise NotSupported(
                     self.name,

@@ -12,21 +12,49 @@ from stores.graph.base import GraphSchema, PropertyIndex, UniqueConstraint
 #: Every node label of the product, each with a unique ``uid``.
 NODE_LABELS: tuple[str, ...] = (
     # library: what was ingested
-    "Library", "Collection", "Item", "Chunk", "Concept", "ImageAsset", "IngestJob", "SourceFact",
+    "Library",
+    "Collection",
+    "Item",
+    "Chunk",
+    "Concept",
+    "ImageAsset",
+    "IngestJob",
+    "SourceFact",
     # story lineage
-    "World", "Campaign", "Branch", "Turn", "Take", "Scene", "Checkpoint", "ProposedChange", "StateEvent",
-    "Commit", "Resolution", "PromptSnapshot", "Retrieval", "MediaAsset",
+    "World",
+    "Campaign",
+    "Branch",
+    "Turn",
+    "Take",
+    "Scene",
+    "Checkpoint",
+    "ProposedChange",
+    "StateEvent",
+    "Commit",
+    "Resolution",
+    "PromptSnapshot",
+    "Retrieval",
+    "MediaAsset",
     # canon
-    "Entity", "Fact", "Axiom", "Relationship", "StoryThread", "Happening", "Memory", "Summary", "Snapshot",
-    "LiveEntity", "ApiKey",
+    "Entity",
+    "Fact",
+    "Axiom",
+    "Relationship",
+    "StoryThread",
+    "Happening",
+    "Memory",
+    "Summary",
+    "Snapshot",
+    "LiveEntity",
+    "ApiKey",
 )
 
 #: Properties that queries filter on besides ``uid`` (dedup on re-ingest, lineage walks, gate checks).
 INDEXED_PROPERTIES: tuple[tuple[str, str], ...] = (
-    ("Item", "content_hash"),      # idempotent re-ingest: same bytes, same item
-    ("Item", "source_ref"),        # the path / s3 key a file came from
+    ("Item", "content_hash"),  # idempotent re-ingest: same bytes, same item
+    ("Item", "source_ref"),  # the path / s3 key a file came from
     ("Item", "library_uid"),
-    ("Chunk", "item_uid"),         # all chunks of an item (reindex, delete)
+    ("Chunk", "item_uid"),  # all chunks of an item (reindex, delete)
     ("Chunk", "content_hash"),
     ("Concept", "normalized_name"),
     ("SourceFact", "subject_key"),  # the gate reads the facts of the entries a scene's proposals touch
@@ -35,20 +63,20 @@ INDEXED_PROPERTIES: tuple[tuple[str, str], ...] = (
     ("Campaign", "world_uid"),
     ("Branch", "campaign_id"),
     ("Turn", "campaign_id"),
-    ("Turn", "parent_uid"),        # the turn tree is walked by parent links
+    ("Turn", "parent_uid"),  # the turn tree is walked by parent links
     ("Take", "turn_uid"),
     ("Scene", "campaign_id"),
     ("Checkpoint", "campaign_id"),
     ("ProposedChange", "scene_uid"),
     ("ProposedChange", "status"),
     ("StateEvent", "turn_uid"),
-    ("StateEvent", "branch_id"),           # replay: the events of one segment of a lineage
+    ("StateEvent", "branch_id"),  # replay: the events of one segment of a lineage
     ("StateEvent", "campaign_id"),
     ("Snapshot", "campaign_id"),
     ("Memory", "campaign_id"),
     ("Summary", "campaign_id"),
-    ("Turn", "branch_id"),                 # the turn at a depth of a branch (redo, history)
-    ("Turn", "scene_id"),                  # a scene's turns (recall's repair at scene end)
+    ("Turn", "branch_id"),  # the turn at a depth of a branch (redo, history)
+    ("Turn", "scene_id"),  # a scene's turns (recall's repair at scene end)
     ("Fact", "campaign_id"),
     ("Entity", "campaign_id"),
     ("LiveEntity", "campaign_id"),

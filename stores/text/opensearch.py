@@ -129,8 +129,7 @@ def search_body(
             # Escape the stored text around the tags: snippets are inserted into pages as HTML.
             "encoder": "html",
             "fields": {
-                name: {"fragment_size": HIGHLIGHT_FRAGMENT_CHARS, "number_of_fragments": 1}
-                for name in HIGHLIGHT_FIELDS
+                name: {"fragment_size": HIGHLIGHT_FRAGMENT_CHARS, "number_of_fragments": 1} for name in HIGHLIGHT_FIELDS
             },
         }
     return body
@@ -138,9 +137,7 @@ def search_body(
 
 def upsert_actions(index: str, docs: Sequence[TextDocument]) -> list[dict[str, Any]]:
     """Bulk ``index`` actions keyed by the document id: writing the same id again replaces it."""
-    return [
-        {"_op_type": "index", "_index": index, "_id": doc.id, "_source": document_source(doc)} for doc in docs
-    ]
+    return [{"_op_type": "index", "_index": index, "_id": doc.id, "_source": document_source(doc)} for doc in docs]
 
 
 def delete_actions(index: str, ids: Sequence[str]) -> list[dict[str, Any]]:

@@ -165,14 +165,22 @@ class RayCluster:
         """
         out = subprocess.run(
             [str(VENV_BIN / "python"), "-c", _REACH_FROM_HEAD, self.address, HEAD_RESOURCE, f"lorekeeper_{name}"],
-            env=self.env, capture_output=True, text=True, timeout=180, check=True,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=True,
         )
         assert out.stdout.strip().splitlines()[-1] == self.nodes[name].node_id, out.stdout
 
     def _alive_nodes(self) -> list[dict[str, Any]]:
         out = subprocess.run(
             [str(VENV_BIN / "python"), "-c", _LIST_NODES, self.address],
-            env=self.env, capture_output=True, text=True, timeout=60, check=True,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         )
         return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -218,12 +226,17 @@ class RayCluster:
             time.sleep(0.5)
         raise TimeoutError(f"node {name} still alive in the GCS after {timeout}s")
 
-    def ray_cli(self, *args: str, timeout: float = 300.0, extra_env: dict[str, str] | None = None,
-                check: bool = True) -> subprocess.CompletedProcess[str]:
+    def ray_cli(
+        self, *args: str, timeout: float = 300.0, extra_env: dict[str, str] | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(VENV_BIN / args[0]), *args[1:]],
             env={**self.env, **(extra_env or {}), "RAY_ADDRESS": self.dashboard},
-            capture_output=True, text=True, timeout=timeout, check=check, cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=check,
+            cwd=self.root,
         )
 
     def stop(self) -> None:
@@ -240,8 +253,13 @@ class RayCluster:
                     os.kill(pid, signal.SIGKILL)
         # keep the nodes' logs beside the test's files, then drop the short-path temp dir
         for logs in self.temp_dir.glob("session_*/logs"):
-            shutil.copytree(logs, self.root / "ray-logs" / logs.parent.name, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("*.sock", "sockets"), ignore_dangling_symlinks=True)
+            shutil.copytree(
+                logs,
+                self.root / "ray-logs" / logs.parent.name,
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("*.sock", "sockets"),
+                ignore_dangling_symlinks=True,
+            )
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
@@ -289,8 +307,12 @@ class FileRecords:
         """Duplicates and holes, store by store (empty when each store holds each chunk exactly once)."""
         found = []
         expected = list(range(len(set(self.graph_uids))))
-        for store, seqs in (("graph", [s for s, _ in self.graph]), ("text", self.text),
-                            ("vector", self.vector), ("blob", self.blob)):
+        for store, seqs in (
+            ("graph", [s for s, _ in self.graph]),
+            ("text", self.text),
+            ("vector", self.vector),
+            ("blob", self.blob),
+        ):
             dupes = sorted(s for s, n in Counter(seqs).items() if n > 1)
             missing = sorted(set(expected) - set(seqs))
             extra = sorted(set(seqs) - set(expected))

@@ -97,10 +97,21 @@ def lane(tmp_path_factory: pytest.TempPathFactory, nanio_server: Any, osmem_text
     local_env = {"LOREKEEPER_DATA_DIR": str(root / "local")}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOREKEEPER_", "RAY_"))}
     done = subprocess.run(
-        [sys.executable, "-m", "jobs", "ingest", *(str(CORPUS / f) for f in FILES), "--library", "fate-local",
-         "--json"],
+        [
+            sys.executable,
+            "-m",
+            "jobs",
+            "ingest",
+            *(str(CORPUS / f) for f in FILES),
+            "--library",
+            "fate-local",
+            "--json",
+        ],
         env={**env, **local_env, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"},
-        capture_output=True, text=True, timeout=600, cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     local_report = _json_report(done.stdout)
@@ -122,7 +133,9 @@ def lane(tmp_path_factory: pytest.TempPathFactory, nanio_server: Any, osmem_text
         relay_port = free_port()
         relay = ServerProcess(
             [sys.executable, "-m", "tests.cluster.bolt_relay", str(relay_port), str(falkor.bolt_port)],
-            port=relay_port, log=root / "bolt-relay.log", cwd=ROOT,
+            port=relay_port,
+            log=root / "bolt-relay.log",
+            cwd=ROOT,
         )
         stores_env = {
             "LOREKEEPER_DATA_DIR": str(root / "cluster-data"),
@@ -159,8 +172,23 @@ def lane(tmp_path_factory: pytest.TempPathFactory, nanio_server: Any, osmem_text
 
 def _submit(lane: Lane, submission_id: str, library: str) -> None:
     done = lane.cluster.ray_cli(
-        "ray", "job", "submit", "--address", lane.cluster.dashboard, "--submission-id", submission_id, "--no-wait",
-        "--", "python", "-m", "jobs", "ingest", f"s3://{BOOKS_BUCKET}/fate/", "--library", library, "--json",
+        "ray",
+        "job",
+        "submit",
+        "--address",
+        lane.cluster.dashboard,
+        "--submission-id",
+        submission_id,
+        "--no-wait",
+        "--",
+        "python",
+        "-m",
+        "jobs",
+        "ingest",
+        f"s3://{BOOKS_BUCKET}/fate/",
+        "--library",
+        library,
+        "--json",
         timeout=120,
     )
     assert submission_id in done.stdout + done.stderr
@@ -247,8 +275,10 @@ def test_killing_the_worker_node_mid_job_loses_and_duplicates_nothing(lane: Lane
         assert on_worker and written < expected, f"{written} of {expected} chunks written, worker held {on_worker}"
         killed = lane.cluster.kill_worker("worker1")
         dead_after = lane.cluster.wait_node_dead("worker1")
-        print(f"killed worker1 ({len(killed)} processes) holding {[a['stage'] for a in on_worker]} with "
-              f"{written}/{expected} chunks written; declared dead after {dead_after:.1f}s")
+        print(
+            f"killed worker1 ({len(killed)} processes) holding {[a['stage'] for a in on_worker]} with "
+            f"{written}/{expected} chunks written; declared dead after {dead_after:.1f}s"
+        )
         report = _wait_job(lane, "lk-ingest-kill")
     finally:
         graph.close()
@@ -300,8 +330,13 @@ def _replicas(lane: Lane) -> list[dict[str, str]]:
     for actor in actors:
         name = actor.class_name or ""
         if name.startswith("ServeReplica:lorekeeper:"):
-            out.append({"deployment": name.rsplit(":", 1)[-1], "actor": actor.actor_id,
-                        "node": lane.cluster.node_name(actor.node_id or "")})
+            out.append(
+                {
+                    "deployment": name.rsplit(":", 1)[-1],
+                    "actor": actor.actor_id,
+                    "node": lane.cluster.node_name(actor.node_id or ""),
+                }
+            )
     return sorted(out, key=lambda r: (r["deployment"], r["node"]))
 
 

@@ -142,7 +142,13 @@ class GraphStoreContract:
         assert rows == [{"uid": "b", "hops": 1}, {"uid": "c", "hops": 2}]
         paths = graph.run("MATCH p = (:CtNode {uid: 'a'})-[:CT_NEXT*3]->(:CtNode {uid: 'd'}) RETURN p")
         assert [item.get("uid", item.get("_type")) for item in paths[0]["p"]] == [
-            "a", "CT_NEXT", "b", "CT_NEXT", "c", "CT_NEXT", "d"
+            "a",
+            "CT_NEXT",
+            "b",
+            "CT_NEXT",
+            "c",
+            "CT_NEXT",
+            "d",
         ]
 
     def test_rewritten_neo4j_syntax_gives_the_same_answers(self, graph: GraphStore) -> None:

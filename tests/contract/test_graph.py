@@ -52,8 +52,9 @@ class TestFalkorBoltGraph(GraphStoreContract):
     def test_failing_statement_mid_transaction_writes_nothing(self, graph: GraphStore) -> None:
         super().test_failing_statement_mid_transaction_writes_nothing(graph)
 
-    @pytest.mark.xfail(reason="returning a datetime over FalkorDB Bolt crashes the server", raises=Unavailable,
-                       strict=True)
+    @pytest.mark.xfail(
+        reason="returning a datetime over FalkorDB Bolt crashes the server", raises=Unavailable, strict=True
+    )
     def test_datetime_parameters_round_trip_at_second_precision(self, graph: GraphStore) -> None:
         super().test_datetime_parameters_round_trip_at_second_precision(graph)
 
@@ -168,15 +169,20 @@ def test_second_store_on_the_folder_reuses_the_server(own_graph: EmbeddedFalkorG
 def test_killed_parent_stops_its_server_and_the_stale_record_is_recovered(tmp_path: Path) -> None:
     folder = tmp_path / "graph"
     child = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys, time
             from stores.graph.falkordb import EmbeddedFalkorGraphStore
             store = EmbeddedFalkorGraphStore({str(folder)!r})
             store.run("CREATE (:Orphan {{uid: 'x'}})")
             print(store.server.pid, flush=True)
             time.sleep(60)
-        """)],
-        stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2],
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parents[2],
     )
     try:
         server_pid = int(child.stdout.readline())  # type: ignore[union-attr]
@@ -219,7 +225,8 @@ def test_embedded_server_has_no_network_listener_and_private_files(own_graph: Em
     if Path(f"/proc/{server.pid}/net/tcp").exists():
         inodes = {os.readlink(f"/proc/{server.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{server.pid}/fd")}
         listening = [
-            line.split()[9] for table in ("tcp", "tcp6")
+            line.split()[9]
+            for table in ("tcp", "tcp6")
             for line in Path(f"/proc/{server.pid}/net/{table}").read_text().splitlines()[1:]
             if line.split()[3] == "0A"  # LISTEN
         ]
@@ -235,8 +242,14 @@ def test_unpickled_store_in_another_process_attaches(own_graph: EmbeddedFalkorGr
         "import pickle, sys; s = pickle.loads(open(sys.argv[1], 'rb').read()); "
         "print(s.run('MATCH (n:Remote) RETURN n.uid AS uid')[0]['uid'], s.server.pid); s.close()"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(blob)], capture_output=True, text=True, timeout=60,
-                         cwd=Path(__file__).resolve().parents[2], check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(blob)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+        check=True,
+    ).stdout.split()
     assert out == ["r", str(own_graph.server.pid)]
     assert _count(own_graph, "Remote") == 1  # the worker's close() left the owner's server running
 
@@ -282,8 +295,13 @@ def test_a_crash_seen_by_two_processes_restarts_one_server(own_graph: EmbeddedFa
     # the worker restarts it first. The driver must then attach to that server, never start a second
     # one on the same folder (two servers on one append-only log destroy it).
     own_graph.run("CREATE (:Parent {i: 0})")
-    worker = subprocess.Popen([sys.executable, "-c", _WRITER, str(own_graph.path)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(own_graph.path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
 
     def ask(line: str) -> str:
         worker.stdin.write(line + "\n")  # type: ignore[union-attr]
@@ -406,8 +424,11 @@ def test_factory_builds_the_configured_backends(tmp_path: Path) -> None:
     embedded = open_graph_store(load_settings(graph_url=str(tmp_path / "g")))
     assert isinstance(embedded, EmbeddedFalkorGraphStore) and not embedded.is_open
     assert isinstance(embedded, GraphStore)  # the runtime-checkable protocol
-    server = open_graph_store(load_settings(graph_url="bolt://db.example:7687", graph_username="u",
-                                            graph_password="p4ss-word", graph_database="lore"))
+    server = open_graph_store(
+        load_settings(
+            graph_url="bolt://db.example:7687", graph_username="u", graph_password="p4ss-word", graph_database="lore"
+        )
+    )
     assert isinstance(server, Neo4jGraphStore) and not server.is_open
     assert server.database == "lore" and server.dialect is CypherDialect.NEO4J
     assert isinstance(server, GraphStore)

@@ -18,29 +18,41 @@ pytestmark = pytest.mark.contract
 
 # item title -> (library type, classification, [(heading path, concepts)])
 SHELF = {
-    "Fate Core": (LibraryType.RULEBOOK, Classification.CANON, [
-        (["Aspects"], ["Aspect"]),
-        (["Fate Points"], ["Fate Point", "Aspect"]),
-        (["Refresh"], ["Refresh", "Fate Point"]),
-        (["Conflicts", "Stress"], ["Stress"]),
-    ]),
-    "Gazetteer": (LibraryType.LORE, Classification.INSPIRATION, [
-        (["Houses", "House Lyrandar"], ["Dragonmark", "House Lyrandar"]),
-        (["Airships"], ["Airship", "Aspect"]),
-    ]),
+    "Fate Core": (
+        LibraryType.RULEBOOK,
+        Classification.CANON,
+        [
+            (["Aspects"], ["Aspect"]),
+            (["Fate Points"], ["Fate Point", "Aspect"]),
+            (["Refresh"], ["Refresh", "Fate Point"]),
+            (["Conflicts", "Stress"], ["Stress"]),
+        ],
+    ),
+    "Gazetteer": (
+        LibraryType.LORE,
+        Classification.INSPIRATION,
+        [
+            (["Houses", "House Lyrandar"], ["Dragonmark", "House Lyrandar"]),
+            (["Airships"], ["Airship", "Aspect"]),
+        ],
+    ),
 }
 
 
 # A book of entries: a heading that is no concept, a rule whose heading only contains a named word, an
 # entry's name that holds another entry's name.
 ENTRIES = {
-    "Compendium": (LibraryType.RULEBOOK, Classification.CANON, [
-        (["Components", "Material (M)"], ["Material"]),
-        (["Spells", "Major Image"], ["Illusion"]),
-        (["Spells", "Major Image"], ["Illusion"]),
-        (["Monsters", "Air Elemental"], ["Air Elemental"]),
-        (["Wondrous Items", "Censer of Controlling Air Elementals"], ["Air Elemental"]),
-    ]),
+    "Compendium": (
+        LibraryType.RULEBOOK,
+        Classification.CANON,
+        [
+            (["Components", "Material (M)"], ["Material"]),
+            (["Spells", "Major Image"], ["Illusion"]),
+            (["Spells", "Major Image"], ["Illusion"]),
+            (["Monsters", "Air Elemental"], ["Air Elemental"]),
+            (["Wondrous Items", "Censer of Controlling Air Elementals"], ["Air Elemental"]),
+        ],
+    ),
 }
 
 
@@ -62,13 +74,20 @@ def write_shelf(graph: GraphStore, shelf: dict = SHELF) -> dict[str, Item]:
         )
         catalog.save_item(item)
         rows = [
-            Chunk(uid=f"{item.uid}-{n}", item_uid=item.uid, sequence=n, text_key=f"k/{item.uid}/{n}",
-                  heading_path=headings, token_count=10)
+            Chunk(
+                uid=f"{item.uid}-{n}",
+                item_uid=item.uid,
+                sequence=n,
+                text_key=f"k/{item.uid}/{n}",
+                heading_path=headings,
+                token_count=10,
+            )
             for n, (headings, _) in enumerate(chunks)
         ]
         catalog.save_chunks(rows)
-        concepts = {name: Concept(uid=content_id("concept", name.lower()), name=name)
-                    for _, names in chunks for name in names}
+        concepts = {
+            name: Concept(uid=content_id("concept", name.lower()), name=name) for _, names in chunks for name in names
+        }
         catalog.save_mentions(
             list(concepts.values()),
             [(row.uid, concepts[name].uid) for row, (_, names) in zip(rows, chunks, strict=True) for name in names],

@@ -382,9 +382,7 @@ class TextIndexContract:
         index.upsert(
             [
                 TextDocument(id="in-text", title="Creatures", text="The basilisk turns flesh to stone."),
-                TextDocument(
-                    id="in-title", title="Basilisk", text="A reptile whose gaze turns flesh to stone."
-                ),
+                TextDocument(id="in-title", title="Basilisk", text="A reptile whose gaze turns flesh to stone."),
             ]
         )
         assert ids(index.search("basilisk")) == ["in-title", "in-text"]
@@ -426,9 +424,7 @@ class TextIndexContract:
         assert index.get("uni-é") == doc
         hits = index.search("zürich café")
         assert ids(hits) == ["uni-é"]
-        assert any(
-            "<em>Zürich</em>" in fragment or "<em>café</em>" in fragment for fragment in hits[0].highlights
-        )
+        assert any("<em>Zürich</em>" in fragment or "<em>café</em>" in fragment for fragment in hits[0].highlights)
         assert ids(index.search("émigré", filters=SearchFilters(campaign="カンペーン"))) == ["uni-é"]
         assert index.count(SearchFilters(library="bibliothèque")) == 1
 

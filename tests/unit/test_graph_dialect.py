@@ -122,11 +122,13 @@ def test_shortest_path_needs_named_endpoints() -> None:
         (-7, "-7"),
         (0.1, "0.1"),
         (1e-20, "1e-20"),
-        ("it's \\ \"q\"\n", "'it\\'s \\\\ \"q\"\\n'"),
+        ('it\'s \\ "q"\n', "'it\\'s \\\\ \"q\"\\n'"),
         ([1, "a", [None]], "[1, 'a', [null]]"),
         ({"k": 1, "odd key": {"n": False}}, "{k: 1, `odd key`: {n: false}}"),
-        (dt.datetime(2024, 1, 2, 3, 4, 5, 999, tzinfo=dt.timezone(dt.timedelta(hours=2))),
-         "localdatetime('2024-01-02T01:04:05')"),
+        (
+            dt.datetime(2024, 1, 2, 3, 4, 5, 999, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+            "localdatetime('2024-01-02T01:04:05')",
+        ),
         (dt.date(2024, 1, 2), "date('2024-01-02')"),
     ],
 )
@@ -191,13 +193,9 @@ def test_product_schema_covers_every_label() -> None:
 
 
 def test_compose_writes_chains_statements_with_barriers() -> None:
-    text, params = dl.compose_writes(
-        [("CREATE (n {a: $a}) RETURN n", {"a": 1}), ("MATCH (n) SET n.b = $a;", {"a": 2})]
-    )
+    text, params = dl.compose_writes([("CREATE (n {a: $a}) RETURN n", {"a": 1}), ("MATCH (n) SET n.b = $a;", {"a": 2})])
     assert text == (
-        "CREATE (n {a: $t0_a}) WITH count(*) AS _t0\n"
-        "MATCH (n) SET n.b = $t1_a WITH count(*) AS _t1\n"
-        "RETURN _t1 AS done"
+        "CREATE (n {a: $t0_a}) WITH count(*) AS _t0\nMATCH (n) SET n.b = $t1_a WITH count(*) AS _t1\nRETURN _t1 AS done"
     )
     assert params == {"t0_a": 1, "t1_a": 2}
 

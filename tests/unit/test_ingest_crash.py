@@ -85,7 +85,11 @@ def test_graph_server_killed_during_ingest_leaves_a_whole_folder(tmp_path: Path)
     try:
         run = subprocess.run(
             [sys.executable, "-m", "lorekeeper.cli", "ingest", str(books), "--library", "fate", "--json"],
-            capture_output=True, text=True, timeout=420, cwd=ROOT, env=env,
+            capture_output=True,
+            text=True,
+            timeout=420,
+            cwd=ROOT,
+            env=env,
         )
     finally:
         killer.stop.set()

@@ -66,8 +66,16 @@ def _chunks() -> list[ChunkRow]:
     return [
         _chunk(),
         # the awkward values: empty text and heading path, no pages, no concepts, empty structure
-        _chunk(chunk_uid="chunk_2", sequence=0, text="", heading_path=[], page_start=None, page_end=None,
-               concepts=ConceptRefs(), structure={}),
+        _chunk(
+            chunk_uid="chunk_2",
+            sequence=0,
+            text="",
+            heading_path=[],
+            page_start=None,
+            page_end=None,
+            concepts=ConceptRefs(),
+            structure={},
+        ),
         ChunkRow.status_row("job_2", "", RowStatus.FAILED, "bad.pdf: le fichier est vide ∅"),
         ChunkRow.status_row("job_3", "item_3", RowStatus.SKIPPED),
     ]
@@ -82,8 +90,9 @@ def _embedded() -> list[EmbeddedRow]:
 def _written() -> list[WrittenRow]:
     return [
         WrittenRow("job_1", "item_1", "chunk_1", 2, 9, STRUCTURE, RowStatus.CHUNK, None, 0.5, "a", "b", "c"),
-        WrittenRow("job_1", "item_1", "chunk_2", 2, 9, STRUCTURE, RowStatus.FAILED, "RuntimeError: 🔥", 0.0, "a",
-                   "b", "c"),
+        WrittenRow(
+            "job_1", "item_1", "chunk_2", 2, 9, STRUCTURE, RowStatus.FAILED, "RuntimeError: 🔥", 0.0, "a", "b", "c"
+        ),
         WrittenRow("job_2", "", "", 0, 0, {}, RowStatus.FAILED, "vide", 0.0, "", "b", "c"),
     ]
 
@@ -141,7 +150,12 @@ def test_rows_decoded_through_ray_have_python_values() -> None:
 def test_source_rows_feed_from_items() -> None:
     items = SourceRow.items(_sources())
     assert items[0] == {
-        "job_id": "job_1", "ref": "/books/règles.pdf", "name": "règles.pdf", "source": "path", "bucket": "", "key": "",
+        "job_id": "job_1",
+        "ref": "/books/règles.pdf",
+        "name": "règles.pdf",
+        "source": "path",
+        "bucket": "",
+        "key": "",
     }
     assert SourceRow.decode({name: [item[name] for item in items] for name in SourceRow.columns()})[1] == _sources()[1]
 
@@ -149,14 +163,37 @@ def test_source_rows_feed_from_items() -> None:
 def test_column_lists_come_from_the_models() -> None:
     # the wire names the stages, the driver and the ingest benchmark read
     assert ChunkRow.columns() == (
-        "job_id", "item_uid", "chunk_uid", "sequence", "text", "heading_path", "page_start", "page_end",
-        "token_count", "concepts_json", "item_chunks", "item_pages", "item_structure_json", "status", "error",
+        "job_id",
+        "item_uid",
+        "chunk_uid",
+        "sequence",
+        "text",
+        "heading_path",
+        "page_start",
+        "page_end",
+        "token_count",
+        "concepts_json",
+        "item_chunks",
+        "item_pages",
+        "item_structure_json",
+        "status",
+        "error",
         "extract_node",
     )
     assert EmbeddedRow.columns() == (*ChunkRow.columns(), "vector", "embed_seconds", "embed_node")
     assert WrittenRow.columns() == (
-        "job_id", "item_uid", "chunk_uid", "item_chunks", "item_pages", "item_structure_json", "status", "error",
-        "embed_seconds", "extract_node", "embed_node", "write_node",
+        "job_id",
+        "item_uid",
+        "chunk_uid",
+        "item_chunks",
+        "item_pages",
+        "item_structure_json",
+        "status",
+        "error",
+        "embed_seconds",
+        "extract_node",
+        "embed_node",
+        "write_node",
     )
 
 
@@ -217,8 +254,9 @@ def test_chunk_rows_of_an_items_chunks_carry_their_concepts() -> None:
     rows = ChunkRow.of_chunks("job_1", "item_1", chunks, [ChunkConcepts(0, [mention])], 3, STRUCTURE)
     assert [row.chunk_uid for row in rows] == [content_id("chunk", "item_1:0"), content_id("chunk", "item_1:1")]
     assert list(rows[0].concepts) == [
-        ConceptRef(content_id("concept", "mechanic:fate point"), "Fate Point", "fate point", ConceptKind.MECHANIC,
-                   ("FP",))
+        ConceptRef(
+            content_id("concept", "mechanic:fate point"), "Fate Point", "fate point", ConceptKind.MECHANIC, ("FP",)
+        )
     ]
     assert not rows[1].concepts and rows[1].page_start is None and rows[1].heading_path == []
     assert {(row.item_chunks, row.item_pages, row.status, row.error) for row in rows} == {(2, 3, RowStatus.CHUNK, None)}
@@ -241,7 +279,8 @@ def test_embed_stage_embeds_chunk_rows_and_passes_status_rows_on() -> None:
     assert stage.embedder.texts == ["Chapitre 1 > Règles\nLes dés: lancez 2d6 — 魔法 ✨", ""]  # type: ignore[attr-defined]
     assert [row.vector.sum() for row in out] == [4, 4, 0, 0]
     assert [(row.chunk_uid, row.status, row.error) for row in out[2:]] == [
-        ("", RowStatus.FAILED, "bad.pdf: le fichier est vide ∅"), ("", RowStatus.SKIPPED, None)
+        ("", RowStatus.FAILED, "bad.pdf: le fichier est vide ∅"),
+        ("", RowStatus.SKIPPED, None),
     ]
     assert out[0].concepts == ConceptRefs([FIREBALL, MANA]) and out[0].structure == STRUCTURE
 

@@ -41,15 +41,11 @@ Responder = Callable[["Request"], tuple[int, Any]]
 class Request:
     """One recorded HTTP request."""
 
-    def __init__(
-        self, method: str, path: str, params: dict[str, Any], body: bytes | None, timeout: Any
-    ) -> None:
+    def __init__(self, method: str, path: str, params: dict[str, Any], body: bytes | None, timeout: Any) -> None:
         self.method = method
         self.path = path
         # The client sends query parameters as escaped bytes; compare them as text.
-        self.params = {
-            key: value.decode() if isinstance(value, bytes) else value for key, value in params.items()
-        }
+        self.params = {key: value.decode() if isinstance(value, bytes) else value for key, value in params.items()}
         self.raw = body.decode("utf-8") if body else ""
         self.timeout = timeout
 
@@ -127,9 +123,7 @@ def recording_index(responder: Responder, **options: Any) -> tuple[OpenSearchTex
 
 def docs(count: int) -> list[TextDocument]:
     return [
-        TextDocument(
-            id=f"d{n}", title=f"T{n}", text=f"text {n}", fields={"library": "lib", "item": [f"i{n}"]}
-        )
+        TextDocument(id=f"d{n}", title=f"T{n}", text=f"text {n}", fields={"library": "lib", "item": [f"i{n}"]})
         for n in range(count)
     ]
 
@@ -390,9 +384,7 @@ def test_upsert_reports_refused_documents() -> None:
     with pytest.raises(InvalidRequest) as caught:
         index.upsert(docs(2))
     message = caught.value.message
-    assert (
-        "1 of 2 documents failed" in message and "'d1'" in message and "mapper_parsing_exception" in message
-    )
+    assert "1 of 2 documents failed" in message and "'d1'" in message and "mapper_parsing_exception" in message
 
 
 def test_delete_counts_only_existing_documents() -> None:
@@ -412,9 +404,7 @@ def test_delete_by_filter_request() -> None:
     assert (request.method, request.path) == ("POST", "/chunks/_delete_by_query")
     assert request.params["refresh"] == "true" and request.params["conflicts"] == "proceed"
     assert request.json() == {
-        "query": {
-            "bool": {"filter": [{"terms": {"library": ["lib"]}}, {"terms": {"status": ["draft", "old"]}}]}
-        }
+        "query": {"bool": {"filter": [{"terms": {"library": ["lib"]}}, {"terms": {"status": ["draft", "old"]}}]}}
     }
     with pytest.raises(InvalidRequest):
         index.delete_by_filter(SearchFilters())

@@ -18,10 +18,7 @@ from tests.unit.serve_support import api_services
 
 pytestmark = pytest.mark.servers  # the embedded graph (a redis-server) behind the services
 
-TOLD = (
-    "The salt caravan never reached Greywater. Bandits took it at the old ford, "
-    "and the reeve was paid to look away."
-)
+TOLD = "The salt caravan never reached Greywater. Bandits took it at the old ford, and the reeve was paid to look away."
 QUESTION = "What did the blacksmith tell us about the missing caravan?"
 LATER = [
     f"{what} ({n})"

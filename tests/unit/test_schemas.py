@@ -86,9 +86,7 @@ def test_naive_timestamp_is_rejected() -> None:
 
 def test_aware_timestamp_is_converted_to_utc() -> None:
     paris = timezone(timedelta(hours=2))
-    turn = Turn(
-        campaign_id="c1", branch_id="b1", text="look", created_at=datetime(2024, 5, 1, 14, tzinfo=paris)
-    )
+    turn = Turn(campaign_id="c1", branch_id="b1", text="look", created_at=datetime(2024, 5, 1, 14, tzinfo=paris))
     assert turn.created_at == T0
     assert turn.created_at.tzinfo is UTC
 
@@ -223,17 +221,13 @@ def test_missing_event_kind_lists_the_known_kinds() -> None:
 @pytest.mark.parametrize("value", ["+2", "-1", "hp+3", "+= 2", "hp -= 4", "gold - 5", "hp++"])
 def test_hidden_increment_in_absolute_assignment_is_rejected(value: str) -> None:
     with pytest.raises(ValidationError) as exc:
-        parse_state_event(
-            {"kind": "set_entity_attribute", "entity_id": "e1", "attribute": "hp", "value": value}
-        )
+        parse_state_event({"kind": "set_entity_attribute", "entity_id": "e1", "attribute": "hp", "value": value})
     assert 'op="increment"' in _messages(exc)
 
 
 def test_hidden_increment_message_suggests_the_amount() -> None:
     with pytest.raises(ValidationError) as exc:
-        parse_state_event(
-            {"kind": "set_entity_attribute", "entity_id": "e1", "attribute": "hp", "value": "hp+3"}
-        )
+        parse_state_event({"kind": "set_entity_attribute", "entity_id": "e1", "attribute": "hp", "value": "hp+3"})
     assert "amount=3" in _messages(exc)
 
 
@@ -262,9 +256,7 @@ def test_hidden_increment_is_rejected_everywhere_values_are_absolute() -> None:
 
 @pytest.mark.parametrize("value", ["+2 longsword", "2-3", "well-known", "Route 66-2", "a+b", -1, 2.5, True])
 def test_absolute_values_that_only_look_signed_pass(value: object) -> None:
-    event = parse_state_event(
-        {"kind": "set_entity_attribute", "entity_id": "e1", "attribute": "x", "value": value}
-    )
+    event = parse_state_event({"kind": "set_entity_attribute", "entity_id": "e1", "attribute": "x", "value": value})
     assert isinstance(event, EntityAttributeSet)
     assert event.value == value
 
@@ -451,9 +443,7 @@ def test_ingest_job_timestamps_in_order() -> None:
 
 def test_completed_ingest_job_needs_completed_at() -> None:
     with pytest.raises(ValidationError, match="needs completed_at"):
-        IngestJob.model_validate(
-            _job(status="completed", item_uid="item_1", started_at=T0, progress={"fraction": 1.0})
-        )
+        IngestJob.model_validate(_job(status="completed", item_uid="item_1", started_at=T0, progress={"fraction": 1.0}))
     done = IngestJob.model_validate(
         _job(
             status="completed",

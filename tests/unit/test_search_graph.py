@@ -21,8 +21,15 @@ def test_query_names_are_ngrams_without_stop_word_edges() -> None:
 
 @pytest.mark.parametrize(
     ("word", "expected"),
-    [("aspects", "aspect"), ("abilities", "ability"), ("boxes", "box"), ("stress", "stress"), ("status", "status"),
-     ("npcs", "npc"), ("dice", "dice")],
+    [
+        ("aspects", "aspect"),
+        ("abilities", "ability"),
+        ("boxes", "box"),
+        ("stress", "stress"),
+        ("status", "status"),
+        ("npcs", "npc"),
+        ("dice", "dice"),
+    ],
 )
 def test_singular(word: str, expected: str) -> None:
     assert singular(word) == expected
@@ -38,8 +45,14 @@ def test_stem_keys_meet_across_inflections() -> None:
 
 @pytest.mark.parametrize(
     ("heading", "name"),
-    [("2.6.1 Animate Objects", "Animate Objects"), ("12. Combat", "Combat"), ("A.3 Poisons", "Poisons"),
-     ("A Bag of Tricks", "A Bag of Tricks"), ("10-foot Pole", "10-foot Pole"), ("Fireball", "Fireball")],
+    [
+        ("2.6.1 Animate Objects", "Animate Objects"),
+        ("12. Combat", "Combat"),
+        ("A.3 Poisons", "Poisons"),
+        ("A Bag of Tricks", "A Bag of Tricks"),
+        ("10-foot Pole", "10-foot Pole"),
+        ("Fireball", "Fireball"),
+    ],
 )
 def test_a_numbered_books_heading_is_named_without_its_section_number(heading: str, name: str) -> None:
     assert without_section_number(heading) == name

@@ -53,15 +53,27 @@ BOOKS: list[tuple[str, LibraryType, Classification, str, str | None, list[Doc]]]
         "Fate Core",
         "core",
         [
-            Doc(("Aspects",), "An aspect is a phrase that describes something unique about a character or a scene.",
-                ("Aspect",)),
-            Doc(("Fate Points",), "Spend a fate point to invoke an aspect and gain a +2 bonus on your roll.",
-                ("Fate Point", "Aspect")),
+            Doc(
+                ("Aspects",),
+                "An aspect is a phrase that describes something unique about a character or a scene.",
+                ("Aspect",),
+            ),
+            Doc(
+                ("Fate Points",),
+                "Spend a fate point to invoke an aspect and gain a +2 bonus on your roll.",
+                ("Fate Point", "Aspect"),
+            ),
             Doc(("Stress",), "Stress boxes soak up shifts of harm; they clear at the end of the scene.", ("Stress",)),
-            Doc(("Consequences",), "A consequence is a new aspect that reflects a lasting injury.",
-                ("Consequence", "Aspect")),
-            Doc(("Refresh",), "At the start of each session your pool is restored to its refresh value.",
-                ("Fate Point", "Refresh")),
+            Doc(
+                ("Consequences",),
+                "A consequence is a new aspect that reflects a lasting injury.",
+                ("Consequence", "Aspect"),
+            ),
+            Doc(
+                ("Refresh",),
+                "At the start of each session your pool is restored to its refresh value.",
+                ("Fate Point", "Refresh"),
+            ),
             Doc(("Skills", "Athletics"), "Athletics measures running, jumping and climbing.", ("Athletics",)),
         ],
     ),
@@ -73,10 +85,16 @@ BOOKS: list[tuple[str, LibraryType, Classification, str, str | None, list[Doc]]]
         None,
         [
             # Neither the words nor their meaning say "dragonmark": only the graph links it.
-            Doc(("Houses", "House Lyrandar"), "The heirs of Lyrandar call storms and steer elemental vessels.",
-                ("Dragonmark", "House Lyrandar")),
-            Doc(("Airships",), "Airships bound with fire elementals cross the sky between Sharn and Fairhaven.",
-                ("Airship",)),
+            Doc(
+                ("Houses", "House Lyrandar"),
+                "The heirs of Lyrandar call storms and steer elemental vessels.",
+                ("Dragonmark", "House Lyrandar"),
+            ),
+            Doc(
+                ("Airships",),
+                "Airships bound with fire elementals cross the sky between Sharn and Fairhaven.",
+                ("Airship",),
+            ),
             Doc(("Sharn",), "Sharn is the city of towers, built on a manifest zone to Syrania.", ("Sharn",)),
         ],
     ),
@@ -87,8 +105,11 @@ BOOKS: list[tuple[str, LibraryType, Classification, str, str | None, list[Doc]]]
         "Table Rules",
         None,
         [
-            Doc(("House Rules", "Aspects"), "At our table an aspect can be invoked once per scene for free.",
-                ("Aspect",)),
+            Doc(
+                ("House Rules", "Aspects"),
+                "At our table an aspect can be invoked once per scene for free.",
+                ("Aspect",),
+            ),
         ],
     ),
 ]
@@ -304,8 +325,16 @@ def test_every_filter_holds_on_every_leg(searcher: HybridSearcher, world: World,
     assert leg.search(query, filters=SearchFilters(lineage="b:0:0"), limit=5) == []
     assert leg.search(query, filters=SearchFilters(observer="ent-1"), limit=5) == []
     assert set(FILTER_FIELDS) == {
-        "library", "library_type", "collection", "item", "classification", "campaign", "status",
-        "kind", "lineage", "observer",
+        "library",
+        "library_type",
+        "collection",
+        "item",
+        "classification",
+        "campaign",
+        "status",
+        "kind",
+        "lineage",
+        "observer",
     }, "a new filter field needs a case here"
 
 
@@ -363,9 +392,7 @@ def test_graph_leg_matches_inflected_names(searcher: HybridSearcher, world: Worl
     assert hits[0].concepts[0] == "Refresh"
 
 
-def test_a_new_concept_is_found_by_name_before_the_vocabulary_refreshes(
-    searcher: HybridSearcher, world: World
-) -> None:
+def test_a_new_concept_is_found_by_name_before_the_vocabulary_refreshes(searcher: HybridSearcher, world: World) -> None:
     graph_only = _with(searcher, GRAPH_ONLY)
     graph_only.search("aspect", limit=1)  # the vocabulary is read now, and kept for a minute
     airships = next(uid for uid, text in world.chunks.items() if text.startswith("Airships"))

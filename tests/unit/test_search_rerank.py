@@ -117,8 +117,10 @@ def test_search_and_rerank_metrics_are_exposed(reranking: HybridSearcher, tiny_m
     def count(name: str, labels: dict[str, str]) -> float:
         return REGISTRY.get_sample_value(name, labels) or 0.0
 
-    before = {t: count("lorekeeper_search_duration_seconds_count", {"search_type": t}) for t in
-              ("vector", "text", "graph", "hybrid")}
+    before = {
+        t: count("lorekeeper_search_duration_seconds_count", {"search_type": t})
+        for t in ("vector", "text", "graph", "hybrid")
+    }
     rerank_before = count("lorekeeper_rerank_duration_seconds_count", {"model": tiny_model.name})
     reranking.search("fate point", limit=3)
     for search_type, value in before.items():

@@ -192,7 +192,12 @@ def test_the_ray_path_refuses_a_public_address_without_keys(tmp_path: Path) -> N
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "lorekeeper.cli", "serve", "--host", "0.0.0.0", "--port", "8979"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env, start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
     )
     try:
         output, _ = proc.communicate(timeout=90)
@@ -219,17 +224,28 @@ def test_the_rest_export_can_include_the_knowledge_it_cites(client: TestClient, 
 
     library = services.catalog.save_library(Library(name="Lantern Lore", type=LibraryType.RULEBOOK))
     text = "A hooded lantern sheds bright light in a 30-foot cone."
-    item = Item(uid="item_lanterns", library_uid=library.uid, title="Lanterns", file_type=FileType.MARKDOWN,
-                size_bytes=len(text), content_hash=sha256_hex(text), source_ref="lanterns.md")
+    item = Item(
+        uid="item_lanterns",
+        library_uid=library.uid,
+        title="Lanterns",
+        file_type=FileType.MARKDOWN,
+        size_bytes=len(text),
+        content_hash=sha256_hex(text),
+        source_ref="lanterns.md",
+    )
     services.catalog.save_item(item)
     chunk = Chunk(uid="chunk_lantern", item_uid=item.uid, sequence=0, text_key=chunk_key(item.uid, 0), token_count=12)
     services.story.blobs.put(chunk.text_key, text.encode())
     services.catalog.save_chunks([chunk])
     cid = _campaign(client)
     turn = client.post(f"{API}/campaigns/{cid}/turns", json={"text": "How far does my lantern shine?"}).json()
-    services.story.record_retrieval(RetrievalRecord(
-        turn_id=turn["turn_id"], query="lantern", hits=[RetrievalHit(chunk_id=chunk.uid, rank=1, item_uid=item.uid)],
-    ))
+    services.story.record_retrieval(
+        RetrievalRecord(
+            turn_id=turn["turn_id"],
+            query="lantern",
+            hits=[RetrievalHit(chunk_id=chunk.uid, rank=1, item_uid=item.uid)],
+        )
+    )
 
     def labels(response: Any) -> set[str]:
         with zipfile.ZipFile(io.BytesIO(response.content)) as bundle:

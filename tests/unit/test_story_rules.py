@@ -309,7 +309,9 @@ class TestContradictions:
 
 def test_the_typed_view_is_what_validation_would_build() -> None:
     state = world(
-        HERO, INN, SWORD,
+        HERO,
+        INN,
+        SWORD,
         CurrentLocationSet(entity_id="hero", location_entity_id="inn"),
         PossessionSet(item_entity_id="sword", holder_entity_id="hero"),
         FactAdded(fact_id="f1", subject_entity_id="hero", predicate="age", value=30, authority="gm"),
