@@ -67,6 +67,7 @@ from benchmarks.memory_recall import (  # noqa: E402
     import_and_gather,
     load_locomo,
     load_synthetic,
+    score,
 )
 
 LEGS = ("vector", "text", "feedback_text", "vector_without_names")
@@ -146,16 +147,12 @@ def gather(stack: Stack, conversations: Sequence[Conversation], progress: Any) -
 
 
 def recall_by_category(rows: Sequence[Ranked], scores: Callable[[Ranked], np.ndarray]) -> dict[str, Any]:
-    """Recall@10 of the evidence when each question's candidates are ordered by ``scores``, per category."""
-    by: dict[str, list[float]] = defaultdict(list)
-    for row in rows:
-        order = np.argsort(-scores(row), kind="stable")[:10]
-        top = {row.refs[i] for i in order}
-        evidence = set(row.question.evidence)
-        value = len(top & evidence) / len(evidence)
-        by["all"].append(value)
-        by[CATEGORIES.get(row.question.category, str(row.question.category))].append(value)
-    return {k: {"questions": len(v), "recall_at_10": round(float(np.mean(v)), 3)} for k, v in sorted(by.items())}
+    """Recall@10 of the evidence when each question's candidates are ordered by ``scores``, overall ("all")
+    and per category, scored by ``memory_recall.score``."""
+    ranked = [[row.refs[i] for i in np.argsort(-scores(row), kind="stable")[:10]] for row in rows]
+    scored = score([row.question for row in rows], ranked)
+    parts = {"all": scored, **{c: v for c, v in scored["by_category"].items() if v["questions"]}}
+    return {c: {"questions": v["questions"], "recall_at_10": v["recall_at_10"]} for c, v in parts.items()}
 
 
 def pool_coverage(rows: Sequence[Ranked]) -> dict[str, Any]:
