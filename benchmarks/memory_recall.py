@@ -348,19 +348,19 @@ class IndexVariant:
 
 INDEX_VARIANTS = [
     IndexVariant(
-        "text only", {"time_in_text": False, "speakers_in_text": False, "window_before": 0, "window_after": 0}
+        "text only", {"time_in_text": False, "speakers_in_text": False, "window_before": 0}
     ),
-    IndexVariant("+ time", {"speakers_in_text": False, "window_before": 0, "window_after": 0}),
-    IndexVariant("+ time + speakers", {"window_before": 0, "window_after": 0}),
+    IndexVariant("+ time", {"speakers_in_text": False, "window_before": 0}),
+    IndexVariant("+ time + speakers", {"window_before": 0}),
     IndexVariant("+ time + speakers as fields", {"window_before": 0, "window_after": 0, "text_layout": "fields"}),
-    IndexVariant("+ window 1/0", {"window_before": 1, "window_after": 0}),
-    IndexVariant("+ window 2/1", {}),
-    IndexVariant("+ window 2/1 in the vector too", {"context_in_vector": True}),
+    IndexVariant("+ window 1", {"window_before": 1}),
+    IndexVariant("+ window 2", {}),
+    IndexVariant("+ window 2 in the vector too", {"context_in_vector": True}),
     IndexVariant("default + extractive summaries", {}, memories="extractive"),
     IndexVariant("default + LoCoMo summaries (LLM stand-in)", {}, memories="locomo-summaries"),
     IndexVariant("default + LoCoMo observations (LLM stand-in)", {}, memories="locomo-observations"),
 ]
-QUICK_VARIANTS = ("text only", "+ time + speakers", "+ window 2/1")
+QUICK_VARIANTS = ("text only", "+ time + speakers", "+ window 2")
 BASE_RANKING = {  # the ranking the index variants are compared under: plain RRF
     "vector_weight": 1.0,
     "text_weight": 1.0,
@@ -375,7 +375,7 @@ BASE_RANKING = {  # the ranking the index variants are compared under: plain RRF
     "listing_text_weight": None,
     "listing_vector_without_names_weight": None,
 }
-DEFAULT = "+ window 2/1"
+DEFAULT = "+ window 2"
 
 
 @dataclass(frozen=True)
@@ -888,7 +888,7 @@ def _plotted(systems: dict[str, Any]) -> list[str]:
     keep = [
         "lorekeeper index: text only",
         "lorekeeper index: + time + speakers",
-        "lorekeeper index: + window 2/1",
+        "lorekeeper index: + window 2",
         "lorekeeper DEFAULT CONFIGURATION (RecallConfig())",
         "lorekeeper default index, ranking fitted on the other four (held out)",
         "lorekeeper default + LoCoMo observations (LLM stand-in), expand share 0.05",

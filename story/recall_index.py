@@ -88,10 +88,12 @@ class RecallConfig(BaseModel):
         text_layout: ``joined``: the full-text document is one text, ``(time) speakers: text``, with
             its window around it; ``fields``: speakers as the title (boosted x2 by the text index),
             the time as the heading (x0.5), the text in the body.
-        window_before, window_after: turn records of the same scene written in the same batch (a bulk
-            import, a rebuild, a scene's repair) lend their text to their neighbours' full-text
-            document, this many before and after: a reply is found by the words of the question it
-            answers. A record written alone keeps the ``context`` its builder gave it.
+        window_before: a turn record's full-text document also holds the text of this many turns before
+            it in its scene on its branch (those written with it, or indexed already): a reply is found
+            by the words of the question it answers. Only turns before it: they are its ancestors
+            (a branch is a straight line), while a later turn may be undone or left on another line of
+            the story, and its words must not lead recall to a turn it never reached. A record with no
+            such neighbour keeps the ``context`` its builder gave it.
         context_in_vector: embed the window (or ``context``) too; off, the vector is the record's own.
 
     Ranking:
@@ -119,7 +121,6 @@ class RecallConfig(BaseModel):
     speakers_in_text: bool = True
     text_layout: Literal["joined", "fields"] = "joined"
     window_before: int = Field(default=2, ge=0, le=8)
-    window_after: int = Field(default=1, ge=0, le=8)
     context_in_vector: bool = False
 
     vector_weight: float = Field(default=1.0, ge=0)
@@ -326,11 +327,11 @@ class RecallIndex:
 
     def windows(self, records: Sequence[RecallRecord]) -> dict[str, str]:
         """The context of each turn record from its neighbours in ``records``: the turns of the same
-        scene and branch at the depths just before and after (``window_before``, ``window_after``),
-        as ``speakers: text`` lines in story order. Records without a neighbour in the batch are left
-        out (they keep their own ``context``)."""
+        scene and branch at the ``window_before`` depths just before it (its ancestors: never a later
+        turn, which may be undone or on another line), as ``speakers: text`` lines in story order.
+        Records without a neighbour in the batch are left out (they keep their own ``context``)."""
         cfg = self.config
-        if cfg.window_before == 0 and cfg.window_after == 0:
+        if cfg.window_before == 0:
             return {}
         by_place: dict[tuple[str, str, str, int], RecallRecord] = {}
         for record in records:
@@ -339,7 +340,7 @@ class RecallIndex:
         out: dict[str, str] = {}
         for (campaign, branch, scene, depth), record in by_place.items():
             lines = []
-            for offset in [*range(-cfg.window_before, 0), *range(1, cfg.window_after + 1)]:
+            for offset in range(-cfg.window_before, 0):
                 other = by_place.get((campaign, branch, scene, depth + offset))
                 if other is not None:
                     who = ", ".join(other.speakers)
@@ -412,10 +413,10 @@ class RecallIndex:
 
     def _indexed_neighbours(self, records: Sequence[RecallRecord]) -> list[RecallRecord]:
         """The turn records already indexed within reach of the written turns' windows (depths up to
-        ``window_before + window_after`` away on their branch, the same scene) that the batch lacks:
-        enough to rebuild the window of every indexed turn whose window holds a written one."""
+        ``window_before`` away on their branch, the same scene) that the batch lacks: enough to
+        rebuild the window of every indexed turn whose window holds a written one."""
         cfg = self.config
-        reach = cfg.window_before + cfg.window_after
+        reach = cfg.window_before
         if reach == 0:
             return []
         turns = [r for r in records if r.kind is RecallKind.TURN and r.scene_id is not None]
@@ -496,6 +497,13 @@ class RecallIndex:
     def count(self, campaign_id: str) -> int:
         self.ensure()
         return self.vectors.count(self.collection, SearchFilters(campaign=[campaign_id]))
+
+    def stored_texts(self, campaign_id: str) -> dict[str, str]:
+        """Every record of a campaign the index holds, by id, with the text it holds (what a
+        reconciliation with the graph compares: :mod:`story.recall_sync`)."""
+        self.ensure()
+        points = self.vectors.scroll(self.collection, filters=SearchFilters(campaign=[campaign_id]))
+        return {point.id: _stored_record(point.payload["record"]).text for point in points}
 
     # -- recall ---------------------------------------------------------------------------------------
 
@@ -897,7 +905,7 @@ def _window_holds(config: RecallConfig, record: RecallRecord, written: Sequence[
     return any(
         (other.kind, other.branch_id, other.scene_id) == place
         and other.id != record.id
-        and -config.window_before <= other.depth - record.depth <= config.window_after
+        and -config.window_before <= other.depth - record.depth < 0
         for other in written
     )
 

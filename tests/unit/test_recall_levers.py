@@ -130,11 +130,12 @@ def test_windows_join_the_neighbours_of_a_scene_in_story_order(index: RecallInde
         _turn(5, "A new scene begins.", scene="s2"),
         _turn(3, "Elsewhere on another branch.", branch="x"),
     ]
-    windows = index.windows(records)  # default: two before, one after
-    assert windows["tb2"] == "Ben: What are you reading?\nBen: Nice!"
+    windows = index.windows(records)  # default: the two turns before (never a later one)
+    assert windows["tb2"] == "Ben: What are you reading?"
     assert windows["tb4"] == "Ava: 'Low Tide', couldn't put it down.\nBen: Nice!"
+    assert "tb1" not in windows  # nothing before it
     assert "tb5" not in windows and "tx3" not in windows  # nothing of its scene and branch in the batch
-    index.config = RecallConfig(window_before=0, window_after=0)
+    index.config = RecallConfig(window_before=0)
     assert index.windows(records) == {}
 
 
@@ -174,15 +175,15 @@ def test_a_reply_is_found_by_the_words_of_the_question_before_it(index: RecallIn
     # the hit shows the record, not its window
     assert next(h for h in index.rank(found) if h.id == "tb2").text == "'Low Tide', by Mira Calder."
 
-    index.config = RecallConfig(window_before=0, window_after=0)
+    index.config = RecallConfig(window_before=0)
     _write(index, [*records, *filler])  # re-indexed without windows
     found = index.gather("c", "reading", lineage=lineage, kinds=[RecallKind.TURN])
     assert "tb2" not in [h.id for h in index.rank(found, config=RecallConfig(vector_weight=0))]
 
 
 def test_turns_written_one_at_a_time_get_the_windows_of_a_bulk_write(index: RecallIndex) -> None:
-    """During play each turn is indexed alone: its window comes from the turns already indexed, and
-    the turns before it are rewritten with it in their window."""
+    """During play each turn is indexed alone: its window comes from the turns already indexed, and a
+    turn written again (a new take) is rewritten into the windows of the turns after it."""
     lineage = Lineage(segments=(Segment(branch_id="b", max_depth=10),))
     turns = [
         _turn(1, "What are you reading these days?", speaker="Ben"),
@@ -200,8 +201,22 @@ def test_turns_written_one_at_a_time_get_the_windows_of_a_bulk_write(index: Reca
         return [h.id for h in index.rank(found, config=RecallConfig(vector_weight=0))]
 
     assert set(text_hits("reading")) == {"tb1", "tb2", "tb3"}  # tb2 by its window, tb3 two turns on
-    assert set(text_hits("marvellous novel")) == {"tb2", "tb3"}  # tb2 rewritten when tb3 came
+    assert set(text_hits("marvellous novel")) == {"tb3"}  # a later turn is in no earlier turn's window
     assert "tb4" not in text_hits("Low Tide")  # a scene's end is a window's end
+    _write(index, [_turn(1, "What are you studying these days?", speaker="Ben")])  # a new take of tb1
+    assert set(text_hits("studying")) == {"tb1", "tb2", "tb3"}  # the windows after it rewritten
+    assert text_hits("reading") == []
+
+
+def test_a_turn_is_not_found_by_the_words_of_a_turn_after_it(index: RecallIndex) -> None:
+    """A turn's full-text window holds only turns before it (its ancestors): from a head where the next
+    turn is undone (or on another branch), that turn's words find nothing."""
+    question, answer = _turn(1, "What are you reading these days?", speaker="Ben"), _turn(2, "'Low Tide', by Calder.")
+    filler = [_turn(d, f"small talk number {d}", scene="s9") for d in range(3, 8)]
+    _write(index, [question, answer, *filler])
+    before_the_answer = Lineage(segments=(Segment(branch_id="b", max_depth=1),))
+    found = index.gather("c", "Low Tide Calder", lineage=before_the_answer, kinds=[RecallKind.TURN])
+    assert found.legs["text"] == [] and index.rank(found, config=RecallConfig(vector_weight=0)) == []
 
 
 def test_the_vector_holds_the_record_and_the_context_only_when_asked(index: RecallIndex) -> None:
@@ -367,7 +382,7 @@ def test_a_listing_leans_on_the_vector_legs(index: RecallIndex) -> None:
 
 def test_an_inference_searches_its_text_leg_without_the_speakers_names(index: RecallIndex) -> None:
     """A speaker's name matches every turn of theirs; an inference's text leg is searched without it."""
-    index.config = RecallConfig(window_before=0, window_after=0)
+    index.config = RecallConfig(window_before=0)
     lineage = Lineage(segments=(Segment(branch_id="b", max_depth=20),))
     chatter = [_turn(d, text) for d, text in enumerate(["Haha, classic.", "Talk soon!", "So true."], start=1)]
     trails = _turn(4, "Nothing beats a walk in the mountains with my boots on.")
@@ -377,7 +392,7 @@ def test_an_inference_searches_its_text_leg_without_the_speakers_names(index: Re
 
     def legs(query: str, **levers: object) -> dict[str, list[str]]:
         levers = {"vector_without_names_weight": 0.0, **levers}  # no second embedding (no model here)
-        index.config = RecallConfig(window_before=0, window_after=0, **levers)  # type: ignore[arg-type]
+        index.config = RecallConfig(window_before=0, **levers)  # type: ignore[arg-type]
         found = index.collect("c", query, lineage=lineage, kinds=[RecallKind.TURN], query_vector=vector)
         return {leg: [i for i, _ in hits] for leg, hits in found.legs.items() if leg != "vector"}
 
@@ -387,7 +402,7 @@ def test_an_inference_searches_its_text_leg_without_the_speakers_names(index: Re
     assert set(got["text_without_names"]) == {"tb4", "tb5"}  # by the question's own words
     assert "text_without_names" not in legs("What did Ava say about the mountains?")  # not an inference
     assert "text_without_names" not in legs(inference, inference_text_without_names=False)
-    index.config = RecallConfig(window_before=0, window_after=0, vector_without_names_weight=0)
+    index.config = RecallConfig(window_before=0, vector_without_names_weight=0)
     found = index.collect("c", inference, lineage=lineage, kinds=[RecallKind.TURN], query_vector=vector)
     assert [h.id for h in index.rank(found, config=PLAIN.model_copy(update={"vector_weight": 0}))] == ["tb4", "tb5"]
 
@@ -421,7 +436,7 @@ def test_text_feedback_finds_what_the_question_does_not_say(index: RecallIndex) 
     ]
     filler = [_turn(d, f"small talk number {d}", speaker="Ben", scene="s9") for d in range(4, 12)]
     _write(index, [*said, *filler])
-    config = RecallConfig(window_before=0, window_after=0, feedback_depth=2, vector_without_names_weight=0)
+    config = RecallConfig(window_before=0, feedback_depth=2, vector_without_names_weight=0)
     vector = np.zeros(index.embedder.dim, dtype=np.float32)
     vector[0] = 1.0  # the vector leg brings every record (the pool the feedback's words are told apart from)
 
@@ -466,7 +481,6 @@ def test_a_full_text_leg_leads_its_own_feedback_beside_the_vector_leg(index: Rec
     index.text.search = noted  # type: ignore[method-assign]
     index.config = RecallConfig(
         window_before=0,
-        window_after=0,
         neighbour_share=0,
         candidates=6,
         feedback_depth=2,
@@ -551,7 +565,7 @@ class _CountingEmbedder:
 
 def _two_speakers(index: RecallIndex) -> Lineage:
     """Three turns, two of Ava's and one of Ben's, on branch ``b``; the lineage that sees them."""
-    index.config = RecallConfig(window_before=0, window_after=0)
+    index.config = RecallConfig(window_before=0)
     _write(
         index,
         [
@@ -623,7 +637,7 @@ def test_the_bm25_leg_done_first_says_whether_the_also_texts_are_searched(index:
     legs (when they are done before the vector search), says no: then the query is searched alone."""
     import time
 
-    index.config = RecallConfig(window_before=0, window_after=0)
+    index.config = RecallConfig(window_before=0)
     lineage = Lineage(segments=(Segment(branch_id="b", max_depth=20),))
     _write(index, [_turn(1, "A walk in the mountains."), _turn(2, "A scruffy terrier.", speaker="Ben")])
     embed = index.embedder.embed_documents
