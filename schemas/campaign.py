@@ -19,6 +19,7 @@ from schemas.common import (
     UtcDatetime,
     utc_now,
 )
+from schemas.imports import TranscriptImportState
 from schemas.knowledge import Classification
 from schemas.story_ids import default_id
 
@@ -139,6 +140,11 @@ class Campaign(LorekeeperModel):
     )
     created_at: UtcDatetime = Field(default_factory=utc_now)
     updated_at: UtcDatetime | None = None
+    transcript_import: TranscriptImportState | None = Field(
+        default=None,
+        description="Set while the campaign is an unfinished transcript import: it is refused for play until "
+        "the import is resumed (`lorekeeper campaign import-transcript FILE --resume`). None: a whole campaign.",
+    )
 
     _check_pins = field_validator("library_pins")(check_library_pins)
 

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from schemas.campaign import LibraryPin
 from schemas.common import Authority, new_id
+from schemas.imports import TranscriptImportState
 from schemas.search import SearchFilters
 from schemas.story import (
     Axiom,
@@ -101,13 +102,22 @@ class Campaigns:
         *,
         narrator_rules: Sequence[str] = (),
         library_pins: Sequence[LibraryPin] = (),
+        new_world: World | None = None,
+        transcript_import: TranscriptImportState | None = None,
     ) -> Campaign:
         """A new campaign in a world, with its main branch and no turns yet.
+
+        ``new_world`` (whose id is ``world_id``) is created with it, in the same transaction; a campaign
+        made by a transcript import is born with its ``transcript_import`` state, so a crash at any later
+        moment leaves it marked unfinished (:mod:`story.importing`).
 
         Raises:
             StoryNotFound: no such world, or a pin names a library or item the catalog does not hold.
         """
-        self.get_world(world_id)
+        if new_world is None:
+            self.get_world(world_id)
+        elif new_world.id != world_id:
+            raise StoryInvalid(f"the new world is {new_world.id!r}, not {world_id!r}")
         check_pins(self.graph, library_pins)
         campaign_id = new_id("camp")
         branch = Branch(campaign_id=campaign_id, name="main")
@@ -120,6 +130,7 @@ class Campaigns:
                 narrator_rules=list(narrator_rules),
                 library_pins=list(library_pins),
                 active_branch_id=branch.id,
+                transcript_import=transcript_import,
             )
         except ValidationError as exc:
             raise StoryInvalid(validation_message(exc)) from None
@@ -127,6 +138,8 @@ class Campaigns:
         props.pop("library_pins", None)  # kept as library_pins_json only: an empty list stored bare would shadow it
         props.update({k: v for k, v in _pins_props(campaign.library_pins).items() if v is not None})
         with self.graph.transaction() as tx:
+            if new_world is not None:
+                tx.run(*cypher.create_world(node_props(new_world)))
             tx.run(*cypher.create_campaign(world_id, props))
             tx.run(*cypher.create_branch(campaign_id, node_props(branch, fork_depth=-1, fork_seq=0, tip_depth=-1)))
         return campaign
@@ -135,6 +148,7 @@ class Campaigns:
         return self.story.context(campaign_id).campaign
 
     def list_campaigns(self, world_id: str | None = None) -> list[Campaign]:
+        """The campaigns (of a world); an unfinished transcript import shows its ``transcript_import``."""
         return [from_props(Campaign, r, key="id") for r in self.story.nodes(cypher.campaigns(world_id))]
 
     def set_library_pins(self, campaign_id: str, pins: Sequence[LibraryPin]) -> Campaign:

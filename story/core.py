@@ -22,7 +22,7 @@ from schemas.errors import Conflict
 from schemas.story import Turn
 from stores.blob.base import BlobStore
 from stores.graph.base import GraphStore
-from story.errors import StoryConflict, StoryInvalid, StoryNotFound, validation_message
+from story.errors import CampaignIncomplete, StoryConflict, StoryInvalid, StoryNotFound, validation_message
 from story.graph import CampaignContext, StoryGraph, Writes
 from story.lineage import Lineage, lineage_of
 from story.live import queue_sync, read_live
@@ -68,18 +68,32 @@ class StoryCore:
         with self._locks_guard:
             return self._locks[campaign_id]
 
-    def mutate(self, campaign_id: str, kind: str, build: Build[T], *, allow_archived: bool = False) -> T:
+    def mutate(
+        self,
+        campaign_id: str,
+        kind: str,
+        build: Build[T],
+        *,
+        allow_archived: bool = False,
+        importing: bool = False,
+    ) -> T:
         """Read the campaign, let ``build`` decide the writes, commit them with the next version.
 
         ``build`` returns its result and the campaign properties to set; it is called again on a
         fresh read when another process committed first. Returning :data:`SKIP` as the properties
-        writes nothing (an idempotent no-op).
+        writes nothing (an idempotent no-op). A campaign whose transcript import is unfinished takes
+        only the import's own writes (``importing``).
+
+        Raises:
+            CampaignIncomplete: the campaign is an unfinished transcript import (and this is not it).
         """
         with self.lock(campaign_id):
             for attempt in range(self.max_retries):
                 ctx = self.story.context(campaign_id)
                 if ctx.archived and not allow_archived:
                     raise StoryInvalid(f"campaign {campaign_id!r} is archived; unarchive it to change it")
+                if ctx.campaign.transcript_import is not None and not importing:
+                    raise CampaignIncomplete(campaign_id, ctx.campaign.transcript_import)
                 writes = Writes()
                 try:
                     result, props = build(ctx, writes)

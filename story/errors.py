@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from schemas.errors import Conflict, InvalidRequest, NotFound, NotSupported
+from schemas.imports import TranscriptImportState
 
 #: The name a client reads before the message (``StoreError.store``).
 STORY = "story"
@@ -30,11 +31,37 @@ class StoryConflict(Conflict):
         super().__init__(STORY, message)
 
 
+class CampaignIncomplete(StoryConflict):
+    """A campaign whose transcript import has not finished: it takes no play (turns, scenes, ...) until the
+    import is resumed (409)."""
+
+    def __init__(self, campaign_id: str, state: TranscriptImportState) -> None:
+        super().__init__(
+            f"campaign {campaign_id!r} is an unfinished import of transcript {state.source!r} "
+            f"({state.written:,} of {state.lines:,} lines written); finish it with "
+            f"`lorekeeper campaign import-transcript FILE --resume` before playing it"
+        )
+        self.campaign_id = campaign_id
+
+
 class StoryInvalid(InvalidRequest):
     """The story refuses the request as it stands (nothing to undo, an archived campaign, a bad bundle)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(STORY, message)
+
+
+class InvalidReference(StoryInvalid):
+    """A field of a request names something that is not there, or not of the kind it must be (400).
+
+    ``field`` is the request's field (``speaker.entity_id``, ``location_entity_id``, ``observer_entity_id``,
+    ``anchor_turn_id``…); the message starts with it.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.context["field"] = field
 
 
 class RecallUnavailable(NotSupported):

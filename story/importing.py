@@ -3,8 +3,8 @@
 The campaign is an ordinary one (the engine's own scenes, turns on the main branch, lineage, the
 recall index), written in bulk: sessions go to the graph whole, up to :data:`TURN_BATCH` lines a story
 transaction (each session's scene start, its turns as a few UNWIND statements, its end and its summary),
-with the commits and nodes the single writes would leave, and their recall records are embedded in
-large batches, the turns' texts from before the first graph write (they hold no graph id), so a long
+with the commits and nodes the single writes would leave, and their recall records are embedded and
+indexed in large batches while the next sessions are written (:mod:`story.import_indexing`), so a long
 conversation loads in about the time its embedding takes.
 
 An imported line is a turn whose ``text`` is what was said, spoken in dialogue by a player named as
@@ -18,26 +18,39 @@ former (the extractive one unless a model is configured) reads the session's lin
 anchored at its last turn and indexed for recall with the turns. No character memories: a transcript
 names speakers, not the world's entities, so there is no one to give a memory to.
 
-Importing the same file twice makes two campaigns (a transcript is not an identity); re-indexing
-a campaign (:meth:`story.recall.Recollection.rebuild`) rewrites the same records, since they are
-built by the same :func:`story.recall.turn_record` from the same turns and scenes.
+An import completes or leaves a campaign marked unfinished, and nothing else:
+
+- the transcript is read and checked whole before the first write (:mod:`story.transcripts`), and every
+  store is opened for writing first: a recall index held by another process (a running ``lorekeeper
+  serve``) refuses the import before anything is written (:class:`ImportBlocked`);
+- the campaign (and its new world) is created in one transaction, already carrying its
+  :class:`~schemas.imports.TranscriptImportState`; each later transaction moves its ``written`` cursor
+  with the lines it writes, so a crash at any moment leaves whole sessions and a cursor that says how far;
+- such a campaign is listed with its state and refused for play (:class:`~story.errors.CampaignIncomplete`);
+  :meth:`TranscriptImporter.resume` writes the lines after the cursor, then reconciles the recall index
+  with the graph (every record the campaign's graph holds that the index lacks is written), and only then
+  clears the state, in a commit of kind ``imported``. A finished import reconciles too when the index
+  holds fewer records than it wrote.
+
+Importing the same file again after it finished makes a second campaign (a transcript is not an identity);
+while an import of it is unfinished, a new import of the same lines is refused and names the campaign to
+resume. Re-indexing a campaign (:meth:`story.recall.Recollection.rebuild`) rewrites the same records, since
+they are built by the same :func:`story.recall.turn_record` from the same turns and scenes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import heapq
-import threading
+import json
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import structlog
 from pydantic import BaseModel, Field
 
-from models.embedding import Embedder
+from schemas.errors import Unavailable
+from schemas.imports import TranscriptImportState
 from schemas.recall import RecallRecord
 from schemas.story import (
     Campaign,
@@ -50,44 +63,78 @@ from schemas.story import (
     SummaryScope,
     Turn,
     TurnStatus,
+    World,
 )
+from stores.catalog import from_props
 from story import cypher
 from story.campaigns import Campaigns, write_branch
 from story.core import StoryCore
-from story.errors import StoryInvalid
+from story.errors import STORY, StoryConflict, StoryInvalid
 from story.formation import SceneMemoryFormer
 from story.gate import scene_of
 from story.graph import CampaignContext, Writes, node_props
+from story.import_indexing import Progress, _Indexing
+from story.import_plan import (
+    RECORD_BATCH,
+    TURN_BATCH,
+    SessionPiece,
+    commit_kinds,
+    fingerprint,
+    plan_batches,
+    plan_remaining,
+    plan_transactions,
+)
 from story.memory import Memories, anchored
-from story.recall import summary_record, turn_record
+from story.recall import Recollection, summary_record, turn_record
 from story.recall_index import RecallIndex
 from story.scenes import Scenes, ended_props, queue_scene, scene_opening
 from story.transcripts import Transcript, TranscriptLine, TranscriptSession
 
+__all__ = [
+    "RECORD_BATCH",
+    "TURN_BATCH",
+    "ImportBlocked",
+    "Progress",
+    "SessionPiece",
+    "TranscriptImport",
+    "TranscriptImporter",
+    "fingerprint",
+    "plan_batches",
+    "plan_transactions",
+]
+
 log = structlog.get_logger(__name__)
 
-#: Lines per story transaction (whole sessions): a session longer than this is written in several.
-TURN_BATCH = 1000
-#: Lines whose records are embedded and written together, at least (whole sessions, so each turn's
-#: neighbours go with it: the index may embed a turn with its neighbours as context). A conversation of up
-#: to this many lines is one batch: LoCoMo 41 (663 lines) imported 0.3 s faster as one batch than as two.
-RECORD_BATCH = 1000
+#: Records a reconciliation writes at a time.
+RECONCILE_BATCH = 500
 
-#: ``on_progress(stage, n)``: ``n`` more turns written (stage ``"turns"``) or records indexed (``"records"``).
-Progress = Callable[[str, int], None]
+
+class ImportBlocked(Unavailable):
+    """A store the import writes to is held by another process (503): nothing was written."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(STORY, message)
 
 
 class TranscriptImport(BaseModel):
-    """What an import wrote, and where its time went."""
+    """What an import wrote, what it read but left out, and where its time went."""
 
     campaign_id: str
     world_id: str
     name: str
     format: str
-    sessions: int = Field(description="Scenes written, one per session.")
-    turns: int = Field(description="Turns written, one per line.")
-    records: int = Field(description="Recall records indexed (0 without a memory index).")
+    sessions: int = Field(description="Scenes of the campaign, one per session.")
+    turns: int = Field(description="Turns written by this run, one per line.")
+    records: int = Field(description="Recall records indexed by this run (0 without a memory index).")
     summaries: int = Field(default=0, description="Session summaries written (one per session with words in it).")
+    resumed_from: int | None = Field(
+        default=None, description="A resumed import: the lines an earlier run had written already."
+    )
+    reconciled: int = Field(default=0, description="Records the recall index lacked at the end, written then.")
+    unknown_fields: dict[str, int] = Field(
+        default_factory=dict, description="Fields of the file no format knows (left out), and how often each."
+    )
+    skipped_sessions: list[str] = Field(default_factory=list, description="Sessions of the file without lines.")
     graph_seconds: float = Field(description="World, campaign, scenes and turns in the graph.")
     model_seconds: float = Field(description="Loading the embedding model (nothing when it was loaded already).")
     recall_seconds: float = Field(
@@ -132,43 +179,135 @@ class TranscriptImporter:
             TranscriptInvalid: a session's lines are not contiguous.
             StoryInvalid: the name is blank, or the transcript has no lines.
             StoryNotFound: ``world_id`` names no world.
+            StoryConflict: an import of the same lines is unfinished (resume it instead).
+            ImportBlocked: another process holds a store the import writes to.
         """
         started = time.perf_counter()
-        # refuse a bad transcript or name before anything is written
+        # refuse a bad transcript or name, or a store another process holds, before anything is written
         if not name.strip():
             raise StoryInvalid("a campaign imported from a transcript needs a name")
         name = name.strip()
         sessions = transcript.sessions()
         if not sessions:
             raise StoryInvalid(f"transcript {transcript.name!r} has no lines")
-        indexing = _Indexing(self.index, on_progress)
-        batches = plan_batches(sessions)
-        # the turns' texts do not depend on graph ids: their embedding starts now, beside the graph writes
-        indexing.prefetch([predicted_texts(self.index, batch) for batch in batches] if self.index else [])
-        turns = 0
-        records = 0
-        summaries = 0
+        state = TranscriptImportState(
+            source=transcript.name,
+            format=transcript.format.value,
+            fingerprint=fingerprint(transcript),
+            lines=len(transcript.lines),
+            summaries=self.former is not None,
+        )
+        if unfinished := self.unfinished(state.fingerprint):
+            raise StoryConflict(
+                f"an import of transcript {transcript.name!r} is unfinished: campaign {unfinished[0].id!r} "
+                f"({_progress(unfinished[0])}); resume it (`--resume`) rather than start another"
+            )
+        if world_id is not None:
+            self.campaigns.get_world(world_id)
+        self._check_stores()
+        world = None
+        if world_id is None:
+            description = f"Imported from the {transcript.format.value} transcript {transcript.name!r}."
+            world = World(name=name, description=description)
+            world_id = world.id
+        campaign = self.campaigns.create_campaign(
+            world_id, name, profile or StoryProfile(genre="transcript"), new_world=world, transcript_import=state
+        )
+        log.info("transcript_import_started", campaign_id=campaign.id, lines=state.lines, sessions=len(sessions))
+        return self._import(transcript, campaign, state, on_progress, started)
+
+    def resume(
+        self, transcript: Transcript, campaign_id: str | None = None, *, on_progress: Progress | None = None
+    ) -> tuple[Campaign, TranscriptImport]:
+        """Finish an unfinished import of ``transcript``: the lines after its cursor, then the recall index.
+
+        ``campaign_id``: the campaign to finish; by default the one unfinished import of these lines.
+
+        Raises:
+            StoryNotFound: no such campaign.
+            StoryInvalid: the campaign is not an unfinished import, or not of this transcript; no unfinished
+                import of it exists.
+            ImportBlocked: another process holds a store the import writes to.
+        """
+        started = time.perf_counter()
+        transcript.sessions()  # refuses sessions out of order, as run does
+        print_ = fingerprint(transcript)
+        if campaign_id is None:
+            found = self.unfinished(print_)
+            if not found:
+                raise StoryInvalid(f"no unfinished import of transcript {transcript.name!r} to resume")
+            campaign = found[0]
+        else:
+            campaign = self.campaigns.get_campaign(campaign_id)
+        state = campaign.transcript_import
+        if state is None:
+            raise StoryInvalid(f"campaign {campaign.id!r} is not an unfinished transcript import; nothing to resume")
+        if state.fingerprint != print_:
+            raise StoryInvalid(
+                f"transcript {transcript.name!r} is not the one campaign {campaign.id!r} was imported from "
+                f"({state.source!r}, {state.lines:,} lines): its lines differ"
+            )
+        if not state.summaries:
+            self.former = None
+        self._check_stores()
+        log.info("transcript_import_resumed", campaign_id=campaign.id, written=state.written, lines=state.lines)
+        return self._import(transcript, campaign, state, on_progress, started)
+
+    def unfinished(self, print_: str) -> list[Campaign]:
+        """The unfinished imports of the transcript whose lines have this :func:`fingerprint`."""
+        return [
+            c
+            for c in self.campaigns.list_campaigns()
+            if c.transcript_import is not None and c.transcript_import.fingerprint == print_
+        ]
+
+    def _check_stores(self) -> None:
+        """Open every store the import writes to for writing, before the first write.
+
+        The embedded vector index is one process's at a time (a folder lock held while it is open); the
+        index is opened now and held by this process until the import ends.
+        """
+        if self.index is None:
+            return
         try:
-            if world_id is None:
-                world = self.campaigns.create_world(
-                    name, description=f"Imported from the {transcript.format.value} transcript {transcript.name!r}."
-                )
-                world_id = world.id
-            campaign = self.campaigns.create_campaign(world_id, name, profile or StoryProfile(genre="transcript"))
-            open_session: _Written | None = None  # a session longer than TURN_BATCH lines, over transactions
-            for batch in batches:
+            self.index.ensure()
+        except Unavailable as exc:
+            raise ImportBlocked(
+                f"cannot import: the recall index is held by another process ({exc.detail}); stop the server "
+                "that holds the data folder (`lorekeeper serve`) and import again. Nothing was written"
+            ) from exc
+
+    def _import(
+        self,
+        transcript: Transcript,
+        campaign: Campaign,
+        state: TranscriptImportState,
+        on_progress: Progress | None,
+        started: float,
+    ) -> tuple[Campaign, TranscriptImport]:
+        """Write the lines after ``state.written``, index them, reconcile the index and clear the state."""
+        indexing = _Indexing(self.index, on_progress)
+        work = plan_remaining(transcript.sessions(), state.written)
+        # the turns' texts do not depend on graph ids: their embedding starts now, beside the graph writes
+        indexing.prefetch([predicted_texts(self.index, sessions) for _, sessions in work] if self.index else [])
+        turns = records = summaries = 0
+        written = state.written
+        open_session = self._open_session(campaign.id) if work and not work[0][0][0][0].opens else None
+        try:
+            for transactions, _ in work:
                 batch_records: list[RecallRecord] = []
-                for pieces in plan_transactions(batch):
-                    for written in self._write(campaign.id, pieces, open_session):
-                        turns += len(written.turns)
+                for pieces in transactions:
+                    written += sum(p.stop - p.start for p in pieces)
+                    progress = {"transcript_import_json": _state_json(state.validated_copy(written=written))}
+                    for done in self._write(campaign.id, pieces, open_session, progress):
+                        turns += len(done.turns)
                         if on_progress:
-                            on_progress("turns", len(written.turns))
-                        scene = written.scene
-                        batch_records.extend(r for t in written.turns if (r := turn_record(t, scene)) is not None)
-                        if written.summary is not None:
+                            on_progress("turns", len(done.turns))
+                        batch_records.extend(r for t in done.turns if (r := turn_record(t, done.scene)) is not None)
+                        if done.summary is not None:
                             summaries += 1
-                            batch_records.append(summary_record(written.summary, written.session_turns[-1], scene))
-                        open_session = None if written.piece.closes else written
+                            batch_records.append(summary_record(done.summary, done.session_turns[-1], done.scene))
+                        open_session = None if done.piece is None or done.piece.closes else done
                 records += len(batch_records)
                 indexing.add(batch_records)
         except BaseException:
@@ -176,15 +315,23 @@ class TranscriptImporter:
             raise
         graph_seconds = time.perf_counter() - started - indexing.model_seconds
         model_seconds, recall_seconds = indexing.finish()
+        reconciled = self._reconcile(campaign.id, resumed=state.written > 0 or not work, written=records)
+        self.core.mutate(
+            campaign.id, "imported", lambda ctx, w: (None, {"transcript_import_json": None}), importing=True
+        )
         report = TranscriptImport(
             campaign_id=campaign.id,
-            world_id=world_id,
-            name=name,
+            world_id=campaign.world_id,
+            name=campaign.name,
             format=transcript.format.value,
-            sessions=len(sessions),
+            sessions=len(transcript.sessions()),
             turns=turns,
             records=records if self.index is not None else 0,
             summaries=summaries,
+            resumed_from=state.written if state.written or not work else None,
+            reconciled=reconciled,
+            unknown_fields=transcript.unknown_fields,
+            skipped_sessions=transcript.skipped,
             graph_seconds=round(graph_seconds, 3),
             model_seconds=round(model_seconds, 3),
             recall_seconds=round(recall_seconds, 3),
@@ -193,7 +340,37 @@ class TranscriptImporter:
         log.info("transcript_imported", **report.model_dump())
         return self.campaigns.get_campaign(campaign.id), report
 
-    def _write(self, campaign_id: str, pieces: Sequence[SessionPiece], open_session: _Written | None) -> list[_Written]:
+    def _open_session(self, campaign_id: str) -> _Written:
+        """What an earlier run wrote of the session it left open (a session longer than a transaction): its
+        scene, the campaign's last, and its turns so far."""
+        scene = self.scenes.scenes(campaign_id)[-1]
+        turns = [from_props(Turn, row, key="id") for row in self.core.story.nodes(cypher.turns_of_scene(scene.id))]
+        return _Written(None, scene, [], turns, None)
+
+    def _reconcile(self, campaign_id: str, *, resumed: bool, written: int) -> int:
+        """Write every record of the campaign's graph that the recall index lacks. Returns how many.
+
+        After a resumed import always (an earlier run may have stopped before indexing what it wrote); after
+        a whole run only when the index holds fewer of the campaign's records than the run wrote."""
+        index = self.index
+        if index is None or (not resumed and index.count(campaign_id) >= written):
+            return 0
+        records = Recollection(self.core, index).records_of(campaign_id)
+        present = index.present([r.id for r in records])
+        missing = [r for r in records if r.id not in present]
+        for start in range(0, len(missing), RECONCILE_BATCH):
+            index.write(missing[start : start + RECONCILE_BATCH])
+        if missing:
+            log.info("transcript_import_reconciled", campaign_id=campaign_id, records=len(missing))
+        return len(missing)
+
+    def _write(
+        self,
+        campaign_id: str,
+        pieces: Sequence[SessionPiece],
+        open_session: _Written | None,
+        progress: dict[str, Any],
+    ) -> list[_Written]:
         """One transaction: the pieces' sessions opened, their lines appended at the head as turns, the sessions
         that end here ended and summarised.
 
@@ -203,7 +380,8 @@ class TranscriptImporter:
         and one write however many sessions. A crash leaves whole transactions, so whole sessions (a session
         longer than :data:`TURN_BATCH` lines spans transactions, an active scene until its last).
 
-        ``open_session``: what was written of the session the first piece continues.
+        ``open_session``: what was written of the session the first piece continues; ``progress``: the
+        import's cursor (campaign properties), moved in the same transaction.
         """
         kinds = commit_kinds(pieces)
 
@@ -247,9 +425,9 @@ class TranscriptImporter:
             writes.add(*cypher.set_branch_tip(branch_id, at.head.id, at.head.depth))
             writes.after_state = state  # the scenes' canon: the live world follows (scene_set changes none of it)
             props = {"head_turn_id": at.head.id, "active_branch_id": branch_id, "event_seq": at.event_seq, **fork}
-            return written, props
+            return written, {**props, **progress}
 
-        return self.core.mutate(campaign_id, kinds[0], build)
+        return self.core.mutate(campaign_id, kinds[0], build, importing=True)
 
     def _queue_turns(
         self, at: CampaignContext, writes: Writes, piece: SessionPiece, branch_id: str, scene_id: str
@@ -317,69 +495,19 @@ def line_turn(
     )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class SessionPiece:
-    """Lines ``start:stop`` of a session: what one transaction writes of it."""
-
-    session: TranscriptSession
-    start: int
-    stop: int
-
-    @property
-    def lines(self) -> list[TranscriptLine]:
-        return self.session.lines[self.start : self.stop]
-
-    @property
-    def opens(self) -> bool:
-        """The piece starts its session (its scene opens)."""
-        return self.start == 0
-
-    @property
-    def closes(self) -> bool:
-        """The piece ends its session (its scene ends, and is summarised)."""
-        return self.stop == len(self.session.lines)
+def _finished(ctx: CampaignContext, writes: Writes) -> tuple[None, dict[str, Any]]:
+    """The last commit of an import: the campaign is whole."""
+    return None, {"transcript_import_json": None}
 
 
-def plan_transactions(sessions: Sequence[TranscriptSession]) -> list[list[SessionPiece]]:
-    """The story transactions that write ``sessions``: whole sessions in order, up to :data:`TURN_BATCH` lines
-    a transaction; a longer session alone, :data:`TURN_BATCH` lines a transaction."""
-    planned: list[list[SessionPiece]] = []
-    lines = TURN_BATCH
-    for session in sessions:
-        n = len(session.lines)
-        if n > TURN_BATCH:
-            planned.extend([SessionPiece(session, a, min(a + TURN_BATCH, n))] for a in range(0, n, TURN_BATCH))
-            lines = TURN_BATCH
-            continue
-        if lines + n > TURN_BATCH:
-            planned.append([])
-            lines = 0
-        planned[-1].append(SessionPiece(session, 0, n))
-        lines += n
-    return planned
+def _state_json(state: TranscriptImportState) -> str:
+    """The campaign property that holds an import's state (as :func:`stores.catalog.to_props` writes it)."""
+    return json.dumps(state.model_dump(mode="json"), sort_keys=True)
 
 
-def commit_kinds(pieces: Sequence[SessionPiece]) -> list[str]:
-    """The commits a transaction of ``pieces`` stands for, in order: those of the single writes (a session's
-    ``scene`` start, an ``import`` of its turns per piece, its ``gate`` at the end)."""
-    kinds = []
-    for piece in pieces:
-        kinds.extend(["scene"] * piece.opens + ["import"] + ["gate"] * piece.closes)
-    return kinds
-
-
-def plan_batches(sessions: Sequence[TranscriptSession]) -> list[list[TranscriptSession]]:
-    """Whole sessions grouped in order until a group holds :data:`RECORD_BATCH` lines (the last may hold fewer):
-    the batches whose records are embedded and written together."""
-    batches: list[list[TranscriptSession]] = [[]]
-    lines = 0
-    for session in sessions:
-        if lines >= RECORD_BATCH:
-            batches.append([])
-            lines = 0
-        batches[-1].append(session)
-        lines += len(session.lines)
-    return batches
+def _progress(campaign: Campaign) -> str:
+    state = campaign.transcript_import
+    return f"{state.written:,} of {state.lines:,} lines written" if state else "finished"
 
 
 def predicted_texts(index: RecallIndex, sessions: Sequence[TranscriptSession]) -> list[str]:
@@ -404,200 +532,13 @@ def scene_title(session: TranscriptSession) -> str:
     return f"{label} ({session.time})" if session.time else label
 
 
-class _Indexing:
-    """Embeds and indexes an import's records while its sessions are written to the graph.
-
-    Two threads. The embedding thread starts on the turns' texts before the first graph write (:meth:`prefetch`,
-    one job per planned batch, a batch or two ahead of the index writes so a long transcript's vectors are not
-    all held at once): the model embeds (torch releases the GIL) while the main thread writes turns. Each batch
-    of whole sessions, once written (:meth:`add`), queues the texts the prediction did not hold (the session
-    summaries, known only once a session is written) before the next batch's prefetch job if that has not begun
-    (:class:`_EmbeddingQueue`), so the batch's vectors are written while the next batch is embedded, and the
-    embedding thread never waits. The writing thread writes a batch's full text once its turns' vectors are
-    ready (:meth:`RecallIndex.write_text`, while the rest is embedded), then its vectors
-    (:meth:`RecallIndex.write_vectors`). What is embedded is what the index itself would embed for the records
-    (:meth:`RecallIndex.indexed_texts`, looked up by exact text; a text no job held, a turn predicted wrong, is
-    embedded then), so a rebuild writes the same vectors. A failed batch stops the import: :meth:`finish` raises
-    it once the graph writes have ended (they are the record of truth and stay).
-    """
-
-    #: Prefetch jobs queued ahead of the batch being written.
-    AHEAD = 2
-
-    def __init__(self, index: RecallIndex | None, on_progress: Progress | None) -> None:
-        self.index = index
-        self.on_progress = on_progress
-        self.model_seconds = 0.0
-        self._embedding: _EmbeddingQueue | None = None
-        self._writing: ThreadPoolExecutor | None = None
-        self._planned: list[list[str]] = []
-        self._prefetched: list[Future[_Embedded]] = []
-        self._lock = threading.Lock()
-        self._writes: list[Future[float]] = []
-
-    def prefetch(self, texts: list[list[str]]) -> None:
-        """Load the model and start embedding the predicted texts, one job per planned batch."""
-        index = self.index
-        if index is None:
-            return
-        began = time.perf_counter()
-        index.embedder.embed_documents(["warm-up"])  # loads the model (a lazy embedder's first call)
-        self.model_seconds = time.perf_counter() - began
-        self._embedding = _EmbeddingQueue(index.embedder)
-        self._writing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-index")
-        self._planned = texts
-        self._ahead(self.AHEAD - 1)
-
-    def _ahead(self, last: int) -> None:
-        """Queue the prefetch jobs of the planned batches up to ``last``."""
-        with self._lock:
-            while len(self._prefetched) <= min(last, len(self._planned) - 1):
-                number = len(self._prefetched)
-                assert self._embedding is not None
-                self._prefetched.append(self._embedding.submit((number, 0), self._planned[number]))
-
-    def add(self, records: Sequence[RecallRecord]) -> None:
-        """Queue the next planned batch's records (whole sessions) for the index, and the embedding of
-        its texts the prediction did not hold (its session summaries) before the later batches' prefetch."""
-        index, embedding, writing = self.index, self._embedding, self._writing
-        if index is None or embedding is None or writing is None:
-            return
-        number = len(self._writes)
-        self._ahead(number + self.AHEAD - 1)  # the graph writes ran ahead of the writing thread
-        extra: Future[_Embedded] | None = None
-        texts: list[str] | None = None
-        if not index.config.context_in_vector:  # else a record's text waits for its indexed neighbours
-            texts = index.indexed_texts(records)
-            planned = set(self._planned[number]) if number < len(self._planned) else set()
-            if unplanned := [t for t in texts if t not in planned]:
-                extra = embedding.submit((number, 1), unplanned)
-        self._writes.append(writing.submit(self._write, number, list(records), extra, texts))
-
-    def _write(
-        self, number: int, batch: list[RecallRecord], extra: Future[_Embedded] | None, texts: list[str] | None
-    ) -> float:
-        """Write a batch once its vectors are ready. ``texts``: what the index embeds for ``batch``, when
-        :meth:`add` knew them already (without ``context_in_vector``)."""
-        index, embedding = self.index, self._embedding
-        assert index is not None and embedding is not None
-        self._ahead(number + self.AHEAD)
-        prefetched = self._prefetched[number].result() if number < len(self._prefetched) else _Embedded({}, 0.0)
-        began = time.perf_counter()
-        index.write_text(batch)  # needs no vectors: written while the summaries are embedded
-        writing = time.perf_counter() - began
-        vectors, seconds = prefetched.vectors, prefetched.seconds
-        if extra is not None:
-            summaries = extra.result()
-            vectors = {**vectors, **summaries.vectors}
-            seconds += summaries.seconds
-        if texts is None:
-            texts = index.indexed_texts(batch)
-        if missing := [t for t in texts if t not in vectors]:  # any text neither job held
-            rest = embedding.submit((number, 1), missing).result()
-            vectors = {**vectors, **rest.vectors}
-            seconds += rest.seconds
-        began = time.perf_counter()
-        if batch:
-            index.write_vectors(batch, np.stack([vectors[t] for t in texts]))
-        if self.on_progress:
-            self.on_progress("records", len(batch))
-        return seconds + writing + time.perf_counter() - began  # embedding and writing, not waiting
-
-    def abandon(self) -> None:
-        """The graph writes failed: drop what is queued (what is running finishes)."""
-        if self._writing is not None:
-            self._writing.shutdown(wait=True, cancel_futures=True)
-        if self._embedding is not None:
-            self._embedding.shutdown()
-
-    def finish(self) -> tuple[float, float]:
-        """Wait for every batch.
-
-        Returns:
-            Seconds spent loading the model, and embedding and writing the records.
-
-        Raises:
-            The first error of a batch.
-        """
-        try:
-            return self.model_seconds, sum(write.result() for write in self._writes)
-        finally:
-            self.abandon()
-
-
-class _EmbeddingQueue:
-    """One thread that embeds the queued jobs, the lowest ``(batch, rank)`` first (submission order among
-    equals): a batch's summaries (rank 1), queued once its sessions are written, go before a later batch's
-    prefetched turns (rank 0) that have not begun, which a first-in-first-out pool would embed first,
-    leaving the batch's vectors to wait for them."""
-
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
-        self._jobs: list[tuple[tuple[int, int], int, list[str], Future[_Embedded]]] = []
-        self._seq = 0
-        self._ready = threading.Condition()
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="import-embed", daemon=True)
-        self._thread.start()
-
-    def submit(self, priority: tuple[int, int], texts: Sequence[str]) -> Future[_Embedded]:
-        """Queue ``texts``; the future holds their vectors."""
-        future: Future[_Embedded] = Future()
-        with self._ready:
-            if self._closed:
-                raise RuntimeError("the import's embedding has stopped")
-            heapq.heappush(self._jobs, (priority, self._seq, list(texts), future))
-            self._seq += 1
-            self._ready.notify()
-        return future
-
-    def _run(self) -> None:
-        while True:
-            with self._ready:
-                while not self._jobs and not self._closed:
-                    self._ready.wait()
-                if not self._jobs:
-                    return
-                *_, texts, future = heapq.heappop(self._jobs)
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(_embed(self.embedder, texts))
-                except BaseException as exc:  # the waiting writer raises it
-                    future.set_exception(exc)
-
-    def shutdown(self) -> None:
-        """Cancel what has not begun and wait for what has."""
-        with self._ready:
-            self._closed = True
-            for *_, future in self._jobs:
-                future.cancel()
-            self._jobs.clear()
-            self._ready.notify()
-        self._thread.join()
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Written:
     """What a transaction wrote of a session piece: its scene (as it opened), its turns, the session's turns so
     far, and the session's summary when the piece ended it."""
 
-    piece: SessionPiece
+    piece: SessionPiece | None  # None: a session an earlier run left open
     scene: Scene
     turns: list[Turn]
     session_turns: list[Turn]
     summary: Summary | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Embedded:
-    """Vectors by the exact text embedded, and the seconds the embedding took."""
-
-    vectors: dict[str, np.ndarray]
-    seconds: float
-
-
-def _embed(embedder: Embedder, texts: Sequence[str]) -> _Embedded:
-    began = time.perf_counter()
-    unique = list(dict.fromkeys(texts))
-    vectors = embedder.embed_documents(unique) if unique else np.zeros((0, embedder.dim), dtype=np.float32)
-    return _Embedded(dict(zip(unique, vectors, strict=True)), time.perf_counter() - began)

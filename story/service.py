@@ -487,9 +487,20 @@ class StoryService:
     ) -> tuple[Campaign, TranscriptImport]:
         """A new campaign whose turns are a transcript's lines, indexed for recall in bulk (:mod:`story.importing`).
 
-        With ``summaries`` (and a memory former, as scene ends use), each session gets its scene summary.
+        With ``summaries`` (and a memory former, as scene ends use), each session gets its scene summary. A
+        failed or killed import leaves the campaign marked unfinished: :meth:`resume_transcript_import`.
         """
-        importer = TranscriptImporter(
+        importer = self._importer(summaries)
+        return importer.run(transcript, name, world_id=world_id, profile=profile, on_progress=on_progress)
+
+    def resume_transcript_import(
+        self, transcript: Transcript, campaign_id: str | None = None, *, on_progress: Progress | None = None
+    ) -> tuple[Campaign, TranscriptImport]:
+        """Finish an unfinished import of ``transcript`` (by default the one of its lines) without duplicates."""
+        return self._importer(True).resume(transcript, campaign_id, on_progress=on_progress)
+
+    def _importer(self, summaries: bool) -> TranscriptImporter:
+        return TranscriptImporter(
             self._core,
             self._campaigns,
             self._scenes,
@@ -497,7 +508,6 @@ class StoryService:
             memories=self._memories,
             former=self.memory_former if summaries else None,
         )
-        return importer.run(transcript, name, world_id=world_id, profile=profile, on_progress=on_progress)
 
     # -- provenance, presentation and media (story.provenance) ---------------------------------------
 

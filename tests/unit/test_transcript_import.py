@@ -17,7 +17,8 @@ from schemas.search import SearchFilters
 from schemas.settings import Settings
 from schemas.story import InputMode, SceneStatus, SpeakerKind, TurnStatus
 from stores.blob.local import LocalBlobStore
-from story import importing
+from story import import_plan, importing
+from story.errors import CampaignIncomplete
 from story.formation import SceneMemoryFormer
 from story.graph import StoryGraph, Writes
 from story.recall_index import RecallIndex, open_recall_index
@@ -285,10 +286,11 @@ def test_sessions_are_written_in_one_story_transaction_with_the_commits_of_the_s
     monkeypatch.setattr(story.graph, "run", no_write_outside)
     campaign, report = story.import_transcript(conversation(), "Ada and Bo")
     assert report.summaries == 2
-    assert transactions[-1:] == ["scene"] and len([k for k in transactions if k != "campaign"]) == 1
+    # the sessions' transaction, then the import's last commit once the index holds their records
+    assert [k for k in transactions if k != "campaign"] == ["scene", "imported"]
     assert not [q for q in written if "Summary" in q or "Scene" in q]  # no summary written on its own
     kinds = [kind for _, kind in commits(story, campaign.id)]
-    assert kinds[-6:] == ["scene", "import", "gate", "scene", "import", "gate"]
+    assert kinds[-7:] == ["scene", "import", "gate", "scene", "import", "gate", "imported"]
     versions = [v for v, _ in commits(story, campaign.id)]
     assert versions == list(range(1, len(versions) + 1))
     (row,) = story.graph.run("MATCH (c:Campaign {uid: $c}) RETURN c.version AS v", {"c": campaign.id})
@@ -300,7 +302,7 @@ def test_a_failed_session_leaves_the_sessions_before_it_whole_and_nothing_of_its
 ) -> None:
     """A transaction per session here: the second one fails (its summary cannot be formed), and the campaign
     holds the first session whole (scene ended, summary) and no scene, turn or summary of the second."""
-    monkeypatch.setattr(importing, "TURN_BATCH", 3)
+    monkeypatch.setattr(import_plan, "TURN_BATCH", 3)
     assert story.memory_former is not None
     former: SceneMemoryFormer = story.memory_former
 
@@ -320,8 +322,17 @@ def test_a_failed_session_leaves_the_sessions_before_it_whole_and_nothing_of_its
     assert [(s.title, s.status) for s in scenes] == [("Session 1 (1 May 2023)", SceneStatus.COMPLETED)]
     assert [t.ref for t in story.history(campaign.id)] == ["s1:1", "s1:2", "s1:3"]
     assert [s.scene_id for s in story.summaries(campaign.id)] == [scenes[0].id]
+    # the campaign says it is unfinished, and takes no play until the import is resumed
+    assert campaign.transcript_import is not None and campaign.transcript_import.written == 3
+    with pytest.raises(CampaignIncomplete, match="3 of 6 lines written"):
+        story.start_scene(campaign.id, title="next")
+    story.memory_former = former
+    resumed, report = story.resume_transcript_import(conversation())
+    assert (resumed.id, resumed.transcript_import, report.resumed_from, report.turns) == (campaign.id, None, 3, 3)
+    assert [t.ref for t in story.history(campaign.id)] == [ref for *_, ref in LINES]
+    assert len(story.summaries(campaign.id)) == 2
     # nothing is left half done: the campaign takes a new scene as it would after ending one in play
-    assert story.start_scene(campaign.id, title="next").order == 1
+    assert story.start_scene(campaign.id, title="next").order == 2
 
 
 def test_a_session_longer_than_a_transaction_is_written_in_several_as_the_single_writes_would(
@@ -329,7 +340,7 @@ def test_a_session_longer_than_a_transaction_is_written_in_several_as_the_single
 ) -> None:
     """A session over :data:`importing.TURN_BATCH` lines spans transactions (its scene open until the last);
     the result is the same campaign, turns, summaries and commits."""
-    monkeypatch.setattr(importing, "TURN_BATCH", 2)
+    monkeypatch.setattr(import_plan, "TURN_BATCH", 2)
     campaign, report = story.import_transcript(conversation(), "Ada and Bo")
     assert (report.turns, report.summaries) == (6, 2)
     turns = story.history(campaign.id)
@@ -342,7 +353,7 @@ def test_a_session_longer_than_a_transaction_is_written_in_several_as_the_single
     ]
     assert [s.anchor_turn_id for s in story.summaries(campaign.id)] == [turns[2].id, turns[5].id]
     kinds = [kind for _, kind in commits(story, campaign.id)]
-    assert kinds[-8:] == ["scene", "import", "import", "gate", "scene", "import", "import", "gate"]
+    assert kinds[-9:] == ["scene", "import", "import", "gate", "scene", "import", "import", "gate", "imported"]
 
 
 class _IndexThatFailsOnItsSecondWrite(RecallIndex):
@@ -364,7 +375,7 @@ def test_sessions_are_indexed_in_batches_and_a_failed_batch_fails_the_import_aft
 ) -> None:
     """Batches go to the index on a thread while later sessions are written; a batch that fails is raised
     once every session is in the graph, and a rebuild then indexes the whole campaign."""
-    monkeypatch.setattr(importing, "RECORD_BATCH", 2)  # a batch per session (3 lines each)
+    monkeypatch.setattr(import_plan, "RECORD_BATCH", 2)  # a batch per session (3 lines each)
     failing = _IndexThatFailsOnItsSecondWrite(recall_index)
     story = StoryService(embedded_graph, local_blob_store, recall=failing)  # type: ignore[arg-type]
     story.prepare()
@@ -374,7 +385,12 @@ def test_sessions_are_indexed_in_batches_and_a_failed_batch_fails_the_import_aft
     (campaign,) = [c for c in story.list_campaigns() if c.name == "Ada and Bo"]
     assert len(story.history(campaign.id)) == 6  # the graph, the record of truth, holds every line
     assert recall_index.count(campaign.id) == 4
+    assert campaign.transcript_import is not None and campaign.transcript_import.written == 6
+    # resumed: nothing left for the graph; the index gets what it lacks, and the campaign is whole
     healthy = StoryService(embedded_graph, local_blob_store, recall=recall_index)  # type: ignore[arg-type]
+    resumed, report = healthy.resume_transcript_import(conversation(), campaign.id)
+    assert (report.turns, report.resumed_from, report.reconciled, resumed.transcript_import) == (0, 6, 4, None)
+    assert recall_index.count(campaign.id) == 8
     assert healthy.rebuild_recall(campaign.id) == 8
 
 
@@ -456,7 +472,7 @@ def test_a_batchs_summaries_are_embedded_before_the_next_batchs_turns(
     """The next batch's turns are queued from the start; a batch's summaries, known once its sessions are
     written, still go first, so the batch's vectors are written while the next batch is embedded rather
     than at the end."""
-    monkeypatch.setattr(importing, "RECORD_BATCH", 2)  # a batch per session
+    monkeypatch.setattr(import_plan, "RECORD_BATCH", 2)  # a batch per session
     written = threading.Event()
     add = importing._Indexing.add
 
