@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile, status
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from jobs.runner import IngestRunner
 from jobs.sources import resolve_within
@@ -22,12 +22,16 @@ from schemas.errors import InvalidRequest, LorekeeperError, NotFound
 from schemas.knowledge import Classification, Collection, FileType, IngestJob, IngestSource, Item, Library, LibraryType
 from schemas.rulefacts import StoredSourceFact
 from schemas.settings import Settings, get_settings
+from schemas.text import Name, Note, Text, TextRule
 from stores.blob.layout import sanitize_filename, upload_key
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
 from stores.source_facts import SourceFactStore
 
 log = structlog.get_logger(__name__)
+
+Path_ = Annotated[str, TextRule(4096)]
+"""A path as a client sends it: at most 4,096 characters, no NUL (refused with 422, not a crash in the resolver)."""
 
 
 class IngestAccepted(BaseModel):
@@ -36,9 +40,9 @@ class IngestAccepted(BaseModel):
 
 
 class LibraryCreate(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
+    name: Name
     type: LibraryType = LibraryType.RULEBOOK
-    description: str | None = None
+    description: Text | None = None
 
 
 class IngestContext:
@@ -81,16 +85,18 @@ def _resolve_path(ctx: IngestContext, raw: str) -> Path:
 async def ingest(
     ctx: ContextDep,
     library_uid: Annotated[str, Form(description="Library to ingest into.")],
-    path: Annotated[str | None, Form(description="A file under an allowed root.")] = None,
+    path: Annotated[Path_ | None, Form(description="A file under an allowed root.")] = None,
     s3_key: Annotated[str | None, Form(description="An object already in the blob store.")] = None,
     file: Annotated[UploadFile | None, File(description="The file itself.")] = None,
     collection_uid: Annotated[str | None, Form()] = None,
-    title: Annotated[str | None, Form()] = None,
+    title: Annotated[Name | None, Form()] = None,
     file_type: Annotated[FileType | None, Form()] = None,
     file_size: Annotated[int | None, Form(ge=0)] = None,
     classification: Annotated[Classification, Form()] = Classification.CANON,
-    source: Annotated[str | None, Form(description="Free text: where the file came from.")] = None,
-    source_ref: Annotated[str | None, Form(description="Stable reference; re-ingest replaces its old version.")] = None,
+    source: Annotated[Note | None, Form(description="Free text: where the file came from.")] = None,
+    source_ref: Annotated[
+        Note | None, Form(description="Stable reference; re-ingest replaces its old version.")
+    ] = None,
 ) -> IngestAccepted:
     """Accept one file for ingestion and return its job id at once (202); the work runs in the background."""
     given = [x for x in (path, s3_key, file) if x is not None]

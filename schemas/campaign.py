@@ -7,21 +7,20 @@ alternate takes with one selected; checkpoints are named pointers to turns. Re-e
 """
 
 from enum import StrEnum
-from typing import Self
+from typing import Annotated, Self
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, field_validator, model_validator
 
 from schemas.common import (
     Id,
     LorekeeperModel,
-    Name,
-    Text,
     UtcDatetime,
     utc_now,
 )
 from schemas.imports import TranscriptImportState
 from schemas.knowledge import Classification
 from schemas.story_ids import default_id
+from schemas.text import LongText, Name, Note, Text, TextOrEmpty, TextRule
 
 __all__ = [
     "Branch",
@@ -56,7 +55,7 @@ class World(LorekeeperModel):
 
     id: Id = default_id("world")
     name: Name
-    description: str | None = None
+    description: Text | None = None
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
 
@@ -76,9 +75,9 @@ class StoryProfile(LorekeeperModel):
     """How the narrator tells this campaign's story."""
 
     genre: Name = Field(description="e.g. 'fantasy', 'science fiction', 'horror'.")
-    subgenre: str | None = Field(default=None, description="e.g. 'sword and sorcery'.")
-    tone: str | None = Field(default=None, description="e.g. 'grim', 'whimsical'.")
-    style: str | None = Field(default=None, description="Prose style notes, e.g. 'terse, vivid'.")
+    subgenre: Name | None = Field(default=None, description="e.g. 'sword and sorcery'.")
+    tone: Name | None = Field(default=None, description="e.g. 'grim', 'whimsical'.")
+    style: Note | None = Field(default=None, description="Prose style notes, e.g. 'terse, vivid'.")
     point_of_view: PointOfView = PointOfView.SECOND_PERSON
     tense: Tense = Tense.PRESENT
 
@@ -213,7 +212,7 @@ class Speaker(LorekeeperModel):
         description="The speaking entity: required for kind 'entity', optional for 'player' "
         "(their character), not allowed for 'gm' and 'narrator'.",
     )
-    name: str | None = Field(default=None, description="Display name, e.g. a player's handle.")
+    name: Name | None = Field(default=None, description="Display name, e.g. a player's handle.")
 
     @model_validator(mode="after")
     def _check_entity(self) -> Self:
@@ -237,7 +236,7 @@ class GenerationMetadata(LorekeeperModel):
     time_to_first_token_ms: NonNegativeFloat | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     seed: int | None = None
-    finish_reason: str | None = Field(default=None, description="e.g. 'stop', 'length'.")
+    finish_reason: Name | None = Field(default=None, description="e.g. 'stop', 'length'.")
     prompt_snapshot_id: Id | None = Field(default=None, description="The PromptSnapshot this generation used.")
 
     @model_validator(mode="after")
@@ -268,18 +267,18 @@ class Turn(LorekeeperModel):
     depth: NonNegativeInt = Field(default=0, description="Distance from the root turn (0 for the first turn).")
     input_mode: InputMode = InputMode.ACTION
     speaker: Speaker = Field(default_factory=lambda: Speaker(kind=SpeakerKind.PLAYER))
-    text: str = Field(default="", description="The player's input; empty only for 'continue'.")
-    narration: str | None = Field(default=None, description="Narration of the selected take.")
+    text: TextOrEmpty = Field(default="", description="The player's input; empty only for 'continue'.")
+    narration: LongText | None = Field(default=None, description="Narration of the selected take.")
     selected_take_id: Id | None = None
     generation: GenerationMetadata | None = None
     status: TurnStatus = TurnStatus.PENDING
-    error: str | None = Field(default=None, description="Why generation failed (status 'failed').")
+    error: Text | None = Field(default=None, description="Why generation failed (status 'failed').")
     scene_id: Id | None = Field(default=None, description="The scene active when the turn was recorded.")
-    ref: str | None = Field(
-        default=None, max_length=500, description="Source reference of an imported turn (a transcript's line id)."
+    ref: Annotated[str, TextRule(500)] | None = Field(
+        default=None, description="Source reference of an imported turn (a transcript's line id)."
     )
-    story_time: str | None = Field(
-        default=None, max_length=200, description="When it happened, in the story or at the table (free text)."
+    story_time: Annotated[str, TextRule(200)] | None = Field(
+        default=None, description="When it happened, in the story or at the table (free text)."
     )
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
@@ -309,7 +308,7 @@ class Take(LorekeeperModel):
     id: Id = default_id("take")
     turn_id: Id
     index: NonNegativeInt = Field(default=0, description="Order of generation, from 0.")
-    narration: Text
+    narration: LongText
     selected: bool = False
     generation: GenerationMetadata | None = None
     created_at: UtcDatetime = Field(default_factory=utc_now)
@@ -350,7 +349,7 @@ class Checkpoint(LorekeeperModel):
     snapshot_id: Id | None = Field(
         default=None, description="The (:Snapshot) node of the state taken with the checkpoint, if any."
     )
-    description: str | None = None
+    description: Note | None = None
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
 
@@ -371,10 +370,10 @@ class Scene(LorekeeperModel):
     branch_id: Id
     order: NonNegativeInt = Field(description="Position of the scene in the campaign, from 0.")
     status: SceneStatus = SceneStatus.ACTIVE
-    title: str | None = None
+    title: Name | None = None
     location_entity_id: Id | None = None
     participant_entity_ids: list[Id] = Field(default_factory=list)
-    summary: str | None = None
+    summary: LongText | None = None
     canonical_outcomes: list[Text] = Field(
         default_factory=list, description="What became canon when the scene ended, in words."
     )

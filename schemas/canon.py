@@ -18,13 +18,12 @@ from schemas.common import (
     FactStatus,
     Id,
     LorekeeperModel,
-    Name,
     Sha256Hex,
-    Text,
     UtcDatetime,
     utc_now,
 )
 from schemas.story_ids import default_id
+from schemas.text import Label, Name, Note, Text
 
 __all__ = [
     "Axiom",
@@ -54,9 +53,9 @@ class Entity(LorekeeperModel):
     kind: EntityKind
     name: Name
     aliases: list[Name] = Field(default_factory=list)
-    description: str | None = None
+    description: Text | None = None
     status: EntityStatus = EntityStatus.ACTIVE
-    attributes: dict[str, AttributeValue] = Field(
+    attributes: dict[Label, AttributeValue] = Field(
         default_factory=dict, description="Absolute attribute values, e.g. {'hp': 12}."
     )
     created_turn_id: Id | None = Field(default=None, description="Turn it entered the story.")
@@ -68,7 +67,7 @@ class Evidence(LorekeeperModel):
 
     turn_ids: list[Id] = Field(default_factory=list)
     chunk_ids: list[Id] = Field(default_factory=list)
-    quote: str | None = Field(default=None, description="Short excerpt that supports the claim.")
+    quote: Note | None = Field(default=None, description="Short excerpt that supports the claim.")
 
     @property
     def is_empty(self) -> bool:
@@ -114,7 +113,7 @@ class Axiom(LorekeeperModel):
     id: Id = default_id("axiom")
     world_id: Id
     text: Text
-    category: str | None = Field(default=None, description="e.g. 'magic', 'physics', 'society'.")
+    category: Name | None = Field(default=None, description="e.g. 'magic', 'physics', 'society'.")
     authority: Authority = Authority.GM
     evidence: Evidence = Field(default_factory=Evidence)
     created_at: UtcDatetime = Field(default_factory=utc_now)
@@ -142,7 +141,7 @@ class Relationship(LorekeeperModel):
     source_entity_id: Id
     target_entity_id: Id
     kind: Name = Field(description="e.g. 'ally_of', 'member_of', 'sibling_of'.")
-    description: str | None = None
+    description: Text | None = None
     status: RelationshipStatus = RelationshipStatus.ACTIVE
     since_turn_id: Id | None = None
     until_turn_id: Id | None = None
@@ -167,12 +166,12 @@ class StoryThread(LorekeeperModel):
     id: Id = default_id("thread")
     campaign_id: Id
     title: Name
-    description: str | None = None
+    description: Text | None = None
     status: ThreadStatus = ThreadStatus.OPEN
     involved_entity_ids: list[Id] = Field(default_factory=list)
     opened_turn_id: Id | None = None
     resolved_turn_id: Id | None = None
-    resolution: str | None = None
+    resolution: Text | None = None
 
     @model_validator(mode="after")
     def _check_status(self) -> Self:

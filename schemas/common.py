@@ -22,9 +22,15 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    StringConstraints,
+    ValidationInfo,
     WithJsonSchema,
 )
+
+from schemas.text import TEXT_MAX, check_text
+
+# free text lives in schemas.text; Name and Text are re-exported here, where the model modules import them
+from schemas.text import Name as Name
+from schemas.text import Text as Text
 
 __all__ = [
     "ID_MAX_LENGTH",
@@ -147,18 +153,6 @@ def check_job_timeline(created_at: datetime, started_at: datetime | None, comple
 # small constrained types
 
 
-def _check_text(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty or only whitespace")
-    return value
-
-
-Text = Annotated[str, AfterValidator(_check_text), Field(min_length=1)]
-"""Free text that is not blank. Kept verbatim (no stripping): narration is whitespace-sensitive."""
-
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300)]
-"""A short human-readable name or label: surrounding whitespace stripped, not blank."""
-
 Confidence = Annotated[float, Field(ge=0.0, le=1.0)]
 """A probability-like confidence between 0 and 1 inclusive."""
 
@@ -247,9 +241,12 @@ def find_hidden_increment(value: str) -> str | None:
     return None
 
 
-def _reject_hidden_increment(value: Any) -> Any:
+def _reject_hidden_increment(value: Any, info: ValidationInfo) -> Any:
     items: Iterable[Any] = value if isinstance(value, list) else [value]
+    stored = bool(info.context and info.context.get("stored"))
     for item in items:
+        if isinstance(item, str) and not stored:
+            check_text(item, max_length=TEXT_MAX, blank=True)
         if isinstance(item, str) and (amount := find_hidden_increment(item)) is not None:
             if amount == "?":
                 hint = 'op="increment" with a numeric amount'
@@ -268,7 +265,8 @@ ScalarValue = str | bool | int | float
 """A JSON scalar stored as an attribute or fact value."""
 
 AttributeValue = Annotated[ScalarValue | list[ScalarValue] | None, AfterValidator(_reject_hidden_increment)]
-"""An absolute attribute/fact value. Strings that hide an increment ("+2", "hp+3") are rejected."""
+"""An absolute attribute/fact value. Strings that hide an increment ("+2", "hp+3") are rejected, and a string is
+free text (:func:`schemas.text.check_text`: at most 20,000 characters, no NUL, no lone surrogate)."""
 
 # --------------------------------------------------------------------------------------------
 # base model

@@ -28,10 +28,9 @@ from schemas.common import (
     EntityStatus,
     Id,
     LorekeeperModel,
-    Name,
-    Text,
     new_id,
 )
+from schemas.text import Label, Name, Note, Text
 
 __all__ = [
     "STATE_EVENT_KINDS",
@@ -148,9 +147,9 @@ class EntityCreated(BaseStateEvent):
     entity_kind: EntityKind = Field(description="Genre-neutral kind of the entity.")
     name: Name
     aliases: list[Name] = Field(default_factory=list, description="Other names it is known by.")
-    description: str | None = None
+    description: Text | None = None
     status: EntityStatus = EntityStatus.ACTIVE
-    attributes: dict[str, AttributeValue] = Field(
+    attributes: dict[Label, AttributeValue] = Field(
         default_factory=dict,
         description="Initial attributes, absolute values only (e.g. {'hp': 12}).",
     )
@@ -166,7 +165,7 @@ class EntityStatusSet(BaseStateEvent):
     kind: Literal["set_entity_status"] = "set_entity_status"
     entity_id: Id
     status: EntityStatus = Field(description="The entity's status after the event (absolute).")
-    reason: str | None = Field(default=None, description="Why, in a sentence, for provenance.")
+    reason: Note | None = Field(default=None, description="Why, in a sentence, for provenance.")
 
     @property
     def touches(self) -> TouchedIds:
@@ -259,7 +258,7 @@ class FactInvalidated(BaseStateEvent):
     kind: Literal["fact_invalidated"] = "fact_invalidated"
     fact_id: Id = Field(description="The fact that stops being current.")
     invalidation: FactInvalidation = FactInvalidation.SUPERSEDED
-    reason: Text = Field(description="Why the fact no longer holds, for provenance.")
+    reason: Note = Field(description="Why the fact no longer holds, for provenance.")
     superseded_by: Id | None = Field(default=None, description="The fact that replaces it, when superseded.")
 
     @model_validator(mode="after")
@@ -281,7 +280,7 @@ class RelationshipAdded(BaseStateEvent):
     source_entity_id: Id
     target_entity_id: Id
     relationship_kind: Name = Field(description="e.g. 'ally_of', 'member_of', 'owes_debt_to'.")
-    description: str | None = None
+    description: Text | None = None
 
     @property
     def touches(self) -> TouchedIds:
@@ -296,7 +295,7 @@ class RelationshipEnded(BaseStateEvent):
 
     kind: Literal["relationship_ended"] = "relationship_ended"
     relationship_id: Id
-    reason: str | None = None
+    reason: Note | None = None
 
     @property
     def touches(self) -> TouchedIds:
@@ -309,7 +308,7 @@ class ThreadOpened(BaseStateEvent):
     kind: Literal["thread_opened"] = "thread_opened"
     thread_id: Id = Field(default_factory=lambda: new_id("thread"))
     title: Name
-    description: str | None = None
+    description: Text | None = None
     involved_entity_ids: list[Id] = Field(default_factory=list, description="Entities the thread is about.")
 
     @property
@@ -391,7 +390,7 @@ class EventRecorded(BaseStateEvent):
     kind: Literal["event_recorded"] = "event_recorded"
     happening_id: Id = Field(default_factory=lambda: new_id("hap"), description="Id of the happening.")
     title: Name
-    description: str | None = None
+    description: Text | None = None
     participant_entity_ids: list[Id] = Field(default_factory=list)
     location_entity_id: Id | None = None
 

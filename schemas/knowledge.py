@@ -34,6 +34,7 @@ from schemas.common import (
     new_id,
     utc_now,
 )
+from schemas.text import Text
 
 __all__ = [
     "CHUNKING_DEFAULTS",
@@ -246,7 +247,7 @@ class Library(LorekeeperModel):
     uid: Id = Field(default_factory=lambda: new_id("lib"))
     name: Name
     type: LibraryType = Field(description="Kind of material; picks the chunking defaults.")
-    description: str | None = None
+    description: Text | None = None
     chunking_override: ChunkingOverride | None = Field(
         default=None, description="Changes to the type's chunking defaults; unset keeps them."
     )
@@ -276,7 +277,7 @@ class Collection(LorekeeperModel):
     uid: Id = Field(default_factory=lambda: new_id("coll"))
     library_uid: Id
     name: Name
-    description: str | None = None
+    description: Text | None = None
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
 

@@ -13,14 +13,13 @@ from schemas.common import (
     Confidence,
     Id,
     LorekeeperModel,
-    Name,
     Sha256Hex,
-    Text,
     UtcDatetime,
     utc_now,
 )
 from schemas.proposals import DiceRoll
 from schemas.story_ids import default_id
+from schemas.text import LongText, Name, Note, Text
 
 __all__ = [
     "DialogueBlock",
@@ -77,7 +76,7 @@ class Memory(LorekeeperModel):
         default=None,
         description="When it was retracted: it stays in the graph but is no longer listed or recalled.",
     )
-    retraction_reason: str | None = Field(default=None, max_length=2000, description="Why it was retracted.")
+    retraction_reason: Note | None = Field(default=None, description="Why it was retracted.")
 
 
 class SummaryScope(StrEnum):
@@ -96,7 +95,7 @@ class Summary(LorekeeperModel):
     scene_id: Id | None = Field(default=None, description="The scene, for scope 'scene'.")
     anchor_turn_id: Id = Field(description="Last turn the summary covers.")
     from_turn_id: Id | None = Field(default=None, description="First turn it covers, if bounded.")
-    text: Text
+    text: LongText
     token_count: NonNegativeInt = 0
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
@@ -231,19 +230,19 @@ class RetrievalRecord(LorekeeperModel):
 
 class NarrationBlock(LorekeeperModel):
     type: Literal["narration"] = "narration"
-    text: Text
+    text: LongText
 
 
 class DialogueBlock(LorekeeperModel):
     type: Literal["dialogue"] = "dialogue"
     speaker: Speaker
-    text: Text
+    text: LongText
 
 
 class DiceRollBlock(LorekeeperModel):
     type: Literal["dice_roll"] = "dice_roll"
     roll: DiceRoll
-    label: str | None = Field(default=None, description="What was rolled for, e.g. 'Stealth'.")
+    label: Name | None = Field(default=None, description="What was rolled for, e.g. 'Stealth'.")
     roller: Speaker | None = None
 
 
@@ -257,7 +256,7 @@ class ImageBlock(LorekeeperModel):
     type: Literal["image"] = "image"
     media_asset_id: Id = Field(description="The MediaAsset (or ImageAsset uid) to show.")
     alt_text: Text
-    caption: str | None = None
+    caption: Text | None = None
 
 
 PresentationBlock = Annotated[

@@ -20,13 +20,12 @@ from schemas.common import (
     EntityKind,
     Id,
     LorekeeperModel,
-    Name,
-    Text,
     UtcDatetime,
     utc_now,
 )
 from schemas.events import StateEventList
 from schemas.story_ids import default_id
+from schemas.text import Label, LongText, Name, Note, Text
 
 __all__ = [
     "ChangeType",
@@ -102,7 +101,7 @@ class Resolution(LorekeeperModel):
     method: ResolutionMethod
     outcome: ResolutionOutcome
     roll: DiceRoll | None = Field(default=None, description="The roll, for method 'dice'.")
-    note: str | None = None
+    note: Note | None = None
     resolved_at: UtcDatetime = Field(default_factory=utc_now)
 
     @model_validator(mode="after")
@@ -151,8 +150,8 @@ class ProposedEntity(LorekeeperModel):
     kind: EntityKind
     name: Name
     aliases: list[Name] = Field(default_factory=list)
-    description: str | None = None
-    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+    description: Text | None = None
+    attributes: dict[Label, AttributeValue] = Field(default_factory=dict)
 
 
 class ProposedRelationship(LorekeeperModel):
@@ -162,7 +161,7 @@ class ProposedRelationship(LorekeeperModel):
     source_entity_id: Id
     target_entity_id: Id
     kind: Name
-    description: str | None = None
+    description: Text | None = None
 
 
 class ProposedStateChange(LorekeeperModel):
@@ -177,7 +176,7 @@ class ProposedEvent(LorekeeperModel):
 
     type: Literal["event"] = "event"
     title: Name
-    description: str | None = None
+    description: Text | None = None
     participant_entity_ids: list[Id] = Field(default_factory=list)
     location_entity_id: Id | None = None
 
@@ -210,15 +209,17 @@ class ProposedChange(LorekeeperModel):
     evidence: Evidence = Field(default_factory=Evidence)
     authority: Authority
     confidence: Confidence = Field(description="Proposer's confidence, 0..1.")
-    proposed_by: str | None = Field(default=None, description="Who proposed it: a user id, 'narrator', 'extractor'...")
+    proposed_by: Name | None = Field(default=None, description="Who proposed it: a user id, 'narrator', 'extractor'...")
     resolution: Resolution | None = Field(
         default=None, description="For player proposals: how they were resolved (dice, ruling)."
     )
-    reviewed_by: str | None = Field(
+    reviewed_by: Name | None = Field(
         default=None, description="Who reviewed and approved it (lets a low-confidence system proposal through)."
     )
     status: ProposalStatus = ProposalStatus.PENDING
-    rationale: str | None = Field(default=None, description="Why it was accepted or rejected (required when rejected).")
+    rationale: LongText | None = Field(
+        default=None, description="Why it was accepted or rejected (required when rejected)."
+    )
     created_at: UtcDatetime = Field(default_factory=utc_now)
     decided_at: UtcDatetime | None = None
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.campaign import LibraryPin, check_library_pins
-from schemas.common import Authority, Confidence, Id, Name, Text
+from schemas.common import AttributeValue, Authority, Confidence, Id
 from schemas.errors import ConfigError
 from schemas.settings import ENV_PREFIX
 from schemas.story import (
@@ -30,6 +30,7 @@ from schemas.story import (
     SubjectiveKind,
     WorldStateCheckpointKind,
 )
+from schemas.text import Name, Note, Text, TextOrEmpty, TextRule
 
 __all__ = [
     "ApiKeyInfo",
@@ -194,7 +195,7 @@ class _Body(BaseModel):
 
 class WorldCreate(_Body):
     name: Name
-    description: str | None = Field(default=None, max_length=20_000)
+    description: Text | None = None
     axioms: list[Text] = Field(default_factory=list, max_length=500)
 
 
@@ -221,7 +222,7 @@ class CampaignLibrary(_Body):
 
 
 class TurnRequest(_Body):
-    text: str = Field(default="", max_length=20_000, description="The player's input.")
+    text: TextOrEmpty = Field(default="", description="The player's input.")
     input_mode: InputMode = InputMode.ACTION
     speaker: Speaker | None = None
     stream: bool = Field(default=False, description="Stream the narration as server-sent events.")
@@ -240,7 +241,7 @@ class CheckpointCreate(_Body):
     name: Name
     turn_id: Id | None = None
     kind: WorldStateCheckpointKind = WorldStateCheckpointKind.MANUAL
-    description: str | None = Field(default=None, max_length=2000)
+    description: Note | None = None
 
 
 class SceneCreate(_Body):
@@ -265,13 +266,13 @@ class CommitRequest(_Body):
 
 
 class EndSceneRequest(_Body):
-    summary: str | None = Field(default=None, max_length=20_000)
+    summary: Text | None = None
 
 
 class RetconRequest(_Body):
     campaign_id: Id
-    reason: Text
-    value: str | bool | int | float | None = None
+    reason: Note
+    value: AttributeValue = None
     object_entity_id: Id | None = None
     authority: Authority = Authority.GM
 
@@ -292,7 +293,7 @@ class MemoryCreate(_Body):
 class MemoryRetract(_Body):
     """``POST /api/v1/campaigns/{id}/memories/{memory_id}/retract``: why the memory no longer holds."""
 
-    reason: Text
+    reason: Note
 
 
 # ============================================================================================
@@ -304,7 +305,9 @@ class ExtractedProposal(_Body):
 
     content: ProposalContent = Field(description="The typed change; its `type` says which kind.")
     confidence: Confidence = Field(description="How sure the extractor is that the narration implies it.")
-    quote: str | None = Field(default=None, max_length=500, description="The words of the narration it rests on.")
+    quote: Annotated[str, TextRule(500)] | None = Field(
+        default=None, description="The words of the narration it rests on."
+    )
 
 
 class ExtractionBatch(_Body):

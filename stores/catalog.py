@@ -32,6 +32,7 @@ from schemas.knowledge import (
     ItemStatus,
     Library,
 )
+from schemas.text import STORED
 from stores.graph.base import GraphStore
 
 M = TypeVar("M", bound=BaseModel)
@@ -55,7 +56,11 @@ def to_props(model: BaseModel, *, key: str = "uid") -> dict[str, Any]:
 
 
 def from_props(cls: type[M], props: dict[str, Any], *, key: str = "uid") -> M:
-    """Rebuild a model from graph properties written by :func:`to_props` (extra properties are ignored)."""
+    """Rebuild a model from graph properties written by :func:`to_props` (extra properties are ignored).
+
+    Free text is read as stored (:data:`schemas.text.STORED`): a bound added after a record was written
+    does not make it unreadable.
+    """
     data: dict[str, Any] = {}
     for name, value in props.items():
         if name.startswith("_"):
@@ -67,7 +72,7 @@ def from_props(cls: type[M], props: dict[str, Any], *, key: str = "uid") -> M:
     if key != "uid":
         data.pop("uid", None)
     known = cls.model_fields
-    return cls.model_validate({k: v for k, v in data.items() if k in known})
+    return cls.model_validate({k: v for k, v in data.items() if k in known}, context=STORED)
 
 
 def _now() -> str:

@@ -18,6 +18,7 @@ from schemas.story import (
     TurnPresentation,
     TurnProvenance,
 )
+from schemas.text import STORED
 from stores.blob.layout import PRESENTATIONS, PROMPTS, RETRIEVALS
 from stores.catalog import from_props
 from story import cypher
@@ -85,7 +86,7 @@ class Provenance:
         prompt = from_props(PromptSnapshot, prompts[-1], key="id") if prompts else None
         text = self.blobs.get(prompt.blob_key).decode() if prompt and prompt.blob_key else None
         retrievals = [
-            RetrievalRecord.model_validate_json(self.blobs.get(r["blob_key"]))
+            RetrievalRecord.model_validate_json(self.blobs.get(r["blob_key"]), context=STORED)
             for r in self.story.nodes(cypher.retrievals_of(turn_id))
         ]
         passages = [
@@ -130,7 +131,7 @@ class Provenance:
 
     def presentation(self, turn_id: str) -> TurnPresentation | None:
         key = self.story.node("Turn", turn_id).get("presentation_key")
-        return TurnPresentation.model_validate_json(self.blobs.get(key)) if key else None
+        return TurnPresentation.model_validate_json(self.blobs.get(key), context=STORED) if key else None
 
     def attach_media(self, scene_id: str, asset: MediaAsset) -> MediaAsset:
         """Attach media metadata to a scene. Media illustrates; it never becomes canon."""
