@@ -493,7 +493,8 @@ def head_lineage(service: Any, campaign_id: str) -> Any:
 def write_memories(service: Any, campaign_id: str, conv: Conversation, kind: str) -> int:
     """What a variant writes beside the turns, through the story service (indexed as it is written)."""
     from schemas.story import Summary, SummaryScope
-    from story.formation import ExtractiveFormer, form_scene
+    from story.formation import ExtractiveFormer
+    from story.scene_end import form_scene
 
     scenes = service.scenes(campaign_id)
     written = 0

@@ -307,6 +307,7 @@ def reindex_command(
         task = progress.add_task("reindexing chunks", total=None)
         report = reindex(settings, drop=drop, on_progress=lambda n: progress.advance(task, n))
         with _story_service(settings, bulk=True) as story:
+            ends = story.finish_scene_ends()  # what a scene end cut short by a crash forms, then its records
             campaigns = story.list_campaigns()
             task = progress.add_task("rebuilding campaign recall", total=len(campaigns))
             records = 0
@@ -315,6 +316,8 @@ def reindex_command(
                 progress.advance(task)
     console.print(f"reindexed {report.chunks} chunks of {report.items} items")
     console.print(f"rebuilt the recall of {len(campaigns)} campaigns ({records} records)")
+    if ends:
+        console.print(f"finished {ends} scene ends a crash had cut short")
 
 
 @contextmanager

@@ -202,6 +202,9 @@ class SearchReplica:
     def recall_count(self, campaign_id: str) -> int:
         return self.recall.count(campaign_id)
 
+    def recall_stored_texts(self, campaign_id: str) -> dict[str, str]:
+        return self.recall.stored_texts(campaign_id)
+
     def recall_search(
         self,
         campaign_id: str,
@@ -297,6 +300,9 @@ class RemoteRecallIndex(RecallIndex):
 
     def count(self, campaign_id: str) -> int:
         return self.handle.recall_count.remote(campaign_id).result()  # type: ignore[no-any-return]
+
+    def stored_texts(self, campaign_id: str) -> dict[str, str]:
+        return self.handle.recall_stored_texts.remote(campaign_id).result()  # type: ignore[no-any-return]
 
     def search(
         self,

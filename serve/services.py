@@ -355,6 +355,7 @@ def open_services(
             judge = LLMAxiomJudge(build_engine(serve, role="extractor"), max_tokens=serve.extractor_max_tokens)
             stack.callback(judge.close)
             story.axiom_judge = judge
+        story.catch_up()  # scene ends a crash cut short are finished, the recall index caught up with the graph
         flow = TurnFlow(
             story,
             narrator.default,

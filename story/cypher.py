@@ -298,6 +298,21 @@ def update_scene(scene_id: str, props: dict[str, Any]) -> Statement:
     return "MATCH (s:Scene {uid: $s}) SET s += $props", {"s": scene_id, "props": props}
 
 
+#: The property of a completed scene whose end is not finished: the gate's commit sets it, the commit of the
+#: memories and summary the end forms clears it (:mod:`story.scene_end`).
+END_PENDING = "end_pending"
+
+
+def scenes_ending() -> Statement:
+    """Every scene, of any campaign, whose end the gate committed and whose memories are still to be formed."""
+    return f"MATCH (n:Scene) WHERE n.{END_PENDING} = true RETURN n ORDER BY n.campaign_id, n.order", {}
+
+
+def end_finished(scene_id: str) -> Statement:
+    """Mark a scene's end finished (in the transaction that writes what it formed)."""
+    return f"MATCH (s:Scene {{uid: $s}}) SET s.{END_PENDING} = false", {"s": scene_id}
+
+
 def turns_in_campaign(turn_ids: list[str], campaign_id: str) -> Statement:
     """Which of ``turn_ids`` (``uid``) are turns of the campaign."""
     return (
@@ -353,6 +368,19 @@ def create_anchored(label: str, turn_id: str, props: dict[str, Any]) -> Statemen
         f"MATCH (t:Turn {{uid: $t}}) CREATE (m:{label}) SET m = $props CREATE (m)-[:AT_TURN]->(t)",
         {"t": turn_id, "props": props},
     )
+
+
+def create_anchored_at(label: str, turn_id: str, rows: Sequence[Mapping[str, Any]]) -> Statement:
+    """Memories or Summaries (their property maps) anchored at one turn, in one statement."""
+    return (
+        f"MATCH (t:Turn {{uid: $t}}) UNWIND $rows AS r CREATE (m:{label}) SET m = r CREATE (m)-[:AT_TURN]->(t)",
+        {"t": turn_id, "rows": [dict(r) for r in rows]},
+    )
+
+
+def anchored_at(label: str, turn_id: str) -> Statement:
+    """Every Memory or Summary anchored at a turn, retracted ones too."""
+    return f"MATCH (n:{label}) WHERE n.anchor_turn_uid = $t RETURN n", {"t": turn_id}
 
 
 def retract_memory(memory_id: str, at: str, reason: str) -> Statement:

@@ -4,9 +4,9 @@ and a summary of the scene.
 A :class:`SceneMemoryFormer` reads an ended scene (its turns, who was present, who else the world
 knows) and drafts a scene summary and observer-scoped :class:`~schemas.story.Memory` records, every
 one anchored at the scene's end turn, so a memory is recalled only on the lineage where the scene
-happened. :func:`form_scene` runs a former when a scene ends and writes the drafts through the story
-service, so they are indexed for recall like a memory a GM adds; it writes nothing that is already
-there, so forming a scene twice adds nothing.
+happened. :mod:`story.scene_end` runs a former when a scene ends and writes the drafts, all in one
+transaction that also marks the scene's end finished, then indexes them for recall; it writes nothing
+that is already there, so forming a scene twice adds nothing.
 
 Two formers: :class:`ExtractiveFormer` here (deterministic, no model: what runs without an LLM, and
 what tests pin down), and ``narrator.formation.LLMFormer`` (structured extraction of claims,
@@ -38,20 +38,11 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-import structlog
-
-from schemas.common import EntityStatus
-from schemas.errors import LorekeeperError
-from schemas.story import InputMode, Memory, Scene, SubjectiveKind, Summary, SummaryScope, Turn
+from schemas.story import InputMode, Memory, Scene, SubjectiveKind, Turn
 from story.recall import speaker_name
 from story.words import FUNCTION_WORDS
-
-if TYPE_CHECKING:
-    from story.service import StoryService
-
-log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,136 +538,3 @@ class ExtractiveFormer:
 
 def _others(ids: Iterable[str], observer: str) -> list[str]:
     return [i for i in dict.fromkeys(ids) if i != observer]
-
-
-# -- forming a scene at its end ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Formation:
-    """What forming one scene wrote: the summary (or not), memories added, and drafts already there."""
-
-    scene_id: str
-    former: str
-    summary_added: bool = False
-    memories_added: int = 0
-    already_there: int = 0
-    dropped: int = 0
-
-
-def scene_turns(service: StoryService, scene: Scene) -> list[Turn]:
-    """The scene's turns on its end turn's line, oldest first (a turn of the scene left on another
-    branch by an undo is not part of what happened)."""
-    if scene.end_turn_id is None:
-        return []
-    end = service.get_turn(scene.end_turn_id)
-    start_depth = service.get_turn(scene.start_turn_id).depth if scene.start_turn_id else -1
-    if end.depth <= start_depth:
-        return []
-    line = service.history(scene.campaign_id, turn_id=end.id, last=end.depth - start_depth)
-    return [t for t in line if t.scene_id == scene.id]
-
-
-def cast_at(service: StoryService, scene: Scene, turns: Sequence[Turn]) -> tuple[list[NamedEntity], list[NamedEntity]]:
-    """Who was present (the scene's participants and whoever spoke in it, as the world knows them at
-    the scene's end, destroyed ones aside) and every entity of the world then."""
-    world = service.world_state(scene.campaign_id, turn_id=scene.end_turn_id)
-    entities = {
-        eid: NamedEntity(eid, e["name"], kind=e["kind"], aliases=tuple(e.get("aliases") or ()))
-        for eid, e in sorted(world.entities.items())
-    }
-    ids = [*scene.participant_entity_ids, *(t.speaker.entity_id for t in turns if t.speaker.entity_id)]
-    present = [
-        entities[i]
-        for i in dict.fromkeys(ids)
-        if i in entities and world.entities[i]["status"] != EntityStatus.DESTROYED.value
-    ]
-    return present, list(entities.values())
-
-
-def form_scene(service: StoryService, scene: Scene, former: SceneMemoryFormer) -> Formation:
-    """Form an ended scene's summary and memories, and write those not there yet.
-
-    The GM's summary (``end_scene(summary=...)``) is the scene summary when there is one; the former
-    still forms the memories. A scene without turns forms nothing.
-    """
-    turns = scene_turns(service, scene)
-    if not turns or scene.end_turn_id is None:
-        log.info("memories_formed", scene_id=scene.id, summary=0, memories=0, reason="the scene has no turns")
-        return Formation(scene.id, getattr(former, "name", type(former).__name__))
-    present, entities = cast_at(service, scene, turns)
-    formed = former.form(scene, turns, present, entities=entities)
-    result = _write(service, scene, formed, {p.entity_id for p in present})
-    log.info(
-        "memories_formed",
-        scene_id=scene.id,
-        campaign_id=scene.campaign_id,
-        former=formed.former,
-        summary=int(result.summary_added),
-        memories=result.memories_added,
-        already_there=result.already_there,
-        dropped=result.dropped,
-        present=len(present),
-        notes=formed.notes or None,
-    )
-    return result
-
-
-def _write(service: StoryService, scene: Scene, formed: FormedScene, present: set[str]) -> Formation:
-    assert scene.end_turn_id is not None
-    end = scene.end_turn_id
-    text = scene.summary or formed.summary
-    summary_added = False
-    if text and text.strip():
-        known = service.summaries(scene.campaign_id, turn_id=end)
-        if not any(s.scene_id == scene.id and s.text == text for s in known):
-            service.add_summary(
-                Summary(
-                    campaign_id=scene.campaign_id,
-                    scope=SummaryScope.SCENE,
-                    scene_id=scene.id,
-                    anchor_turn_id=end,
-                    from_turn_id=scene.start_turn_id,
-                    text=text,
-                    token_count=len(text.split()),
-                )
-            )
-            summary_added = True
-    existing = {
-        (m.observer_entity_id, m.kind, m.text)
-        for m in service.memories(scene.campaign_id, turn_id=end)
-        if m.anchor_turn_id == end
-    }
-    added = there = dropped = 0
-    for memory in formed.memories:
-        key = (memory.observer_entity_id, memory.kind, memory.text)
-        if memory.observer_entity_id not in present or memory.anchor_turn_id != end:
-            dropped += 1  # a former may only give memories to those present, at the scene's end
-            continue
-        if key in existing:
-            there += 1
-            continue
-        try:
-            service.add_memory(memory)
-        except LorekeeperError as exc:
-            dropped += 1
-            log.warning("memory_not_formed", scene_id=scene.id, observer=memory.observer_entity_id, error=str(exc))
-            continue
-        existing.add(key)
-        added += 1
-    return Formation(scene.id, formed.former, summary_added, added, there, dropped)
-
-
-def form_at_scene_end(service: StoryService, scene: Scene, former: SceneMemoryFormer) -> Formation | None:
-    """:func:`form_scene`, never raising: the gate's canon is committed, and a former's failure (a
-    model, a bug in a plug-in former) must not make the scene's end look failed. Returns None then."""
-    try:
-        return form_scene(service, scene, former)
-    except Exception as exc:  # any former's failure; the scene has ended either way
-        log.warning(
-            "memory_formation_failed",
-            scene_id=scene.id,
-            campaign_id=scene.campaign_id,
-            error=f"{type(exc).__name__}: {exc}",
-        )
-        return None

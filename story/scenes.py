@@ -442,11 +442,13 @@ def _ended(
     decisions: list[ProposalDecision],
     summary: str | None,
 ) -> dict[str, Any]:
-    """What a scene's node says once it ends."""
+    """What a scene's node says once it ends: completed, and its end not finished until the memories and
+    summary it forms are written (:mod:`story.scene_end`), so a crash in between leaves that to do."""
     props: dict[str, Any] = {
         "status": SceneStatus.COMPLETED.value,
         "ended_at": utc_now().isoformat(),
         "canonical_outcomes": [*scene.canonical_outcomes, *scene_outcomes(pending, decisions)],
+        cypher.END_PENDING: True,
     }
     if ctx.head is not None:
         props["end_turn_id"] = ctx.head.id

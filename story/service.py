@@ -37,6 +37,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+import structlog
+
 from schemas.campaign import LibraryPin
 from schemas.common import Authority
 from schemas.media import MediaAsset
@@ -71,12 +73,13 @@ from schemas.story import (
 from stores.blob.base import BlobStore
 from stores.graph.base import GraphStore
 from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
+from story import scene_end
 from story.axioms import AxiomJudge
 from story.bundle import BundleSummary
 from story.campaigns import Campaigns
 from story.context import TurnContext
 from story.core import Build, StoryCore
-from story.formation import ExtractiveFormer, SceneMemoryFormer, form_at_scene_end
+from story.formation import ExtractiveFormer, SceneMemoryFormer
 from story.graph import CampaignContext
 from story.house_rules import HouseRule, house_rules
 from story.importing import Progress, TranscriptImport, TranscriptImporter
@@ -87,6 +90,8 @@ from story.policy import GatePolicy
 from story.provenance import Provenance
 from story.recall import Recollection
 from story.recall_index import RecallIndex
+from story.recall_sync import Reconciled, reconcile, sync_scene
+from story.scene_end import Formation
 from story.scenes import Scenes
 from story.snapshots import DEFAULT_SNAPSHOT_INTERVAL
 from story.state import WorldState
@@ -94,6 +99,8 @@ from story.timeline import Timeline
 from story.transcripts import Transcript
 
 T = TypeVar("T")
+
+log = structlog.get_logger(__name__)
 
 
 class StoryService:
@@ -380,13 +387,23 @@ class StoryService:
         return self._scenes.commit(scene_id, proposal_ids)
 
     def end_scene(self, scene_id: str, *, summary: str | None = None) -> GateReport:
+        """End a scene: the gate's canon, then the summary and memories it forms (:mod:`story.scene_end`).
+
+        Ending a completed scene again answers ``already_completed``; if a crash cut its end short, the
+        end is finished now.
+        """
         report = self._scenes.end_scene(scene_id, summary=summary)
-        if not report.already_completed:
-            scene = self._scenes.get_scene(scene_id)
-            self._recall.scene_ended(scene)
-            if self.memory_former is not None:  # after the gate: a failed formation leaves its canon be
-                form_at_scene_end(self, scene, self.memory_former)
+        self.finish_scene_end(scene_id)
         return report
+
+    def finish_scene_end(self, scene_id: str) -> Formation | None:
+        """Form and commit what a completed scene's end forms if that is still to do (never raising for
+        the former's sake), then index the scene's records the recall index misses."""
+        if not scene_end.end_pending(self, scene_id):
+            return None
+        formation = scene_end.finish_scene_end(self, scene_id)
+        sync_scene(self._recall, self._scenes.get_scene(scene_id).campaign_id, scene_id)
+        return formation
 
     def retcon(
         self,
@@ -474,6 +491,41 @@ class StoryService:
 
     def rebuild_recall(self, campaign_id: str) -> int:
         return self._recall.rebuild(campaign_id)
+
+    def finish_scene_ends(self) -> int:
+        """Finish every scene end a crash (or a failed former) left pending, in every campaign
+        (:mod:`story.scene_end`). Returns how many were finished."""
+        finished = 0
+        for scene in scene_end.pending_scene_ends(self):
+            self.finish_scene_end(scene.id)
+            finished += not scene_end.end_pending(self, scene.id)
+        return finished
+
+    def reconcile_recall(self, campaign_id: str) -> Reconciled:
+        """Bring a campaign's recall index in line with its graph (:func:`story.recall_sync.reconcile`)."""
+        return reconcile(self._recall, campaign_id)
+
+    def catch_up(self) -> list[Reconciled]:
+        """What the server runs at start-up: finish the scene ends a crash cut short, then reconcile the
+        recall index of every campaign with the graph (event ``story_caught_up``)."""
+        ends = self.finish_scene_ends()
+        campaigns = self.list_campaigns() if self._recall.index is not None else []
+        reconciled = []
+        for campaign in campaigns:
+            try:
+                reconciled.append(self.reconcile_recall(campaign.id))
+            except Exception as exc:  # a derived index never stops the story from starting; the next start retries
+                log.warning("recall_index_failed", what="reconcile", campaign_id=campaign.id, error=repr(exc))
+                reconciled.append(Reconciled(campaign.id, failed=repr(exc)))
+        log.info(
+            "story_caught_up",
+            scene_ends=ends,
+            campaigns=len(reconciled),
+            added=sum(r.added + r.rewritten for r in reconciled),
+            removed=sum(r.removed for r in reconciled),
+            failed=sum(r.failed is not None for r in reconciled),
+        )
+        return reconciled
 
     def import_transcript(
         self,

@@ -16,9 +16,9 @@ from story.formation import (
     FormedScene,
     NamedEntity,
     centrality,
-    form_scene,
     sentences,
 )
+from story.scene_end import form_scene
 from story.service import StoryService
 from tests.unit.test_story_campaign import gm_entity, new_campaign
 
