@@ -13,6 +13,7 @@ from typing import Any
 
 from schemas.common import EntityStatus, utc_now
 from schemas.story import Memory, Summary, Turn
+from schemas.text import NOTE_MAX, check_text
 from stores.catalog import from_props
 from story import cypher
 from story.core import StoryCore
@@ -56,15 +57,20 @@ class Memories:
 
         Raises:
             StoryNotFound: no such memory in the campaign.
-            StoryInvalid: no reason given.
+            StoryInvalid: no reason given, or one a memory cannot hold (over 2,000 characters, a NUL
+                character, a lone surrogate); nothing is written then.
             StoryConflict: it was retracted already (the first retraction's when and why stand).
         """
-        if not reason.strip():
-            raise StoryInvalid("say why the memory is retracted")
+        # the whole request is checked before the write: a reason the record cannot hold was once written,
+        # then refused when the record was read back (400), leaving the memory retracted for good
+        try:
+            reason = check_text(reason.strip(), max_length=NOTE_MAX)
+        except ValueError as exc:
+            raise StoryInvalid(f"reason: {exc}" if reason.strip() else "say why the memory is retracted") from None
         memory = self.get_memory(campaign_id, memory_id)
         if memory.retracted_at is not None:
             raise StoryConflict(f"memory {memory_id!r} was retracted at {memory.retracted_at.isoformat()}")
-        rows = self.core.graph.run(*cypher.retract_memory(memory_id, utc_now().isoformat(), reason.strip()))
+        rows = self.core.graph.run(*cypher.retract_memory(memory_id, utc_now().isoformat(), reason))
         if not rows:  # retracted by another writer between the read and the write
             raise StoryConflict(f"memory {memory_id!r} was retracted meanwhile")
         return from_props(Memory, rows[0]["n"], key="id")
