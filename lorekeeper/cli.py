@@ -16,10 +16,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from schemas.errors import ConfigError, LorekeeperError
+from schemas.errors import ConfigError, InvalidRequest, LorekeeperError
 
 if TYPE_CHECKING:
+    from jobs.reindex import SkippedItem
     from schemas.settings import Settings
+    from story.reindexing import RecallRebuild
     from story.service import StoryService
 
 app = typer.Typer(
@@ -301,6 +303,7 @@ def reindex_command(
     from rich.progress import Progress
 
     from jobs.reindex import reindex
+    from story.reindexing import rebuild_every_recall
 
     settings = _settings()
     with Progress(console=err_console) as progress:
@@ -308,16 +311,36 @@ def reindex_command(
         report = reindex(settings, drop=drop, on_progress=lambda n: progress.advance(task, n))
         with _story_service(settings, bulk=True) as story:
             ends = story.finish_scene_ends()  # what a scene end cut short by a crash forms, then its records
-            campaigns = story.list_campaigns()
-            task = progress.add_task("rebuilding campaign recall", total=len(campaigns))
-            records = 0
-            for campaign in campaigns:
-                records += story.rebuild_recall(campaign.id)
-                progress.advance(task)
+            task = progress.add_task("rebuilding campaign recall", total=None)
+            recall = rebuild_every_recall(
+                story,
+                total=lambda n: progress.update(task, total=n),
+                on_campaign=lambda _: progress.advance(task),
+            )
     console.print(f"reindexed {report.chunks} chunks of {report.items} items")
-    console.print(f"rebuilt the recall of {len(campaigns)} campaigns ({records} records)")
+    console.print(f"rebuilt the recall of {recall.campaigns} campaigns ({recall.records} records)")
+    _print_skipped(report.skipped, recall)
     if ends:
         console.print(f"finished {ends} scene ends a crash had cut short")
+
+
+def _print_skipped(items: list[SkippedItem], recall: RecallRebuild) -> None:
+    """What a reindex could not read, on stderr: each skipped item and record (the log has the same)."""
+    for item in items:
+        err_console.print(f"skipped item {item.item_uid}: {item.problem}", markup=False, highlight=False)
+    for record in recall.unreadable:
+        err_console.print(
+            f"campaign {record.campaign_id} not rebuilt: {record.label} {record.record_id} cannot be read "
+            f"({record.problem})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    if items or recall.skipped_campaigns:
+        err_console.print(
+            f"skipped {len(items)} items and {len(recall.skipped_campaigns)} campaigns "
+            f"({len(recall.unreadable)} unreadable records); everything else was rebuilt"
+        )
 
 
 @contextmanager
@@ -352,11 +375,19 @@ def import_transcript(
         Path,
         typer.Argument(help="JSON lines {session, time, speaker, text, ref}, a CRD3 episode or a LoCoMo conversation."),
     ],
-    name: Annotated[str, typer.Option(help="The new campaign's name.")],
+    name: Annotated[str | None, typer.Option(help="The new campaign's name (not needed with --resume).")] = None,
     world: Annotated[str | None, typer.Option(help="The world (id) to put it in; a new one by default.")] = None,
     summaries: Annotated[
         bool, typer.Option("--summaries/--no-summaries", help="Write each session's scene summary (indexed too).")
     ] = True,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Finish the unfinished import of FILE (the campaign it left, found by the file's lines): the "
+            "lines not yet written, then the recall index, without duplicates.",
+        ),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print {campaign_id, turns, sessions, seconds, ...} as JSON.")
     ] = False,
@@ -364,48 +395,116 @@ def import_transcript(
     """Create a campaign from a transcript: a scene per session, a turn per line, every line indexed for recall,
     and a summary of each session.
 
-    Importing the same file again makes another campaign.
+    The whole file is checked before anything is written (errors name the file, the line and the field; UTF-8,
+    or UTF-16/32 with a byte-order mark). An import that stops part-way (killed, a store failing) leaves the
+    campaign marked unfinished (`lorekeeper campaign list`) and refused for play: run the same command with
+    --resume to finish it. Stop `lorekeeper serve` first when it uses the same data folder. Importing the same
+    file again once it finished makes another campaign.
     """
     from rich.progress import Progress
 
     from story.transcripts import read_transcript
 
+    if (name is None) != resume:
+        err_console.print("give --name NAME for a new campaign, or --resume to finish an unfinished import")
+        raise typer.Exit(2)
     settings = _settings()
     try:
         transcript = read_transcript(file)
         sessions = transcript.sessions()
     except LorekeeperError as exc:
-        err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+        _print_error(exc)
         raise typer.Exit(2) from None
     turns = len(transcript.lines)
     err_console.print(
         f"{file}: {transcript.format.value}, {len(sessions)} sessions, {turns} lines", markup=False, highlight=False
     )
+    _print_left_out(transcript.unknown_fields, transcript.skipped)
     with _story_service(settings, bulk=True) as story, Progress(console=err_console, transient=True) as progress:
         tasks = {stage: progress.add_task(f"writing {stage}", total=turns) for stage in ("turns", "records")}
+
+        def advance(stage: str, n: int) -> None:
+            progress.advance(tasks[stage], n)
+
         try:
-            campaign, report = story.import_transcript(
-                transcript,
-                name,
-                world_id=world,
-                summaries=summaries,
-                on_progress=lambda stage, n: progress.advance(tasks[stage], n),
-            )
+            if resume:
+                campaign, report = story.resume_transcript_import(transcript, on_progress=advance)
+            else:
+                assert name is not None
+                campaign, report = story.import_transcript(
+                    transcript, name, world_id=world, summaries=summaries, on_progress=advance
+                )
         except LorekeeperError as exc:
-            err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+            _print_error(exc)
+            if not isinstance(exc, InvalidRequest) and _left_unfinished(story, transcript):
+                err_console.print("the campaign is left unfinished: run again with --resume to finish it")
             raise typer.Exit(1) from None
     if as_json:
         typer.echo(json.dumps(report.model_dump()))
         return
+    resumed = f" (resumed after {report.resumed_from} lines)" if report.resumed_from is not None else ""
     console.print(
-        f"imported {report.turns} turns in {report.sessions} scenes ({report.summaries} summaries) "
+        f"imported {report.turns} turns in {report.sessions} scenes ({report.summaries} summaries){resumed} "
         f"as campaign {campaign.id} ({campaign.name!r}) "
         f"in {report.seconds:.1f}s: graph {report.graph_seconds:.1f}s, model {report.model_seconds:.1f}s, "
-        f"embedding and indexing {report.recall_seconds:.1f}s",
+        f"embedding and indexing {report.recall_seconds:.1f}s"
+        + (f"; {report.reconciled} records the recall index lacked written" if report.reconciled else ""),
         markup=False,
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _left_unfinished(story: StoryService, transcript) -> bool:  # noqa: ANN001 - Transcript is imported lazily
+    """Whether an unfinished import of the transcript's lines is in the graph (a read may fail too)."""
+    from story.import_plan import fingerprint
+
+    try:
+        states = [c.transcript_import for c in story.list_campaigns()]
+    except LorekeeperError:
+        return False
+    return fingerprint(transcript) in {s.fingerprint for s in states if s is not None}
+
+
+def _print_error(exc: LorekeeperError) -> None:
+    err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_left_out(unknown_fields: dict[str, int], skipped: list[str]) -> None:
+    """What the file holds that the import leaves out: fields no format knows, sessions without lines."""
+    if unknown_fields:
+        fields = ", ".join(f"{field} ({n}x)" for field, n in sorted(unknown_fields.items()))
+        err_console.print(f"left out, unknown fields: {fields}", markup=False, highlight=False, soft_wrap=True)
+    for session in skipped:
+        err_console.print(f"skipped: {session}", markup=False, highlight=False, soft_wrap=True)
+
+
+@campaign_app.command("list")
+def list_campaigns_command(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per campaign.")] = False,
+) -> None:
+    """List the campaigns: id, name, world, and whether each is whole or an unfinished transcript import."""
+    from stores.factory import open_blob_store, open_graph_store
+    from story.service import StoryService
+
+    settings = _settings()
+    graph, blobs = open_graph_store(settings), open_blob_store(settings)
+    try:
+        campaigns = StoryService(graph, blobs).list_campaigns()
+    finally:
+        graph.close()
+        blobs.close()
+    for campaign in campaigns:
+        state = campaign.transcript_import
+        if as_json:
+            typer.echo(campaign.model_dump_json())
+            continue
+        status = (
+            f"unfinished import of {state.source!r}: {state.written} of {state.lines} lines written (--resume)"
+            if state
+            else "ready"
+        )
+        typer.echo(f"{campaign.id}  {campaign.name}  world {campaign.world_id}  {status}")
 
 
 @app.command("recall")

@@ -308,8 +308,10 @@ class TranscriptImporter:
                             summaries += 1
                             batch_records.append(summary_record(done.summary, done.session_turns[-1], done.scene))
                         open_session = None if done.piece is None or done.piece.closes else done
+                    log.info("transcript_import_written", campaign_id=campaign.id, written=written, lines=state.lines)
                 records += len(batch_records)
                 indexing.add(batch_records)
+            log.info("transcript_import_graph_written", campaign_id=campaign.id, turns=turns)
         except BaseException:
             indexing.abandon()
             raise
