@@ -190,13 +190,22 @@ def ingest(
         typer.Option(min=0.1, help="Seconds between progress lines when stderr is not a terminal (a CI log)."),
     ] = 10.0,
 ) -> None:
-    """Ingest rulebooks and lore: extract, chunk, embed, find concepts, write to the four stores."""
+    """Ingest rulebooks and lore: extract, chunk, embed, find concepts, write to the four stores.
+
+    SIGTERM (a container being stopped) stops it between two batches of written chunks: files not
+    finished are recorded as failed, and it exits 143 (running it again ingests only those)."""
+    from jobs import stopping
+
+    stopping.on_sigterm()
     settings, options = _settings_and_options(library, library_type, collection, classification, password, max_file_mb)
     report = _run_with_progress(paths, options, settings, progress_interval)
     if as_json:
         _echo_json(report)
     _print_summary(report, library)
     counts = report.counts
+    if stopping.requested() is not None and counts.get("failed"):
+        console.print(f"[yellow]ingest stopped by SIGTERM[/yellow]: {counts['failed']} files left to a later run")
+        raise typer.Exit(stopping.EXIT_INTERRUPTED)
     if counts.get("failed") and not (counts.get("completed") or counts.get("skipped")):
         raise typer.Exit(1)
 

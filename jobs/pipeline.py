@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from jobs import metrics
+from jobs import metrics, stopping
 from jobs.plan import IngestOptions, StagePlan, plan_stages
 from jobs.rows import RowStatus, SourceRow, WrittenRow
 from jobs.rule_facts import FACT_FILE_TYPES, RULE_FACTS_READ, rule_tables
@@ -192,7 +192,7 @@ def start_ray() -> bool:
     if address == "local":
         # Local runs need no cluster token; a cluster keeps its own auth settings.
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(
+    stopping.init_ray(  # ray.init, keeping a command's SIGTERM handling (Ray's would exit mid-write)
         address=address,
         include_dashboard=False,
         log_to_driver=os.environ.get("LOREKEEPER_RAY_LOGS", "") == "1",
@@ -379,14 +379,25 @@ def _run_pipeline(
 ) -> None:
     import ray
 
-    started_ray = start_ray()
+    try:
+        started_ray = start_ray()
+    except stopping.Interrupted as exc:  # SIGTERM while Ray started: no file began, all wait for a rerun
+        _Tally(catalog, report, notify).close_unfinished(runnable, str(exc))
+        return
     _configure_ray_data()
     try:
         ds = _dataset(runnable, options, settings, library, embedder)
         tally = _Tally(catalog, report, notify)
         pipeline_error: str | None = None
         try:
-            for batch in ds.iter_batches(batch_format="numpy", batch_size=None):
+            batches = iter(ds.iter_batches(batch_format="numpy", batch_size=None))
+            while True:
+                # SIGTERM stops the run only while it waits for the next batch: the rows of a batch
+                # are all written and counted, then the unfinished files are failed as interrupted.
+                with stopping.interruptible():
+                    batch = next(batches, None)
+                if batch is None:
+                    break
                 for row in WrittenRow.decode(batch):
                     tally.take(row)
         except Exception as exc:  # noqa: BLE001 - a stage that cannot start (a store down) fails its jobs
@@ -399,6 +410,7 @@ def _run_pipeline(
     finally:
         if started_ray:
             ray.shutdown()
+            stopping.reclaim()
     _optimize_vectors(settings, options.vector_collection)
 
 

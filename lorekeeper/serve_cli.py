@@ -49,9 +49,15 @@ def serve_command(
         _serve_ray(settings, chosen, wait=wait)
 
 
+#: Seconds in-flight requests get to finish after SIGTERM (`podman stop` waits 10 s by default,
+#: Kubernetes 30 s: give the container a grace period above this).
+GRACE_SECONDS = 20
+
+
 def _serve_direct(settings, serve_settings) -> None:  # noqa: ANN001 - settings types are imported lazily
     import uvicorn
 
+    from jobs import stopping
     from serve.app import create_app
     from serve.services import check_binding, open_services
 
@@ -63,15 +69,30 @@ def _serve_direct(settings, serve_settings) -> None:  # noqa: ANN001 - settings 
                 warm()
             app = create_app(services, plugins=["jobs.api:mount"])
             console.print(f"Lorekeeper API on http://{serve_settings.api_host}:{serve_settings.api_port} (direct)")
-            uvicorn.run(app, host=serve_settings.api_host, port=serve_settings.api_port, log_level="warning")
+            config = uvicorn.Config(
+                app,
+                host=serve_settings.api_host,
+                port=serve_settings.api_port,
+                log_level="warning",
+                timeout_graceful_shutdown=GRACE_SECONDS,
+            )
+            server = uvicorn.Server(config)
+            # SIGTERM: stop accepting, let in-flight requests finish, close the app (its Ray, the
+            # ingest runner) and the stores, exit 0. The handler survives the ingest plugin's ray.init
+            # (start_ray reclaims it); uvicorn's own would re-raise the signal after shutdown.
+            stopping.on_sigterm(lambda _signum: setattr(server, "should_exit", True))
+            server.run()
     except LorekeeperError as exc:
         raise _fail(exc) from None
 
 
 def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
+    import threading
+
     import ray
     from ray import serve
 
+    from jobs import stopping
     from serve.auth import ApiKeys
     from serve.deployments import AppConfig, build_application
     from serve.services import check_binding
@@ -86,19 +107,28 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
         raise _fail(exc) from None
     finally:
         graph.close()
+    # SIGTERM (a container stopped): shut the application down (replicas finish what they hold) and exit 0.
+    stop = threading.Event()
+    stopping.on_sigterm(lambda _signum: stop.set())
     # The replicas get these very settings bound (build_application), never their own environment.
     cluster = os.environ.get("RAY_ADDRESS")
     if not cluster:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        # Logical CPUs are scheduling shares: four deployments must fit a two-core laptop.
-        ray.init(
-            address="local",  # a Ray of our own, never a cluster some `ray start` left on this machine
-            num_cpus=max(4, os.cpu_count() or 1),
-            include_dashboard=False,
-            configure_logging=False,
-        )
-    else:
-        ray.init(address=cluster)
+    try:
+        # ray.init, keeping the SIGTERM handling above (Ray's own would exit wherever the main thread is)
+        if not cluster:
+            # Logical CPUs are scheduling shares: four deployments must fit a two-core laptop.
+            stopping.init_ray(
+                address="local",  # a Ray of our own, never a cluster some `ray start` left on this machine
+                num_cpus=max(4, os.cpu_count() or 1),
+                include_dashboard=False,
+                configure_logging=False,
+            )
+        else:
+            stopping.init_ray(address=cluster)
+    except stopping.Interrupted:
+        console.print("Lorekeeper API stopped before it started")
+        return
     serve.start(http_options={"host": serve_settings.api_host, "port": serve_settings.api_port})
     try:
         app = build_application(AppConfig(), settings, serve_settings)
@@ -109,13 +139,15 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
     console.print(f"Lorekeeper API on http://{serve_settings.api_host}:{serve_settings.api_port} (Ray Serve)")
     if cluster and not wait:
         return
-    import time
-
     try:
-        while True:
-            time.sleep(3600)
+        while not stop.wait(1.0):
+            pass
     except KeyboardInterrupt:
-        serve.shutdown()
+        pass
+    serve.shutdown()
+    if not cluster:
+        ray.shutdown()
+    console.print("Lorekeeper API stopped")
 
 
 def _keys():  # noqa: ANN202
