@@ -147,3 +147,34 @@ def test_an_index_that_is_down_is_reported_not_raised(recalling_story: StoryServ
         result = story.reconcile_recall(campaign_id)
     assert result.failed == "the index folder is gone" and result.added == 0
     assert any(e["event"] == "recall_index_failed" and e["what"] == "reconcile" for e in logs)
+
+
+def test_reindex_finishes_an_end_a_crash_left_pending() -> None:
+    from typer.testing import CliRunner
+
+    from lorekeeper.cli import app
+    from schemas.settings import get_settings
+    from stores.factory import open_blob_store, open_graph_store
+
+    graph, blobs = open_graph_store(get_settings()), open_blob_store(get_settings())  # the test's data folder
+    try:
+        story = StoryService(graph, blobs)
+        story.prepare()
+        campaign_id, scene_id, _ = _ended_with_a_broken_former(story)
+        assert end_pending(story, scene_id) and story.memories(campaign_id) == []
+    finally:
+        graph.close()
+        blobs.close()
+
+    rebuilt = CliRunner().invoke(app, ["reindex"])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert "finished 1 scene ends a crash had cut short" in rebuilt.stdout
+
+    graph, blobs = open_graph_store(get_settings()), open_blob_store(get_settings())
+    try:
+        story = StoryService(graph, blobs)
+        assert not end_pending(story, scene_id)
+        assert story.memories(campaign_id) and len(story.summaries(campaign_id)) == 1
+    finally:
+        graph.close()
+        blobs.close()
