@@ -3,6 +3,8 @@ its ref and time, the story engine's own lineage, and every line recalled by mea
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -11,7 +13,8 @@ import numpy as np
 import pytest
 
 from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder
-from schemas.errors import InvalidRequest, NotFound, Unavailable
+from schemas.errors import Conflict, InvalidRequest, NotFound, Unavailable
+from schemas.imports import TranscriptImportState
 from schemas.recall import RecallHit, RecallKind, RecallRecord
 from schemas.search import SearchFilters
 from schemas.settings import Settings
@@ -506,3 +509,116 @@ def test_a_wrongly_predicted_text_is_embedded_as_the_index_would(
     assert recall_index.count(campaign.id) == 6
     found(story, campaign.id, "Which of them owns a dog now?", "s1:1")
     found(story, campaign.id, "relocating abroad", "s2:3")
+
+
+# -- unfinished imports: refused for play, resumed without duplicates ----------------------------------
+
+
+def test_an_import_stopped_inside_a_long_session_resumes_in_its_scene(
+    story: StoryService, recall_index: RecallIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two lines a transaction: the import stops after the first piece of session 1; the resume writes the rest
+    of that session into the scene left open, and the campaign is the one an uninterrupted import makes."""
+    monkeypatch.setattr(import_plan, "TURN_BATCH", 2)
+    write = importing.TranscriptImporter._write
+    calls: list[int] = []
+
+    def stops_at_the_second(self: importing.TranscriptImporter, *args: object) -> object:
+        calls.append(1)
+        if len(calls) == 2:
+            raise Unavailable("graph", "gone")
+        return write(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importing.TranscriptImporter, "_write", stops_at_the_second)
+    with pytest.raises(Unavailable, match="gone"):
+        story.import_transcript(conversation(), "Ada and Bo")
+    (campaign,) = story.list_campaigns()
+    assert campaign.transcript_import is not None and campaign.transcript_import.written == 2
+    assert [(s.status, s.end_turn_id) for s in story.scenes(campaign.id)] == [(SceneStatus.ACTIVE, None)]
+    monkeypatch.setattr(importing.TranscriptImporter, "_write", write)
+
+    resumed, report = story.resume_transcript_import(conversation(), campaign.id)
+    assert (report.resumed_from, report.turns, report.summaries, resumed.transcript_import) == (2, 4, 2, None)
+    clean, _ = story.import_transcript(conversation(), "Clean")
+
+    def shape(campaign_id: str) -> tuple[object, ...]:
+        turns = story.history(campaign_id)
+        index = {t.id: n for n, t in enumerate(turns)}
+        scenes = [
+            (s.title, s.status, index.get(s.start_turn_id or ""), index.get(s.end_turn_id or ""))
+            for s in story.scenes(campaign_id)
+        ]
+        summaries = sorted((index[s.from_turn_id or ""], index[s.anchor_turn_id]) for s in story.summaries(campaign_id))
+        kinds = [kind for _, kind in commits(story, campaign_id)]
+        return [(t.ref, t.depth, t.scene_id is not None) for t in turns], scenes, summaries, kinds
+
+    assert shape(campaign.id) == shape(clean.id)
+    assert recall_index.count(campaign.id) == recall_index.count(clean.id) == 8
+
+
+def test_a_resume_needs_the_same_lines_and_an_unfinished_campaign(story: StoryService) -> None:
+    campaign, _ = story.import_transcript(conversation(), "Ada and Bo")
+    with pytest.raises(InvalidRequest, match="not an unfinished transcript import"):
+        story.resume_transcript_import(conversation(), campaign.id)
+    with pytest.raises(InvalidRequest, match="no unfinished import of transcript 'ada-and-bo'"):
+        story.resume_transcript_import(conversation())
+    other = conversation().model_copy(update={"lines": conversation().lines[:5]})
+    unfinished = story.graph.run(
+        "MATCH (c:Campaign {uid: $c}) SET c.transcript_import_json = $s RETURN c.uid AS uid",
+        {"c": campaign.id, "s": importing._state_json(_state(conversation(), written=3))},
+    )
+    assert unfinished
+    with pytest.raises(InvalidRequest, match="is not the one campaign .* was imported from"):
+        story.resume_transcript_import(other, campaign.id)
+    with pytest.raises(Conflict, match=f"campaign '{campaign.id}' \\(3 of 6 lines written\\); resume it"):
+        story.import_transcript(conversation(), "Again")
+
+
+def _state(transcript: Transcript, *, written: int) -> TranscriptImportState:
+    return TranscriptImportState(
+        source=transcript.name,
+        format=transcript.format.value,
+        fingerprint=importing.fingerprint(transcript),
+        lines=len(transcript.lines),
+        written=written,
+    )
+
+
+def test_an_import_is_refused_before_any_write_while_another_process_holds_the_recall_index(
+    story: StoryService, recall_index: RecallIndex
+) -> None:
+    """A running server holds the embedded vector index's folder: the import used to write the whole campaign
+    to the graph and none of it to the index. Here a process holds the folder's lock as the server does."""
+    folder = Path(recall_index.vectors.path)  # type: ignore[attr-defined]
+    folder.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THE_LOCK, str(folder / ".lock")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(Unavailable) as refused:
+            story.import_transcript(conversation(), "Ada and Bo")
+        assert "held by another process" in str(refused.value)
+        assert "stop the server" in str(refused.value) and "Nothing was written" in str(refused.value)
+        assert story.list_campaigns() == []
+        assert story.graph.run("MATCH (w:World) RETURN count(w) AS n")[0]["n"] == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    campaign, report = story.import_transcript(conversation(), "Ada and Bo")  # the server stopped: it goes
+    assert (report.turns, recall_index.count(campaign.id)) == (6, 8)
+
+
+HOLD_THE_LOCK = """
+import fcntl, sys, time
+lock = open(sys.argv[1], "a+")
+fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_the_summary_reports_what_the_file_held_that_was_left_out(story: StoryService) -> None:
+    transcript = conversation().model_copy(update={"unknown_fields": {"emotion": 2}, "skipped": ["session_3 (x:9)"]})
+    _, report = story.import_transcript(transcript, "Ada and Bo", summaries=False)
+    assert (report.unknown_fields, report.skipped_sessions) == ({"emotion": 2}, ["session_3 (x:9)"])
