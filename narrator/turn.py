@@ -32,7 +32,7 @@ from schemas.errors import LorekeeperError, NotFound
 from schemas.recall import RecallHit, RecallKind
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, TurnRequest
-from schemas.story import GenerationMetadata, SceneStatus, Turn, WorldStateView
+from schemas.story import GenerationMetadata, Turn, WorldStateView
 from story.service import StoryService
 
 log = structlog.get_logger(__name__)
@@ -294,8 +294,7 @@ class TurnFlow:
         return staged, dropped
 
     def _scene_for(self, campaign_id: str) -> str:
-        """The active scene, opening one when none is (proposals are staged on scenes)."""
-        for scene in reversed(self.story.scenes(campaign_id)):
-            if scene.status is SceneStatus.ACTIVE:
-                return scene.id
-        return self.story.start_scene(campaign_id).id
+        """The scene active at the head, opening one when none is (proposals are staged on scenes; a scene
+        active on another branch is not this one's)."""
+        active = self.story.active_scene(campaign_id)
+        return active.id if active is not None else self.story.start_scene(campaign_id).id

@@ -48,6 +48,7 @@ __all__ = [
     "PossessionSet",
     "RelationshipAdded",
     "RelationshipEnded",
+    "SceneEnded",
     "SceneSet",
     "StateEvent",
     "StateEventList",
@@ -74,6 +75,7 @@ class EventKind(StrEnum):
     CURRENT_LOCATION_SET = "current_location_set"
     POSSESSION_SET = "possession_set"
     SCENE_SET = "scene_set"
+    SCENE_ENDED = "scene_ended"
     EVENT_RECORDED = "event_recorded"
 
 
@@ -384,6 +386,13 @@ class SceneSet(BaseStateEvent):
         return TouchedIds(entity_ids=_ids(self.location_entity_id, *self.present_entity_ids))
 
 
+class SceneEnded(BaseStateEvent):
+    """The active scene ends on the branch this is committed on (a branch that shares it keeps it open)."""
+
+    kind: Literal["scene_ended"] = "scene_ended"
+    ended_scene_id: Id = Field(description="The scene that ends; it must be the active one.")
+
+
 class EventRecorded(BaseStateEvent):
     """Something happened in the world (a battle, a collapse, a coronation): narrative canon."""
 
@@ -412,6 +421,7 @@ _EVENT_CLASSES: tuple[type[BaseStateEvent], ...] = (
     CurrentLocationSet,
     PossessionSet,
     SceneSet,
+    SceneEnded,
     EventRecorded,
 )
 # the enum, the classes and the union must agree; fail at import rather than at a gate
@@ -453,6 +463,7 @@ StateEvent = Annotated[
         | CurrentLocationSet
         | PossessionSet
         | SceneSet
+        | SceneEnded
         | EventRecorded,
         Field(discriminator="kind"),
     ],

@@ -310,6 +310,7 @@ class Campaigns:
             replayed=0,
             kind=_SNAPSHOT_KIND.get(kind, SnapshotKind.INTERVAL),
             force=True,
+            inner=lineage.depth < ctx.line_end(lineage.branch_id),
         )
 
         def build(ctx: CampaignContext, writes: Writes) -> tuple[Checkpoint, dict[str, Any]]:
@@ -380,6 +381,9 @@ def _pins_props(pins: Sequence[LibraryPin]) -> dict[str, Any]:
 def write_branch(ctx: CampaignContext, writes: Writes) -> tuple[str, dict[str, Any]]:
     """The branch a write at the head goes on, forking one when the head is behind the line's end.
 
+    The new branch continues the head's position: it forks from the active branch (even where the head is
+    that branch's fork turn, so what the branch committed there, a scene opened before its first turn, stays).
+
     Returns:
         The branch, and the campaign properties the fork changes (none when there is no fork).
     """
@@ -391,7 +395,7 @@ def write_branch(ctx: CampaignContext, writes: Writes) -> tuple[str, dict[str, A
     branch = Branch(
         campaign_id=ctx.id,
         name=f"{old.name}.{sum(1 for b in ctx.branches.values() if b.parent_branch_id == old.id) + 1}",
-        parent_branch_id=head.branch_id if head else None,
+        parent_branch_id=active if head else None,  # before the first turn: a new root
         fork_turn_id=head.id if head else None,
     )
     queue_branch(ctx, writes, branch, fork_depth=ctx.head_depth, previous=active)

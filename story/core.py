@@ -126,9 +126,9 @@ class StoryCore:
     # -- where a turn sits ------------------------------------------------------------------------
 
     def lineage_for(self, ctx: CampaignContext, turn_id: str | None, branch_id: str | None = None) -> Lineage:
-        """Lineage of the head, of a turn on its own branch, or of a turn seen from a branch."""
+        """Lineage of a position: the head; a branch's tip; a turn on its own branch; a turn seen from a branch."""
         if turn_id is None:
-            return ctx.lineage(branch_id)
+            return ctx.lineage() if branch_id is None else tip_lineage(ctx, branch_id)
         return lineage_at(ctx, self.story.turn(turn_id), branch_id)
 
     def fold(self, campaign_id: str, *, turn_id: str | None = None) -> WorldState:
@@ -137,15 +137,33 @@ class StoryCore:
         return self.snapshots.state_at(campaign_id, self.lineage_for(ctx, turn_id)).state
 
 
+def tip_lineage(ctx: CampaignContext, branch_id: str) -> Lineage:
+    """Lineage of a branch's tip: its deepest own turn, or its fork turn while it has none.
+
+    Raises:
+        StoryNotFound: the campaign has no such branch.
+    """
+    if branch_id not in ctx.lines:
+        raise StoryNotFound(f"no branch {branch_id!r} in campaign {ctx.id!r}")
+    return lineage_of(ctx.lines, branch_id, ctx.line_end(branch_id))
+
+
+def tip_turn_id(ctx: CampaignContext, branch_id: str) -> str | None:
+    """The turn at a branch's tip (None for a root branch without turns)."""
+    branch = ctx.branches[branch_id]
+    return branch.tip_turn_id or branch.fork_turn_id
+
+
 def lineage_at(ctx: CampaignContext, turn: Turn, branch_id: str | None = None) -> Lineage:
     """Lineage of a turn (read already) on its own branch, or seen from ``branch_id``.
 
-    The head is seen from the active branch (a turn may be the head of a branch forked at it).
+    A turn is its own position whatever the head: the turn that is the head is seen from its own
+    branch too (the head itself, which may sit on a branch forked at that turn, is ``ctx.lineage()``).
     """
     if turn.campaign_id != ctx.id:
         raise StoryNotFound(f"no turn {turn.id!r} in campaign {ctx.id!r}")
     if branch_id is None:
-        branch_id = ctx.campaign.active_branch_id if ctx.head and ctx.head.id == turn.id else turn.branch_id
+        branch_id = turn.branch_id
     if branch_id not in ctx.lines:
         raise StoryNotFound(f"no branch {branch_id!r} in campaign {ctx.id!r}")
     lineage = lineage_of(ctx.lines, branch_id, turn.depth)

@@ -69,7 +69,10 @@ class CanonBatch:
         resolution_id: str | None = None,
         source: SourceVerdict | None = None,
         ruled_by: str | None = None,
+        depth: int | None = None,
     ) -> None:
+        """Add ``events`` with what justifies them; ``depth`` anchors them at a turn's depth instead of the
+        batch's (a mid-scene commit anchors a proposal at the turn it names: :func:`write_canon`)."""
         rules = {r.event_id: r for r in source.house_rules} if source else {}
         for event in events:
             self.events.append(event)
@@ -84,6 +87,7 @@ class CanonBatch:
                     "disputes": source.disputes.get(event.event_id, []) if source else [],
                     "house_rule": rules.get(event.event_id),
                     "ruled_by": ruled_by,
+                    "depth": depth,
                 }
             )
 
@@ -99,6 +103,7 @@ def judge(
     citations: Citations,
     source_facts: SourceFacts | None = None,
     axiom_violations: Mapping[str, Sequence[str]] | None = None,
+    anchors: Mapping[str, int] | None = None,
 ) -> tuple[list[ProposalDecision], CanonBatch, WorldState]:
     """Decide each proposal in order against a state that grows with the accepted ones.
 
@@ -109,6 +114,8 @@ def judge(
             batch (:func:`story.source_check.read_source_facts`); None checks nothing against books.
         axiom_violations: by proposal id, the world's axioms a judge found it breaks, each with why
             (:mod:`story.axioms`); a GM's proposal breaking one is accepted, with a note.
+        anchors: by proposal id, the depth of the turn it names, where its canon is anchored (the others'
+            at the batch's position, the head).
 
     Returns:
         The decisions, the accepted events with their justification, and the state after them.
@@ -156,6 +163,7 @@ def judge(
             resolution_id=resolution_id,
             source=source,
             ruled_by=proposal.proposed_by or proposal.authority.value,
+            depth=(anchors or {}).get(proposal.id),
         )
         why = f"accepted on {proposal.authority.value} authority"
         decisions.append(
@@ -211,7 +219,8 @@ def write_canon(
     scene_id: str | None,
     version: int,
 ) -> None:
-    """Queue the statements that make ``batch`` canon at position ``(branch_id, depth)``."""
+    """Queue the statements that make ``batch`` canon at position ``(branch_id, depth)``; an event added with
+    a depth of its own (:meth:`CanonBatch.add`) is anchored there, on the same branch."""
     if not batch.events:
         return
     now = utc_now().isoformat()
@@ -219,13 +228,14 @@ def write_canon(
     rows = _CanonRows()
     for offset, (event, meta) in enumerate(zip(batch.events, batch.meta, strict=True)):
         seq = first_seq + offset
+        at = depth if meta.get("depth") is None else meta["depth"]
         payload = event.model_dump(mode="json")
         row = {
             "uid": event.event_id,
             "campaign_id": ctx.id,
             "seq": seq,
             "branch_id": branch_id,
-            "depth": depth,
+            "depth": at,
             "kind": payload["kind"],
             "payload_json": _json(payload),
             "authority": meta["authority"],
@@ -240,7 +250,7 @@ def write_canon(
         if meta["proposal_id"]:
             rows.from_proposal.append((event.event_id, meta["proposal_id"]))
         if payload["kind"] in CANON_NODES:
-            node = _canon_node(ctx, payload, meta, branch_id=branch_id, depth=depth, seq=seq, at=now)
+            node = _canon_node(ctx, payload, meta, branch_id=branch_id, depth=at, seq=seq, at=now)
             node["established_by"] = event.event_id
             node.update(_source_props(meta, now))
             _gather_canon(rows, CANON_NODES[payload["kind"]][0], event, meta, node, scene_id)

@@ -193,6 +193,21 @@ class StoryGraph:
             past.by_label[row["label"]].append(row["n"])
         return past
 
+    def active_scene(self, state: WorldState) -> str | None:
+        """The scene active in ``state`` (the fold at a position), if any.
+
+        A scene opened with its ``start_seq`` ends per branch, by a ``scene_ended`` event on the branch it is
+        ended from. One without (opened before scenes ended per branch, or by a transcript import) ended
+        everywhere when its node was marked completed: the fold still names it, so its node says.
+        """
+        if state.scene is None:
+            return None
+        scene_id: str = state.scene["scene_id"]
+        rows = self.graph.run(*cypher.node("Scene", scene_id))
+        if rows and rows[0]["n"].get("start_seq") is None and rows[0]["n"].get("status") == "completed":
+            return None
+        return scene_id
+
     def turn(self, turn_id: str) -> Turn:
         return from_props(Turn, self.node("Turn", turn_id), key="id")
 
@@ -258,8 +273,22 @@ def turns_in_order(rows: Iterable[dict[str, Any]]) -> list[Turn]:
 
 
 def snapshots_visible(rows: Iterable[dict[str, Any]], lineage: Lineage) -> list[dict[str, Any]]:
-    """The snapshots whose position is on the lineage and whose events are all visible from it."""
-    return [s for s in rows if lineage.contains(s["branch_id"], int(s["depth"]), int(s["max_seq"]))]
+    """The snapshots whose position is on the lineage and whose events are all visible from it.
+
+    A snapshot taken behind its branch's line end (``inner``: a checkpoint of an older turn) serves only
+    positions that pass its branch at its very depth: the events after it on the line may have been
+    committed before canon anchored at or before its depth (a commit anchors a proposal at the turn it
+    names), so they are not all after its last sequence number.
+    """
+    out = []
+    for s in rows:
+        depth = int(s["depth"])
+        if not lineage.contains(s["branch_id"], depth, int(s["max_seq"])):
+            continue
+        if s.get("inner") and (seg := lineage.segment(s["branch_id"])) is not None and seg.max_depth != depth:
+            continue
+        out.append(s)
+    return out
 
 
 def anchored_on(rows: Iterable[dict[str, Any]], lineage: Lineage) -> list[dict[str, Any]]:

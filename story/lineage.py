@@ -8,10 +8,11 @@ the fork, and so on to the root. Whether a record anchored at ``(b, d)`` is visi
 position is then one comparison per segment, with no walk over parent links, which is what makes
 "the state as of any turn" cheap in a campaign of many thousands of turns.
 
-One refinement: canon committed on a parent branch *at* the fork turn, after the fork was made,
-belongs to the parent's future, not the child's. Events carry the campaign's commit sequence
-number, and a branch records the sequence number at its fork (``fork_seq``): at the fork depth, a
-child sees only the parent's events up to it.
+One refinement: canon committed on a parent branch after a fork was made belongs to the parent's
+future, not the child's, even where it is anchored at or before the fork turn (a mid-scene commit
+anchors a proposal at the turn it names, which may lie behind the head). Events carry the campaign's
+commit sequence number, and a branch records the sequence number at its fork (``fork_seq``): on
+every ancestor segment, a child sees only the events committed up to its fork.
 """
 
 from __future__ import annotations
@@ -39,11 +40,9 @@ class Segment:
 
     branch_id: str
     max_depth: int
-    seq_cutoff: int | None = None  # at exactly max_depth, only records with seq <= this
+    seq_cutoff: int | None = None  # on an ancestor's segment: only records committed up to the fork (seq <= this)
 
     def covers(self, depth: int, seq: int | None = None) -> bool:
-        if depth < self.max_depth:
-            return True
         if depth > self.max_depth:
             return False
         return self.seq_cutoff is None or seq is None or seq <= self.seq_cutoff
@@ -105,7 +104,8 @@ def lineage_of(branches: Mapping[str, BranchLine], branch_id: str, depth: int) -
         segments.append(Segment(current, depth, cutoff))
         if line.parent_branch_id is None:
             break
-        cutoff = line.fork_seq if depth >= line.fork_depth else None
+        # a nearer fork's cutoff is the lower: an ancestor's events after it are a sibling's future
+        cutoff = line.fork_seq if cutoff is None else min(cutoff, line.fork_seq)
         depth = min(depth, line.fork_depth)
         current = line.parent_branch_id
     return Lineage(tuple(segments))

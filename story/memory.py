@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas.common import EntityStatus, utc_now
+from schemas.common import utc_now
 from schemas.story import Memory, Summary, Turn
 from schemas.text import NOTE_MAX, check_text
 from stores.catalog import from_props
 from story import cypher
 from story.core import StoryCore
 from story.cypher import Statement
-from story.errors import StoryConflict, StoryInvalid, StoryNotFound
+from story.errors import InvalidReference, StoryConflict, StoryInvalid, StoryNotFound
 from story.graph import anchored_on, node_props
+from story.references import check_memory_refs, check_turn_of
 
 
 class Memories:
@@ -30,16 +31,15 @@ class Memories:
         self.story = core.story
 
     def add_memory(self, memory: Memory) -> Memory:
-        """Record what an entity remembers, anchored to the turn that produced it."""
-        turn = self.story.turn(memory.anchor_turn_id)
-        if turn.campaign_id != memory.campaign_id:
-            raise StoryInvalid(f"turn {turn.id!r} is not in campaign {memory.campaign_id!r}")
+        """Record what an entity remembers, anchored to the turn that produced it.
+
+        Raises:
+            InvalidReference: the anchor is not a turn of the campaign, or the observer is not a being
+                there at that turn, or a subject is not there (:mod:`story.references`).
+        """
+        turn = self._anchor_turn(memory.campaign_id, memory.anchor_turn_id)
         state = self.core.fold(memory.campaign_id, turn_id=turn.id)
-        observer = state.entities.get(memory.observer_entity_id)
-        if observer is None:
-            raise StoryNotFound(f"observer {memory.observer_entity_id!r} does not exist at turn {turn.id!r}")
-        if observer["status"] == EntityStatus.DESTROYED.value:
-            raise StoryInvalid(f"observer {memory.observer_entity_id!r} is destroyed")
+        check_memory_refs(state, memory.observer_entity_id, memory.subject_entity_ids)
         if memory.retracted_at is not None:
             raise StoryInvalid("a memory is added as it is held; retract it afterwards")
         self._anchor("Memory", memory, turn)
@@ -76,12 +76,31 @@ class Memories:
         return from_props(Memory, rows[0]["n"], key="id")
 
     def add_summary(self, summary: Summary) -> Summary:
-        """Record a summary of the story up to its anchor turn."""
-        turn = self.story.turn(summary.anchor_turn_id)
-        if turn.campaign_id != summary.campaign_id:
-            raise StoryInvalid(f"turn {turn.id!r} is not in campaign {summary.campaign_id!r}")
+        """Record a summary of the story up to its anchor turn.
+
+        Raises:
+            InvalidReference: the anchor (or first) turn is not a turn of the campaign, or the scene it
+                summarizes is not a scene of the campaign.
+        """
+        turn = self._anchor_turn(summary.campaign_id, summary.anchor_turn_id)
+        if summary.from_turn_id is not None:
+            first = self._anchor_turn(summary.campaign_id, summary.from_turn_id, field="from_turn_id")
+            if first.depth > turn.depth:
+                raise InvalidReference("from_turn_id", f"turn {first.id!r} comes after the anchor turn {turn.id!r}")
+        if summary.scene_id is not None:
+            rows = self.core.graph.run(*cypher.node("Scene", summary.scene_id))
+            if not rows or rows[0]["n"].get("campaign_id") != summary.campaign_id:
+                raise InvalidReference("scene_id", f"no scene {summary.scene_id!r} in campaign {summary.campaign_id!r}")
         self._anchor("Summary", summary, turn)
         return summary
+
+    def _anchor_turn(self, campaign_id: str, turn_id: str, *, field: str = "anchor_turn_id") -> Turn:
+        """The turn a memory or summary is anchored to: a real turn of the campaign."""
+        try:
+            turn: Turn | None = self.story.turn(turn_id)
+        except StoryNotFound:
+            turn = None
+        return check_turn_of(turn, campaign_id, turn_id, field)
 
     def _anchor(self, label: str, record: Memory | Summary, turn: Turn) -> None:
         self.core.graph.run(*anchored(label, record, turn))

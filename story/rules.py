@@ -35,6 +35,7 @@ class Rule(StrEnum):
     UNKNOWN_THREAD = "unknown_thread"
     THREAD_NOT_OPEN = "thread_not_open"
     NOT_NUMERIC = "not_numeric"  # incrementing an attribute that holds no number
+    SCENE_NOT_ACTIVE = "scene_not_active"  # ending a scene that is not the active one here
 
 
 #: Kinds of entity something can be *in*.
@@ -236,10 +237,17 @@ def _story_problems(p: _Problems, e: dict[str, Any]) -> None:
         elif thread["status"] != ThreadStatus.OPEN.value:
             p.add(Rule.THREAD_NOT_OPEN, f"thread {e['thread_id']!r} is already resolved")
     elif kind == "scene_set":
-        p.need(e.get("location_entity_id"), "location")
+        where = e.get("location_entity_id")
+        if where is not None and p.need(where, "location") and p.ents[where]["kind"] not in PLACE_KINDS:
+            p.add(Rule.NOT_A_PLACE, f"{where!r} is a {p.ents[where]['kind']}, not a location, structure or vehicle")
         for ent in e.get("present_entity_ids") or []:
             if p.need(ent, "present entity"):
                 p.alive(ent, "present entity")
+    elif kind == "scene_ended":
+        active = (state.scene or {}).get("scene_id")
+        if active != e["ended_scene_id"]:
+            why = "no scene is active" if active is None else f"the active scene is {active!r}"
+            p.add(Rule.SCENE_NOT_ACTIVE, f"scene {e['ended_scene_id']!r} is not active here: {why}")
     elif kind == "event_recorded":
         for ent in e.get("participant_entity_ids") or []:
             p.need(ent, "participant")

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from schemas.common import Authority, utc_now
-from schemas.events import BaseStateEvent, FactAdded, FactInvalidated, FactInvalidation, SceneSet
+from schemas.events import BaseStateEvent, FactAdded, FactInvalidated, FactInvalidation, SceneEnded, SceneSet
 from schemas.story import (
     Evidence,
     GateReport,
@@ -27,14 +27,16 @@ from schemas.story import (
 )
 from stores.catalog import from_props
 from story import cypher
+from story.anchors import anchor_proposals
 from story.axioms import AxiomJudge, rule_on_axioms
 from story.campaigns import Campaigns, write_branch
 from story.citations import read_citations
 from story.core import SKIP, StoryCore
-from story.errors import StoryInvalid, StoryNotFound, validation_message
+from story.errors import InvalidReference, StoryInvalid, StoryNotFound, validation_message
 from story.gate import CanonBatch, decision_writes, judge, scene_of, scene_outcomes, write_canon
 from story.graph import CampaignContext, Writes, node_props
 from story.policy import AUTHORITY_RANK
+from story.references import check_scene_refs
 from story.rules import check_events
 from story.source_check import read_source_facts
 from story.state import WorldState
@@ -61,10 +63,17 @@ class Scenes:
         location_entity_id: str | None = None,
         participant_entity_ids: Sequence[str] = (),
     ) -> Scene:
-        """Open a scene at the head; its location and participants become the scene state (scene_set)."""
+        """Open a scene at the head; its location and participants become the scene state (scene_set).
+
+        Raises:
+            StoryInvalid: a scene is still active at the head (one active on another branch does not count).
+            InvalidReference: the location is not a place there, or a participant is not there.
+        """
 
         def build(ctx: CampaignContext, writes: Writes) -> tuple[Scene, dict[str, Any]]:
-            self._refuse_active(ctx.id)
+            state = self.core.snapshots.state_at(ctx.id, ctx.lineage()).state
+            self._refuse_active(state)
+            check_scene_refs(state, location_entity_id, participant_entity_ids)
             order = self.graph.run(*cypher.count_scenes(ctx.id))[0]["n"]
             branch_id, fork = write_branch(ctx, writes)
             scene, event = scene_opening(
@@ -75,10 +84,19 @@ class Scenes:
                 location_entity_id=location_entity_id,
                 participant_entity_ids=participant_entity_ids,
             )
-            writes.add(*cypher.create_scene(ctx.id, node_props(scene, depth=ctx.head_depth)))
+            # start_seq: its scene_set's sequence number; with it, the scene ends per branch (scene_ended)
+            props = node_props(scene, depth=ctx.head_depth, start_seq=ctx.event_seq + 1)
+            writes.add(*cypher.create_scene(ctx.id, props))
             what = "the scene's location and participants"
             props = self._commit_events(
-                ctx, writes, [event], authority=Authority.GM, branch_id=branch_id, scene_id=scene.id, what=what
+                ctx,
+                writes,
+                [event],
+                authority=Authority.GM,
+                branch_id=branch_id,
+                scene_id=scene.id,
+                what=what,
+                state=state,
             )
             return scene, {**fork, **props}
 
@@ -89,16 +107,53 @@ class Scenes:
         scenes the campaign has, and the world at the head.
 
         Raises:
-            StoryInvalid: a scene is still active (as :meth:`start_scene` refuses).
+            StoryInvalid: a scene is still active at the head (as :meth:`start_scene` refuses).
         """
-        self._refuse_active(ctx.id)
+        state = self.core.snapshots.state_at(ctx.id, ctx.lineage()).state
+        self._refuse_active(state)
         order = int(self.graph.run(*cypher.count_scenes(ctx.id))[0]["n"])
-        return order, self.core.snapshots.state_at(ctx.id, ctx.lineage()).state
+        return order, state
 
-    def _refuse_active(self, campaign_id: str) -> None:
-        active = self.story.nodes(cypher.active_scenes(campaign_id))
-        if active:
-            raise StoryInvalid(f"scene {active[0]['uid']!r} is still active; end it first")
+    def _refuse_active(self, state: WorldState) -> None:
+        """Refuse a second scene where one is active (the world at the head: a scene is active per branch)."""
+        active = self.story.active_scene(state)
+        if active is not None:
+            raise StoryInvalid(f"scene {active!r} is still active on this branch; end it first")
+
+    def active_scene(
+        self, campaign_id: str, *, branch_id: str | None = None, turn_id: str | None = None
+    ) -> Scene | None:
+        """The scene active at a position (the head; a branch's tip; a turn), if any.
+
+        A scene shared by two branches (a fork while it was active) and ended on one is still active on
+        the other: it is returned as active there, whatever its node last recorded.
+        """
+        ctx = self.story.context(campaign_id)
+        lineage = self.core.lineage_for(ctx, turn_id, branch_id)
+        scene_id = self.story.active_scene(self.core.snapshots.state_at(ctx.id, lineage).state)
+        if scene_id is None:
+            return None
+        scene = self.get_scene(scene_id)
+        if scene.status is SceneStatus.ACTIVE:
+            return scene
+        return scene.model_copy(update={"status": SceneStatus.ACTIVE, "ended_at": None, "end_turn_id": None})
+
+    def _active_here(self, ctx: CampaignContext, row: dict[str, Any], state: WorldState) -> bool:
+        """Whether the scene (its node) is active at the head (``state``); False when it ended on this line.
+
+        Raises:
+            StoryInvalid: the scene is not on the head's line (it began on another branch, or ahead of the head).
+        """
+        if self.story.active_scene(state) == row["uid"]:
+            return True
+        start_seq = row.get("start_seq")
+        seq = None if start_seq is None else int(start_seq)
+        if not ctx.lineage().contains(row["branch_id"], int(row.get("depth", -1)), seq):
+            raise StoryInvalid(
+                f"scene {row['uid']!r} is not on the line of branch {ctx.campaign.active_branch_id!r} up to the "
+                f"head: it began on branch {row['branch_id']!r}"
+            )
+        return False
 
     def get_scene(self, scene_id: str) -> Scene:
         return scene_of(self.story.node("Scene", scene_id))
@@ -117,9 +172,12 @@ class Scenes:
         scene_id: str | None,
         what: str,
         evidence: Evidence | None = None,
+        state: WorldState | None = None,
     ) -> dict[str, Any]:
-        """Validate events against the head's state and queue them as canon (not through proposals)."""
-        state = self.core.snapshots.state_at(ctx.id, ctx.lineage()).state
+        """Validate events against the head's state (``state`` when read already; it is folded into) and
+        queue them as canon (not through proposals)."""
+        if state is None:
+            state = self.core.snapshots.state_at(ctx.id, ctx.lineage()).state
         checked = check_events(state, events, first_seq=ctx.event_seq + 1, authority=authority.value, in_place=True)
         if checked.issues:
             raise StoryInvalid(f"{what} break the rules: " + "; ".join(i.message for i in checked.issues))
@@ -151,9 +209,11 @@ class Scenes:
             StoryNotFound: the scene, or a turn or chunk it cites, does not exist (the gate checks
                 again, and also the campaign's library pins: :mod:`story.citations`).
         """
-        scene = self.get_scene(scene_id)
-        if scene.status is not SceneStatus.ACTIVE:
-            raise StoryInvalid(f"scene {scene_id!r} has ended; proposals go to an active scene")
+        row = self.story.node("Scene", scene_id)
+        scene = scene_of(row)
+        ctx = self.story.context(scene.campaign_id)
+        if not self._active_here(ctx, row, self.core.snapshots.state_at(ctx.id, ctx.lineage()).state):
+            raise StoryInvalid(f"scene {scene_id!r} has ended on this branch; proposals go to an active scene")
         try:
             proposal = ProposedChange.model_validate({**fields, "scene_id": scene_id, "status": "pending"})
         except ValidationError as exc:
@@ -194,24 +254,46 @@ class Scenes:
         """End a scene: judge every pending proposal and write the accepted ones as canon, at once.
 
         Idempotent: ending a completed scene again changes nothing and says so.
+
+        Raises:
+            InvalidReference: a summary is given for a scene with no turns on this branch (nothing to keep it on).
         """
+        if summary:
+            self._refuse_empty_summary(scene_id)
         return self._gate(scene_id, None, end=True, summary=summary)
+
+    def _refuse_empty_summary(self, scene_id: str) -> None:
+        """A GM's summary is kept on the scene's turns (anchored at the last): refused when it has none here."""
+        scene = self.get_scene(scene_id)
+        lineage = self.story.context(scene.campaign_id).lineage()
+        rows = self.story.nodes(cypher.turns_of_scene(scene_id))
+        if not any(lineage.contains(r["branch_id"], int(r["depth"])) for r in rows):
+            raise InvalidReference(
+                "summary", f"scene {scene_id!r} has no turns on this branch to summarize; end it without a summary"
+            )
 
     def _gate(self, scene_id: str, ids: list[str] | None, *, end: bool, summary: str | None = None) -> GateReport:
         campaign_id = self.get_scene(scene_id).campaign_id
         after: dict[str, Any] = {}
 
         def build(ctx: CampaignContext, writes: Writes) -> tuple[GateReport, dict[str, Any]]:
-            scene = self.get_scene(scene_id)
-            if scene.status is SceneStatus.COMPLETED:
-                if end:
-                    report = GateReport(
-                        scene_id=scene_id, campaign_id=ctx.id, branch_id=scene.branch_id, already_completed=True
-                    )
-                    return report, SKIP
-                raise StoryInvalid(f"scene {scene_id!r} has ended; nothing more can be committed in it")
-            pending, skipped = self._pending(scene_id, ids)
+            row = self.story.node("Scene", scene_id)
+            scene = scene_of(row)
             built = self.core.snapshots.state_at(ctx.id, ctx.lineage())
+            if not self._active_here(ctx, row, built.state):  # a scene is active, or ended, per branch
+                if end:
+                    branch = ctx.campaign.active_branch_id
+                    report = GateReport(scene_id=scene_id, campaign_id=ctx.id, branch_id=branch, already_completed=True)
+                    return report, SKIP
+                raise StoryInvalid(f"scene {scene_id!r} has ended on this branch; nothing more can be committed in it")
+            pending, skipped = self._pending(scene_id, ids)
+            anchored = anchor_proposals(self.story, ctx.lineage(), pending, built.state)
+            if anchored.off_line and ids is not None:
+                raise StoryInvalid(
+                    f"proposal(s) {', '.join(map(repr, anchored.off_line))} come from turns not on the line of branch "
+                    f"{ctx.campaign.active_branch_id!r} up to the head; move the head to them (redo, switch) first"
+                )
+            pending = anchored.judged  # the others wait for their own line
             first_seq = ctx.event_seq + 1
             head = ctx.head.id if ctx.head else None
             citations = read_citations(self.graph, ctx.id, pending, ctx.campaign.library_pins)
@@ -228,7 +310,13 @@ class Scenes:
                 citations=citations,
                 source_facts=source_facts,
                 axiom_violations=rulings.violations,
+                anchors=anchored.depths,
             )
+            canon = len(batch.events)
+            if end:  # the scene ends on this branch only: a branch that shares it keeps it open
+                closing = SceneEnded(turn_id=head, scene_id=scene_id, ended_scene_id=scene_id)
+                state.apply(closing.model_dump(mode="json"), seq=first_seq + canon, authority=Authority.GM.value)
+                batch.add([closing], authority=Authority.GM.value, confidence=1.0)
             branch_id, fork = write_branch(ctx, writes) if batch.events else (ctx.campaign.active_branch_id, {})
             if batch.events:
                 writes.after_state = state
@@ -259,7 +347,7 @@ class Scenes:
                 forked=bool(fork),
                 decisions=decisions,
                 skipped=skipped,
-                events_committed=len(batch.events),
+                events_committed=canon,
                 version=ctx.version + 1,
                 unchecked_axioms=rulings.unchecked,
             )

@@ -328,8 +328,15 @@ class StoryService:
     def redo(self, campaign_id: str) -> Campaign:
         return self._timeline.redo(campaign_id)
 
-    def history(self, campaign_id: str, *, turn_id: str | None = None, last: int | None = None) -> list[Turn]:
-        return self._timeline.history(campaign_id, turn_id=turn_id, last=last)
+    def history(
+        self,
+        campaign_id: str,
+        *,
+        turn_id: str | None = None,
+        branch_id: str | None = None,
+        last: int | None = None,
+    ) -> list[Turn]:
+        return self._timeline.history(campaign_id, turn_id=turn_id, branch_id=branch_id, last=last)
 
     def state(self, campaign_id: str, *, turn_id: str | None = None, branch_id: str | None = None) -> WorldStateView:
         return self._timeline.state(campaign_id, turn_id=turn_id, branch_id=branch_id)
@@ -367,6 +374,11 @@ class StoryService:
 
     def get_scene(self, scene_id: str) -> Scene:
         return self._scenes.get_scene(scene_id)
+
+    def active_scene(
+        self, campaign_id: str, *, branch_id: str | None = None, turn_id: str | None = None
+    ) -> Scene | None:
+        return self._scenes.active_scene(campaign_id, branch_id=branch_id, turn_id=turn_id)
 
     def scenes(self, campaign_id: str) -> list[Scene]:
         return self._scenes.scenes(campaign_id)

@@ -113,8 +113,12 @@ class Snapshots:
         replayed: int,
         kind: SnapshotKind = SnapshotKind.INTERVAL,
         force: bool = False,
+        inner: bool = False,
     ) -> str | None:
-        """Snapshot ``state`` at the lineage's position if ``replayed`` events reached the interval."""
+        """Snapshot ``state`` at the lineage's position if ``replayed`` events reached the interval.
+
+        ``inner``: the position is behind its branch's line end (see :func:`story.graph.snapshots_visible`).
+        """
         if not force and replayed < self.interval:
             return None
         data = state.to_json()
@@ -138,6 +142,8 @@ class Snapshots:
         }
         if turn_id is not None:
             row["turn_uid"] = turn_id
+        if inner:
+            row["inner"] = True
         with self.graph.graph.transaction() as tx:
             tx.run(*cypher.create_nodes("Snapshot", [row]))
             if turn_id is not None:

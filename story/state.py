@@ -252,6 +252,9 @@ class WorldState:
                 "location_id": event.get("location_entity_id"),
                 "present": list(event.get("present_entity_ids") or []),
             }
+        elif kind == "scene_ended":
+            if self.scene is not None and self.scene["scene_id"] == event["ended_scene_id"]:
+                self.scene = None
         elif kind == "event_recorded":
             self.happenings[event["happening_id"]] = {
                 "title": event["title"],

@@ -30,12 +30,13 @@ from stores.catalog import from_props
 from story import cypher
 from story.campaigns import write_branch
 from story.context import TurnContext
-from story.core import StoryCore, lineage_at
+from story.core import StoryCore, lineage_at, tip_turn_id
 from story.errors import StoryInvalid, StoryNotFound
 from story.graph import CampaignContext, Writes, anchored_on, node_props, snapshots_visible, turns_in_order
 from story.lineage import Lineage, lineage_of
 from story.live import LiveView, read_live
 from story.memory import held
+from story.references import check_speaker
 from story.snapshots import StateAt
 from story.state import WorldState
 
@@ -68,15 +69,20 @@ class Timeline:
 
         With ``narration``, the turn is recorded with its first take; without it, the turn is
         pending until :meth:`add_take` records the narration. The turn belongs to the scene active
-        when it is recorded, if any.
+        at the head when it is recorded, if any (a scene active on another branch is not this one's).
+
+        Raises:
+            InvalidReference: the speaker names an entity that is not a character or creature there.
         """
 
         def build(ctx: CampaignContext, writes: Writes) -> tuple[Turn, dict[str, Any]]:
+            state = self.core.snapshots.state_at(ctx.id, ctx.lineage()).state
+            check_speaker(state, speaker)  # a being of the campaign, there at the head
+            scene_id = self.story.active_scene(state)
             branch_id, fork = write_branch(ctx, writes)
             parent = ctx.head
-            active = self.story.nodes(cypher.active_scenes(ctx.id))
             turn = Turn(
-                scene_id=active[0]["uid"] if active else None,
+                scene_id=scene_id,
                 ref=ref,
                 story_time=story_time,
                 campaign_id=ctx.id,
@@ -184,10 +190,21 @@ class Timeline:
 
         return self.core.mutate(campaign_id, "redo", build)
 
-    def history(self, campaign_id: str, *, turn_id: str | None = None, last: int | None = None) -> list[Turn]:
-        """The turns from the root to the head (or to ``turn_id``), oldest first; ``last`` keeps the newest."""
+    def history(
+        self,
+        campaign_id: str,
+        *,
+        turn_id: str | None = None,
+        branch_id: str | None = None,
+        last: int | None = None,
+    ) -> list[Turn]:
+        """The turns from the root to a position, oldest first; ``last`` keeps the newest.
+
+        The position is the head; with ``branch_id``, that branch's tip (its whole line); with
+        ``turn_id``, that turn (seen from ``branch_id`` when both are given).
+        """
         ctx = self.story.context(campaign_id)
-        lineage = self.core.lineage_for(ctx, turn_id)
+        lineage = self.core.lineage_for(ctx, turn_id, branch_id)
         if lineage.depth < 0:
             return []
         return self.story.turns_on(lineage, min_depth=_first_depth(lineage, last))
@@ -195,11 +212,15 @@ class Timeline:
     # -- state ------------------------------------------------------------------------------------
 
     def state(self, campaign_id: str, *, turn_id: str | None = None, branch_id: str | None = None) -> WorldStateView:
-        """The world as of the head, or as of a turn (on its branch, or seen from ``branch_id``)."""
+        """The world at a position: the head; a branch's tip (``branch_id``); a turn on its own branch
+        (``turn_id``), or seen from ``branch_id``. The view names the position's branch and turn."""
         ctx = self.story.context(campaign_id)
         lineage = self.core.lineage_for(ctx, turn_id, branch_id)
         built = self.core.snapshots.state_at(campaign_id, lineage)
-        return self._view(ctx, lineage, built, turn_id or (ctx.head.id if ctx.head else None))
+        at: str | None = turn_id
+        if turn_id is None:
+            at = tip_turn_id(ctx, branch_id) if branch_id is not None else ctx.head.id if ctx.head else None
+        return self._view(ctx, lineage, built, at)
 
     def _view(self, ctx: CampaignContext, lineage: Lineage, built: StateAt, at: str | None) -> WorldStateView:
         """The typed view of a fold, as of turn ``at``."""
@@ -215,6 +236,8 @@ class Timeline:
             view = built.state.view(
                 world_id=ctx.campaign.world_id, campaign_id=ctx.id, branch_id=lineage.branch_id, turn_id=at
             )
+            if view.active_scene_id is not None and self.story.active_scene(built.state) is None:
+                view = view.model_copy(update={"active_scene_id": None})  # a scene that ended before events said so
             with self._views_lock:
                 self._views[key] = view
                 while len(self._views) > _VIEW_CACHE_SIZE:

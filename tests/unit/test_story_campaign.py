@@ -369,7 +369,7 @@ def test_memories_are_seen_only_on_their_lineage(story: StoryService) -> None:
     story.create_branch(campaign.id, t2, name="no crypt")
     assert [m.text for m in story.memories(campaign.id)] == ["Ayla smiled."]  # t3 is not an ancestor here
     assert story.summaries(campaign.id) == []
-    with pytest.raises(NotFound):
+    with pytest.raises(InvalidRequest, match="observer_entity_id"):
         story.add_memory(Memory(campaign_id=campaign.id, observer_entity_id="ent_nobody", text="?", anchor_turn_id=t1))
 
 

@@ -98,6 +98,7 @@ def test_the_gate_judges_each_proposal_by_its_authority(story: StoryService) -> 
         ),
     }
     story.review(made["system_reviewed"].id, "gm-anna")
+    play(story, campaign_id, "We haggle")  # a summary is kept on the scene's turns
     report = story.end_scene(scene_id, summary="They haggle.")
     status = {name: next(d for d in report.decisions if d.proposal_id == p.id).status for name, p in made.items()}
     assert status == {
@@ -202,7 +203,7 @@ def test_validation_happens_before_anything_commits(story: StoryService) -> None
     assert by_id[dead_walks.id].status is ProposalStatus.REJECTED and "inert_actor" in by_id[dead_walks.id].rationale
     after = story.state(campaign_id)
     assert ids["ayla"] not in after.locations  # the bad proposal's first, valid event did not slip in
-    assert after.event_count == before.event_count + 1
+    assert after.event_count == before.event_count + 2  # the good proposal's event, and the scene's end
 
 
 def test_malformed_proposals_are_refused_at_the_door(story: StoryService) -> None:

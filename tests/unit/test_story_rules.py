@@ -65,7 +65,9 @@ class TestLineage:
         lineage = lineage_of(self.lines, "alt", 7)
         assert lineage.contains("main", 3, seq=10)
         assert not lineage.contains("main", 3, seq=11)
-        assert lineage.contains("main", 2, seq=999)  # below the fork depth nothing can be added later
+        # below the fork depth too: a commit anchors a proposal at the turn it names, behind the head
+        assert lineage.contains("main", 2, seq=10) and not lineage.contains("main", 2, seq=999)
+        assert lineage.contains("main", 2)  # a record without a sequence number (a memory): by depth alone
 
     def test_branch_at_depth(self) -> None:
         lineage = lineage_of(self.lines, "alt2", 9)
