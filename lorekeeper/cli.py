@@ -19,7 +19,9 @@ from rich.table import Table
 from schemas.errors import ConfigError, InvalidRequest, LorekeeperError
 
 if TYPE_CHECKING:
+    from jobs.reindex import SkippedItem
     from schemas.settings import Settings
+    from story.reindexing import RecallRebuild
     from story.service import StoryService
 
 app = typer.Typer(
@@ -301,6 +303,7 @@ def reindex_command(
     from rich.progress import Progress
 
     from jobs.reindex import reindex
+    from story.reindexing import rebuild_every_recall
 
     settings = _settings()
     with Progress(console=err_console) as progress:
@@ -308,16 +311,36 @@ def reindex_command(
         report = reindex(settings, drop=drop, on_progress=lambda n: progress.advance(task, n))
         with _story_service(settings, bulk=True) as story:
             ends = story.finish_scene_ends()  # what a scene end cut short by a crash forms, then its records
-            campaigns = story.list_campaigns()
-            task = progress.add_task("rebuilding campaign recall", total=len(campaigns))
-            records = 0
-            for campaign in campaigns:
-                records += story.rebuild_recall(campaign.id)
-                progress.advance(task)
+            task = progress.add_task("rebuilding campaign recall", total=None)
+            recall = rebuild_every_recall(
+                story,
+                total=lambda n: progress.update(task, total=n),
+                on_campaign=lambda _: progress.advance(task),
+            )
     console.print(f"reindexed {report.chunks} chunks of {report.items} items")
-    console.print(f"rebuilt the recall of {len(campaigns)} campaigns ({records} records)")
+    console.print(f"rebuilt the recall of {recall.campaigns} campaigns ({recall.records} records)")
+    _print_skipped(report.skipped, recall)
     if ends:
         console.print(f"finished {ends} scene ends a crash had cut short")
+
+
+def _print_skipped(items: list[SkippedItem], recall: RecallRebuild) -> None:
+    """What a reindex could not read, on stderr: each skipped item and record (the log has the same)."""
+    for item in items:
+        err_console.print(f"skipped item {item.item_uid}: {item.problem}", markup=False, highlight=False)
+    for record in recall.unreadable:
+        err_console.print(
+            f"campaign {record.campaign_id} not rebuilt: {record.label} {record.record_id} cannot be read "
+            f"({record.problem})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    if items or recall.skipped_campaigns:
+        err_console.print(
+            f"skipped {len(items)} items and {len(recall.skipped_campaigns)} campaigns "
+            f"({len(recall.unreadable)} unreadable records); everything else was rebuilt"
+        )
 
 
 @contextmanager

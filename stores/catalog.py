@@ -14,7 +14,7 @@ Graph shape::
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -236,15 +236,28 @@ class Catalog:
         )
         return int(rows[0]["n"]) if rows else 0
 
-    def active_chunks(self, *, batch_size: int = 1000) -> Iterable[tuple[Item, list[Chunk]]]:
-        """Every ready item with its active chunks in sequence order (for ``reindex``)."""
+    def active_chunks(
+        self, *, batch_size: int = 1000, on_unreadable: Callable[[str, Exception], None] | None = None
+    ) -> Iterable[tuple[Item, list[Chunk]]]:
+        """Every ready item with its active chunks in sequence order (for ``reindex``).
+
+        Args:
+            on_unreadable: called with an item's uid and the error when the item or one of its chunks
+                cannot be read from the graph; the item is then skipped. Unset: the error is raised.
+        """
         for item_row in self.graph.run("MATCH (i:Item {status: $ready}) RETURN i ORDER BY i.uid", {"ready": "ready"}):
-            item = from_props(Item, item_row["i"])
-            rows = self.graph.run(
-                "MATCH (:Item {uid: $uid})-[:HAS_CHUNK]->(c:Chunk {status: $active}) RETURN c ORDER BY c.sequence",
-                {"uid": item.uid, "active": ChunkStatus.ACTIVE.value},
-            )
-            chunks = [from_props(Chunk, r["c"]) for r in rows]
+            try:
+                item = from_props(Item, item_row["i"])
+                rows = self.graph.run(
+                    "MATCH (:Item {uid: $uid})-[:HAS_CHUNK]->(c:Chunk {status: $active}) RETURN c ORDER BY c.sequence",
+                    {"uid": item.uid, "active": ChunkStatus.ACTIVE.value},
+                )
+                chunks = [from_props(Chunk, r["c"]) for r in rows]
+            except (ValueError, KeyError, TypeError) as exc:  # a ValidationError, a JSON property that is not JSON
+                if on_unreadable is None:
+                    raise
+                on_unreadable(str(item_row["i"].get("uid", "?")), exc)
+                continue
             for start in range(0, max(len(chunks), 1), batch_size):
                 yield item, chunks[start : start + batch_size]
 
