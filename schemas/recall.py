@@ -2,9 +2,9 @@
 
 Every turn, scene summary, canon fact and memory of a campaign becomes a :class:`RecallRecord` in
 the memory index (a vector collection and a full-text index beside the knowledge ones). A record
-carries where it sits in the story tree (its anchor turn's branch and depth), so recall returns
-only what lies on the ancestor path of the head or of a chosen turn, and who witnessed it, so a
-character recalls only what they saw or were told.
+carries where it sits in the story tree (branch, depth and, for what a scene's end made, the commit
+sequence number of that end), so recall returns only what the state holds at the head or at a chosen
+turn, and who witnessed it, so a character recalls only what they saw or were told.
 """
 
 from __future__ import annotations
@@ -37,10 +37,18 @@ class RecallRecord(BaseModel):
     id: str = Field(min_length=1, description="Graph id of the source record (turn, summary, fact, memory).")
     kind: RecallKind
     campaign_id: Id
-    anchor_turn_id: Id = Field(description="The turn the record belongs to (lineage is judged on it).")
-    branch_id: Id = Field(description="Branch of the anchor turn.")
+    anchor_turn_id: Id = Field(description="The turn the record belongs to.")
+    branch_id: Id = Field(
+        description="Branch of its place in the story tree: the anchor turn's, or for what a scene's end made "
+        "(canon outcomes, the summary and memories formed) the branch that end's canon was committed on."
+    )
     depth: int = Field(ge=0, description="Depth of the anchor turn.")
-    seq: int | None = Field(default=None, description="Commit sequence number, for canon facts.")
+    seq: int | None = Field(
+        default=None,
+        description="The campaign's commit sequence number of the scene end that made it (None: a turn, a memory "
+        "or summary written on its own, or a record written before ends were placed): a branch forked at its "
+        "depth before it was committed does not see it, as the state does not see that end's canon.",
+    )
     scene_id: Id | None = None
     speakers: list[str] = Field(default_factory=list, description="Display names of who spoke.")
     participants: list[Id] = Field(default_factory=list, description="Entity ids present (the scene's).")
@@ -81,10 +89,17 @@ class RecallHit(BaseModel):
     scene_id: str | None = None
     speakers: list[str] = Field(default_factory=list)
     story_time: str | None = None
-    branch_id: str = Field(description="Branch of the anchor turn.")
+    branch_id: str = Field(description="Branch of the record's place (RecallRecord.branch_id).")
     depth: int = Field(description="Depth of the anchor turn.")
-    score: float = Field(description="Fused score, higher is better.")
-    scores: dict[str, float] = Field(default_factory=dict, description="Raw score per leg (vector, text).")
+    score: float = Field(
+        description="Fused score, higher is better: from the legs' ranks within this answer (and the record's own "
+        "time, speakers, scene), so no other campaign's writes move it."
+    )
+    scores: dict[str, float] = Field(
+        default_factory=dict,
+        description="Raw score of each vector leg (the cosine of query and record). BM25 legs give their rank only: "
+        "their raw score is computed with the statistics of the memory index every campaign shares.",
+    )
     ranks: dict[str, int] = Field(default_factory=dict, description="1-based rank per leg.")
 
 

@@ -10,7 +10,10 @@ story goes on (event ``recall_index_failed``) and the scene's end repairs what i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -26,6 +29,16 @@ from story.recall_index import RecallIndex
 
 log = structlog.get_logger(__name__)
 
+
+def _scenes_ended_at(campaign_id: str, turn_id: str) -> cypher.Statement:
+    """The campaign's scenes with an end at a turn (the ends a memory or summary anchored there follows):
+    their last end there, or one listed (:data:`ENDS`, a JSON list that names its end turns)."""
+    return (
+        "MATCH (n:Scene) WHERE n.campaign_id = $c AND (n.end_turn_id = $t OR n.ends_json CONTAINS $q) RETURN n",
+        {"c": campaign_id, "t": turn_id, "q": json.dumps(turn_id)},
+    )
+
+
 _SPEAKER_NAMES = {SpeakerKind.GM: "GM", SpeakerKind.NARRATOR: "Narrator", SpeakerKind.PLAYER: "Player"}
 
 
@@ -38,14 +51,84 @@ def speaker_name(turn: Turn) -> str:
     return _SPEAKER_NAMES.get(turn.speaker.kind, turn.speaker.kind.value)
 
 
-def _anchored(anchor: Turn, **fields: Any) -> RecallRecord:
-    """A record anchored at ``anchor``: its campaign, branch, depth and time are the turn's (a memory,
-    summary or outcome is checked to be of the anchor's campaign when it is written)."""
+ENDS = "ends_json"
+"""The scene node's property that lists its ends (:func:`end_mark`; a scene ends per branch)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SceneEnd:
+    """Where one end of a scene was committed: the branch its canon went to (the active branch, or the
+    one the gate forked), the end turn and its depth, the campaign's commit sequence number of the end,
+    and the scene's canon outcomes it made (``outcomes``: a range of their indexes). What an end made
+    (its outcomes, the summary and memories formed at it) sits there, so a branch forked at the end turn
+    before the end never sees it and one forked after it does, as the state's canon."""
+
+    scene_id: str
+    end_turn_id: str
+    branch_id: str
+    depth: int
+    seq: int | None
+    ended_at: datetime
+    outcomes: tuple[int, int]
+
+    @classmethod
+    def all_of(cls, props: Mapping[str, Any], turns: Mapping[str, Turn]) -> list[SceneEnd]:
+        """The ends of a scene node (its properties) whose end turns are in ``turns``. A scene ended before
+        ends were listed has one, at its end turn's place and without a sequence number."""
+        scene_id = str(props["id"])
+        listed = props.get(ENDS)
+        if listed is None:
+            turn = turns.get(str(props.get("end_turn_id")))
+            if turn is None or props.get("ended_at") is None:
+                return []
+            outcomes = (0, len(props.get("canonical_outcomes") or []))
+            return [cls(scene_id, turn.id, turn.branch_id, turn.depth, None, _when(props["ended_at"]), outcomes)]
+        ends = []
+        for end in json.loads(listed) if isinstance(listed, str) else listed:
+            if (turn := turns.get(end["turn_id"])) is not None:
+                span = (int(end["outcomes"][0]), int(end["outcomes"][1]))
+                at = _when(end["ended_at"])
+                ends.append(cls(scene_id, turn.id, end["branch_id"], turn.depth, int(end["seq"]), at, span))
+        return ends
+
+
+def _when(value: Any) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+
+
+def end_mark(
+    props: Mapping[str, Any], outcomes_before: int, ended: Mapping[str, Any], *, branch_id: str, seq: int
+) -> dict[str, Any]:
+    """The scene node's list of ends (:data:`ENDS`) with the one being committed: ``props`` are the node's
+    before it, ``ended`` what the end sets on it (its end turn, time and canon outcomes), ``branch_id``
+    and ``seq`` where its canon is committed. An end without a turn (a campaign without turns) is not
+    listed: it makes no record."""
+    listed = props.get(ENDS)
+    ends = list(json.loads(listed) if isinstance(listed, str) else listed or [])
+    if ended.get("end_turn_id") is None:
+        return {}
+    outcomes = [outcomes_before, len(ended["canonical_outcomes"])]
+    mark = {"branch_id": branch_id, "turn_id": ended["end_turn_id"], "seq": seq, "ended_at": ended["ended_at"]}
+    return {ENDS: json.dumps([*ends, {**mark, "outcomes": outcomes}])}
+
+
+def formed_at(ends: Iterable[SceneEnd], anchor_turn_id: str, created_at: datetime) -> SceneEnd | None:
+    """The scene end a memory or summary anchored at ``anchor_turn_id`` was made after: the latest end at
+    that turn before it was written (the memories and the summary a scene's end forms), or None."""
+    before = [e for e in ends if e.end_turn_id == anchor_turn_id and e.ended_at <= created_at]
+    return max(before, key=lambda e: (e.ended_at, e.seq), default=None)
+
+
+def _anchored(anchor: Turn, end: SceneEnd | None = None, **fields: Any) -> RecallRecord:
+    """A record anchored at ``anchor``: its campaign and time are the turn's, its place (branch, depth,
+    commit sequence) the turn's, or that of the scene end that made it (a memory, summary or outcome is
+    checked to be of the anchor's campaign when it is written)."""
     return RecallRecord(
         campaign_id=anchor.campaign_id,
         anchor_turn_id=anchor.id,
-        branch_id=anchor.branch_id,
-        depth=anchor.depth,
+        branch_id=end.branch_id if end else anchor.branch_id,
+        depth=end.depth if end else anchor.depth,
+        seq=end.seq if end else None,
         story_time=anchor.story_time,
         **fields,
     )
@@ -76,9 +159,11 @@ def turn_record(turn: Turn, scene: Scene | None = None, *, context: str = "") ->
     )
 
 
-def memory_record(memory: Memory, anchor: Turn) -> RecallRecord:
+def memory_record(memory: Memory, anchor: Turn, end: SceneEnd | None = None) -> RecallRecord:
+    """A memory's record; ``end``: the scene end it was formed at (:func:`formed_at`)."""
     return _anchored(
         anchor,
+        end,
         id=memory.id,
         kind=RecallKind.MEMORY,
         scene_id=anchor.scene_id,
@@ -91,10 +176,14 @@ def memory_record(memory: Memory, anchor: Turn) -> RecallRecord:
     )
 
 
-def summary_record(summary: Summary, anchor: Turn, scene: Scene | None = None) -> RecallRecord:
+def summary_record(
+    summary: Summary, anchor: Turn, scene: Scene | None = None, end: SceneEnd | None = None
+) -> RecallRecord:
+    """A summary's record; ``end``: the scene end it was made at (:func:`formed_at`)."""
     participants = list(scene.participant_entity_ids) if scene else []
     return _anchored(
         anchor,
+        end,
         id=summary.id,
         kind=RecallKind.SUMMARY,
         scene_id=summary.scene_id,
@@ -106,21 +195,24 @@ def summary_record(summary: Summary, anchor: Turn, scene: Scene | None = None) -
     )
 
 
-def outcome_records(scene: Scene, anchor: Turn) -> list[RecallRecord]:
-    """A record per canon outcome of an ended scene (what became true, in words)."""
+def outcome_records(scene: Scene, anchor: Turn, end: SceneEnd | None = None) -> list[RecallRecord]:
+    """A record per canon outcome an end of a scene made (what became true, in words), placed at the
+    ``end`` (its outcomes only); without one, every outcome of the scene at ``anchor``."""
     participants = list(scene.participant_entity_ids)
+    first, last = end.outcomes if end else (0, len(scene.canonical_outcomes))
     return [
         _anchored(
             anchor,
+            end,
             id=f"{scene.id}#canon{i}",
             kind=RecallKind.FACT,
             scene_id=scene.id,
             participants=participants,
             observers=participants,
-            text=outcome,
+            text=scene.canonical_outcomes[i],
             salience=0.8,
         )
-        for i, outcome in enumerate(scene.canonical_outcomes)
+        for i in range(first, min(last, len(scene.canonical_outcomes)))
     ]
 
 
@@ -165,9 +257,16 @@ class Recollection:
         if self.index is not None:
             self.turn_recorded(self.story.turn(turn_id))
 
+    def _ends_at(self, anchor: Turn) -> list[SceneEnd]:
+        """The ends at ``anchor`` of the campaign's scenes that ended there."""
+        rows = self.story.nodes(_scenes_ended_at(anchor.campaign_id, anchor.id))
+        return [end for row in rows for end in SceneEnd.all_of(row, {anchor.id: anchor})]
+
     def memory_added(self, memory: Memory) -> None:
         if self.index is not None:
-            self._write([memory_record(memory, self.story.turn(memory.anchor_turn_id))], "memory")
+            anchor = self.story.turn(memory.anchor_turn_id)
+            end = formed_at(self._ends_at(anchor), anchor.id, memory.created_at)
+            self._write([memory_record(memory, anchor, end)], "memory")
 
     def memory_retracted(self, memory_id: str) -> None:
         """Take a retracted memory out of the index (the graph keeps it, marked retracted)."""
@@ -182,15 +281,21 @@ class Recollection:
     def summary_added(self, summary: Summary) -> None:
         if self.index is not None:
             anchor = self.story.turn(summary.anchor_turn_id)
-            self._write([summary_record(summary, anchor, self._scene(summary.scene_id))], "summary")
+            end = formed_at(self._ends_at(anchor), anchor.id, summary.created_at)
+            self._write([summary_record(summary, anchor, self._scene(summary.scene_id), end)], "summary")
 
     def scene_ended(self, scene: Scene) -> int:
         """Index an ended scene's canon outcomes, and every turn of it the index misses. Returns how many."""
         if self.index is None or scene.end_turn_id is None:
             return 0
-        anchor = self.story.turn(scene.end_turn_id)
-        records = outcome_records(scene, anchor)
         turns = [from_props(Turn, row, key="id") for row in self.story.nodes(cypher.turns_of_scene(scene.id))]
+        by_id = {t.id: t for t in turns}
+        props = self.story.node("Scene", scene.id)
+        ended_at = {scene.end_turn_id, *(e["turn_id"] for e in json.loads(props.get(ENDS) or "[]"))}
+        by_id.update({t: self.story.turn(t) for t in ended_at - set(by_id)})
+        records = [
+            r for end in SceneEnd.all_of(props, by_id) for r in outcome_records(scene, by_id[end.end_turn_id], end)
+        ]
         try:
             present = self.index.present([t.id for t in turns])
         except (LorekeeperError, OSError) as exc:
@@ -230,16 +335,15 @@ class Recollection:
 
     def records_of(self, campaign_id: str) -> list[RecallRecord]:
         """Every record the campaign's graph holds, for a rebuild (all branches)."""
-        scenes = {
-            s.id: s
-            for s in (from_props(Scene, row, key="id") for row in self.story.nodes(cypher.scenes_of(campaign_id)))
-        }
+        scene_rows = self.story.nodes(cypher.scenes_of(campaign_id))
+        scenes = {s.id: s for s in (from_props(Scene, row, key="id") for row in scene_rows)}
         turns = {
             t.id: t
             for t in (
                 from_props(Turn, row, key="id") for row in self.story.nodes(cypher.turns_of_campaign(campaign_id))
             )
         }
+        ends = [end for row in scene_rows for end in SceneEnd.all_of(row, turns)]
         records: list[RecallRecord] = []
         for turn in turns.values():
             scene = scenes.get(turn.scene_id) if turn.scene_id else None
@@ -248,15 +352,16 @@ class Recollection:
         for row in self.story.nodes(cypher.anchored_of_campaign("Memory", campaign_id)):
             memory = from_props(Memory, row, key="id")
             if memory.anchor_turn_id in turns and memory.retracted_at is None:
-                records.append(memory_record(memory, turns[memory.anchor_turn_id]))
+                end = formed_at(ends, memory.anchor_turn_id, memory.created_at)
+                records.append(memory_record(memory, turns[memory.anchor_turn_id], end))
         for row in self.story.nodes(cypher.anchored_of_campaign("Summary", campaign_id)):
             summary = from_props(Summary, row, key="id")
             if summary.anchor_turn_id in turns:
                 scene = scenes.get(summary.scene_id) if summary.scene_id else None
-                records.append(summary_record(summary, turns[summary.anchor_turn_id], scene))
-        for scene in scenes.values():
-            if scene.end_turn_id in turns and scene.canonical_outcomes:
-                records.extend(outcome_records(scene, turns[scene.end_turn_id]))
+                end = formed_at(ends, summary.anchor_turn_id, summary.created_at)
+                records.append(summary_record(summary, turns[summary.anchor_turn_id], scene, end))
+        for end in ends:
+            records.extend(outcome_records(scenes[end.scene_id], turns[end.end_turn_id], end))
         return records
 
     def rebuild(self, campaign_id: str, *, batch_size: int = 256) -> int:

@@ -32,7 +32,7 @@ from schemas.recall import RecallHit, RecallKind, RecallRecord
 from schemas.search import SearchFilters
 from schemas.settings import Settings
 from stores.factory import open_memory_text_index, open_vector_index
-from stores.text.base import TextDocument, TextIndex
+from stores.text.base import TextDocument, TextHit, TextIndex
 from stores.vector.base import VectorHit, VectorIndex, VectorPoint, VectorSpace
 from story.lineage import Lineage
 from story.recall_cues import (
@@ -50,6 +50,7 @@ log = structlog.get_logger(__name__)
 
 LINEAGE_LEVELS = 25  # depths up to 2**24 - 1 (16.7 M turns on one line)
 MEMORY_COLLECTION = "memory"
+VECTOR_LEGS = frozenset({"vector", "vector_without_names", "feedback_vector"})  # their raw scores are returned
 UNMATCHED_DEPTH = 10  # the text leg's best records RecallConfig.unmatched_text_weight reads
 # a test of legs (name -> ids and scores, in rank order) and the records they found
 LegsCheck = Callable[[Mapping[str, list[tuple[str, float]]], Mapping[str, RecallRecord]], bool]
@@ -576,7 +577,7 @@ class RecallIndex:
                 stripped = without_names(query, named)
                 hits = self.text.search(stripped, filters=filters, limit=searched, highlight=False)
                 _decode(found.records, ((h.id, h.data) for h in hits))
-                found.legs["text_without_names"] = [(h.id, h.score) for h in hits]
+                found.legs["text_without_names"] = _bm25_order(hits)
         if cfg.feedback_depth > 0 and (rocchio or cfg.feedback_text_weight > 0):
             found.legs.update(self.feedback(found, filters, depth=searched))
         if cfg.vector_without_names_weight > 0 and cfg.vector_weight > 0:
@@ -673,7 +674,7 @@ class RecallIndex:
                 text_hits = self.text.search(
                     f"{found.query} {' '.join(words)}", filters=filters, limit=depth, highlight=False
                 )
-                legs["feedback_text"] = [(h.id, h.score) for h in text_hits]
+                legs["feedback_text"] = _bm25_order(text_hits)
                 _decode(found.records, ((h.id, h.data) for h in text_hits))
         return legs
 
@@ -762,13 +763,13 @@ class RecallIndex:
         cfg = self.config
         found = _TextRound(legs={}, records={})
         hits = self.text.search(query, filters=filters, limit=depth, highlight=False)
-        found.legs["text"] = [(h.id, h.score) for h in hits]
+        found.legs["text"] = _bm25_order(hits)
         _decode(found.records, ((h.id, h.data) for h in hits))
         if not (_text_led(cfg, len(hits), depth) and cfg.feedback_text_weight > 0 and not inferential(query)):
             return found
         best: list[str] = []
-        for h in hits:
-            record = found.records[h.id]
+        for rid, _ in found.legs["text"]:
+            record = found.records[rid]
             if (wanted is None or record.kind in wanted) and lineage.contains(
                 record.branch_id, record.depth, record.seq
             ):
@@ -779,7 +780,7 @@ class RecallIndex:
         words = feedback_terms(query, best, pool, cfg.feedback_terms) if best else []
         if words:
             again = self.text.search(f"{query} {' '.join(words)}", filters=filters, limit=depth, highlight=False)
-            found.legs["feedback_text"] = [(h.id, h.score) for h in again]
+            found.legs["feedback_text"] = _bm25_order(again)
             _decode(found.records, ((h.id, h.data) for h in again))
         return found
 
@@ -917,12 +918,12 @@ def _spread(
     next to it (same branch and scene, depth +-1) and ``expand_share`` of the scores of the candidate
     memories, summaries and facts of its scene. Shares are taken from the scores before spreading."""
     turns: dict[tuple[str, str | None, int], str] = {}
-    by_scene: dict[tuple[str, str], list[str]] = {}
+    by_scene: dict[str, list[str]] = {}  # every candidate is on the lineage: a scene's turns there, any branch
     for rid, record in records.items():
         if record.kind is RecallKind.TURN:
             turns[(record.branch_id, record.scene_id, record.depth)] = rid
             if record.scene_id is not None:
-                by_scene.setdefault((record.branch_id, record.scene_id), []).append(rid)
+                by_scene.setdefault(record.scene_id, []).append(rid)
     out = dict(scores)
     if neighbour_share > 0:
         for (branch, scene, depth), rid in turns.items():
@@ -935,12 +936,22 @@ def _spread(
         for rid, record in records.items():
             if record.kind is RecallKind.TURN or record.scene_id is None:
                 continue
-            for turn_id in by_scene.get((record.branch_id, record.scene_id), ()):
+            for turn_id in by_scene.get(record.scene_id, ()):
                 out[turn_id] += expand_share * scores[rid]
     return out
 
 
+def _bm25_order(hits: Sequence[TextHit]) -> list[tuple[str, float]]:
+    """A BM25 leg's ids and scores in rank order, ties by id: the engine breaks ties by where a document
+    sits in its segments, which other campaigns' writes move."""
+    return sorted(((h.id, h.score) for h in hits), key=lambda pair: (-pair[1], pair[0]))
+
+
 def _hit(record: RecallRecord, score: float, scores: dict[str, float], ranks: dict[str, int]) -> RecallHit:
+    """A ranked record as a hit. Of the legs' raw scores only the vector legs' are given (the cosine of
+    the query and the record, which nothing else in the index moves): a BM25 score is computed with the
+    statistics of the whole memory index, which every campaign shares, so it would tell one campaign how
+    often the others use a word. Its rank is given instead; the fused ``score`` comes from ranks."""
     return RecallHit(
         id=record.id,
         kind=record.kind,
@@ -953,7 +964,7 @@ def _hit(record: RecallRecord, score: float, scores: dict[str, float], ranks: di
         branch_id=record.branch_id,
         depth=record.depth,
         score=score,
-        scores=scores,
+        scores={leg: value for leg, value in scores.items() if leg in VECTOR_LEGS},
         ranks=ranks,
     )
 

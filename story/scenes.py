@@ -36,6 +36,7 @@ from story.errors import InvalidReference, StoryInvalid, StoryNotFound, validati
 from story.gate import CanonBatch, decision_writes, judge, scene_of, scene_outcomes, write_canon
 from story.graph import CampaignContext, Writes, node_props
 from story.policy import AUTHORITY_RANK
+from story.recall import end_mark
 from story.references import check_scene_refs
 from story.rules import check_events
 from story.source_check import read_source_facts
@@ -331,8 +332,14 @@ class Scenes:
                 scene_id=scene_id,
                 version=ctx.version + 1,
             )
+            event_seq = ctx.event_seq + len(batch.events)
             if end:
-                writes.add(*cypher.update_scene(scene_id, _ended(ctx, scene, pending, decisions, summary)))
+                # the end takes a sequence number of its own even without canon, and the node says where each
+                # end was committed: the records an end makes (story.recall) are cut where its canon is
+                event_seq = ctx.event_seq + max(len(batch.events), 1)
+                ended = _ended(ctx, scene, pending, decisions, summary)
+                placed = end_mark(row, len(scene.canonical_outcomes), ended, branch_id=branch_id, seq=event_seq)
+                writes.add(*cypher.update_scene(scene_id, {**ended, **placed}))
             after.update(
                 lineage=ctx.lineage(branch_id),
                 state=state,
@@ -351,7 +358,7 @@ class Scenes:
                 version=ctx.version + 1,
                 unchecked_axioms=rulings.unchecked,
             )
-            return report, {**fork, "event_seq": ctx.event_seq + len(batch.events)}
+            return report, {**fork, "event_seq": event_seq}
 
         report = self.core.mutate(campaign_id, "gate", build)
         if after.get("events"):

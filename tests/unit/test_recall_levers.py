@@ -470,7 +470,14 @@ def test_a_full_text_leg_leads_its_own_feedback_beside_the_vector_leg(index: Rec
         _turn(d, f"small talk about the weather and the lake, number {d}, nothing more to say about it", scene="s9")
         for d in range(4, 12)
     ]
-    _write(index, [*said, *filler])
+    index.config = RecallConfig(
+        window_before=0,
+        neighbour_share=0,
+        candidates=6,
+        feedback_depth=2,
+        vector_without_names_weight=0,
+    )
+    _write(index, [*said, *filler])  # without windows: the filler's own mention of the lake only
     searched: list[tuple[str, str]] = []
     search = index.text.search
 
@@ -479,13 +486,6 @@ def test_a_full_text_leg_leads_its_own_feedback_beside_the_vector_leg(index: Rec
         return search(query, **kw)
 
     index.text.search = noted  # type: ignore[method-assign]
-    index.config = RecallConfig(
-        window_before=0,
-        neighbour_share=0,
-        candidates=6,
-        feedback_depth=2,
-        vector_without_names_weight=0,
-    )
     assert index.config.feedback_from == "text"  # the default
     found = index.collect("c", "What happened at the lake?", lineage=lineage, kinds=[RecallKind.TURN])
     assert [i for i, _ in found.legs["text"][:2]] == ["tb1", "tb2"]
