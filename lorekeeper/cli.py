@@ -442,6 +442,10 @@ def import_transcript(
     if as_json:
         typer.echo(json.dumps(report.model_dump()))
         return
+    _print_import(campaign, report)
+
+
+def _print_import(campaign, report) -> None:  # noqa: ANN001 - Campaign and TranscriptImport are imported lazily
     resumed = f" (resumed after {report.resumed_from} lines)" if report.resumed_from is not None else ""
     console.print(
         f"imported {report.turns} turns in {report.sessions} scenes ({report.summaries} summaries){resumed} "

@@ -214,7 +214,7 @@ class TranscriptImporter:
             world_id, name, profile or StoryProfile(genre="transcript"), new_world=world, transcript_import=state
         )
         log.info("transcript_import_started", campaign_id=campaign.id, lines=state.lines, sessions=len(sessions))
-        return self._import(transcript, campaign, state, on_progress, started)
+        return self._import(transcript, campaign, state, on_progress, started, resumed=False)
 
     def resume(
         self, transcript: Transcript, campaign_id: str | None = None, *, on_progress: Progress | None = None
@@ -251,7 +251,7 @@ class TranscriptImporter:
             self.former = None
         self._check_stores()
         log.info("transcript_import_resumed", campaign_id=campaign.id, written=state.written, lines=state.lines)
-        return self._import(transcript, campaign, state, on_progress, started)
+        return self._import(transcript, campaign, state, on_progress, started, resumed=True)
 
     def unfinished(self, print_: str) -> list[Campaign]:
         """The unfinished imports of the transcript whose lines have this :func:`fingerprint`."""
@@ -284,6 +284,8 @@ class TranscriptImporter:
         state: TranscriptImportState,
         on_progress: Progress | None,
         started: float,
+        *,
+        resumed: bool,
     ) -> tuple[Campaign, TranscriptImport]:
         """Write the lines after ``state.written``, index them, reconcile the index and clear the state."""
         indexing = _Indexing(self.index, on_progress)
@@ -317,10 +319,8 @@ class TranscriptImporter:
             raise
         graph_seconds = time.perf_counter() - started - indexing.model_seconds
         model_seconds, recall_seconds = indexing.finish()
-        reconciled = self._reconcile(campaign.id, resumed=state.written > 0 or not work, written=records)
-        self.core.mutate(
-            campaign.id, "imported", lambda ctx, w: (None, {"transcript_import_json": None}), importing=True
-        )
+        reconciled = self._reconcile(campaign.id, resumed=resumed, written=records)
+        self.core.mutate(campaign.id, "imported", _finished, importing=True)
         report = TranscriptImport(
             campaign_id=campaign.id,
             world_id=campaign.world_id,
@@ -330,7 +330,7 @@ class TranscriptImporter:
             turns=turns,
             records=records if self.index is not None else 0,
             summaries=summaries,
-            resumed_from=state.written if state.written or not work else None,
+            resumed_from=state.written if resumed else None,
             reconciled=reconciled,
             unknown_fields=transcript.unknown_fields,
             skipped_sessions=transcript.skipped,
