@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from schemas.campaign import LibraryPin, check_library_pins
 from schemas.common import AttributeValue, Authority, Confidence, Id
 from schemas.errors import ConfigError
+from schemas.search import SearchHit
 from schemas.settings import ENV_PREFIX
 from schemas.story import (
     ChangeType,
@@ -35,20 +36,27 @@ from schemas.text import Name, Note, Text, TextOrEmpty, TextRule
 __all__ = [
     "ApiKeyInfo",
     "BranchCreate",
+    "CampaignBundle",
     "CampaignCreate",
     "CampaignLibrary",
     "CheckpointCreate",
+    "CreatedKey",
     "CommitRequest",
     "EndSceneRequest",
     "EngineKind",
     "ExtractedProposal",
     "ExtractionBatch",
+    "Health",
+    "KeyCreate",
     "MemoryCreate",
     "MemoryRetract",
+    "PlayerKeyCreate",
     "ProposalCreate",
+    "RetconAnswer",
     "RetconRequest",
     "SceneCreate",
     "Scope",
+    "SearchAnswer",
     "ServeSettings",
     "TakeRequest",
     "TurnRequest",
@@ -167,8 +175,8 @@ class Scope(StrEnum):
 class KeyRole(StrEnum):
     """A campaign key's role at the table: the highest authority it may claim (admin keys: any)."""
 
-    PLAYER = "player"  # proposes with player (or system) authority; cannot retcon
-    GM = "gm"  # proposes and retcons with up to GM authority
+    PLAYER = "player"  # plays turns, proposes with player authority, adds its character's memories, reads
+    GM = "gm"  # also runs the table: scenes, the gate, the head, retcons, rulings, its campaign's keys
 
 
 class ApiKeyInfo(BaseModel):
@@ -181,8 +189,78 @@ class ApiKeyInfo(BaseModel):
         default=KeyRole.PLAYER, description="On its campaigns: what authority its proposals and retcons may claim."
     )
     campaigns: list[Id] = Field(default_factory=list, description="Campaigns the key may read and write.")
+    character_entity_id: Id | None = Field(default=None, description="The character a player key plays.")
     created_at: str
     revoked: bool = False
+
+
+class KeyCreate(BaseModel):
+    """``POST /api/v1/keys`` (admin): a new key. A GM mints player keys with :class:`PlayerKeyCreate`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    admin: bool = False
+    role: KeyRole = KeyRole.PLAYER
+    campaigns: list[Id] = Field(default_factory=list, max_length=1000)
+    character_entity_id: Id | None = Field(default=None, description="The character a player key plays.")
+
+
+class PlayerKeyCreate(BaseModel):
+    """``POST /api/v1/campaigns/{id}/keys`` (the campaign's GM): a player key for this campaign."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    character_entity_id: Id | None = Field(default=None, description="The character the player plays.")
+
+
+class CreatedKey(BaseModel):
+    """A key just created: the secret, shown this once and never stored, and the key as listed."""
+
+    key: str = Field(description="The secret: send it as 'Authorization: Bearer KEY'. It is not shown again.")
+    info: ApiKeyInfo
+
+
+# ============================================================================================
+# answers of the API's operations (both doors)
+
+
+class SearchAnswer(BaseModel):
+    """A knowledge search's hits, with the time it took."""
+
+    query: str
+    hits: list[SearchHit]
+    took_ms: float
+
+
+class Health(BaseModel):
+    """Whether the server and its stores answer."""
+
+    status: str = Field(description="ok or degraded")
+    checks: dict[str, str] = Field(default_factory=dict, description="Each dependency: 'ok', or why not.")
+    search: bool = Field(default=False, description="Whether knowledge search is configured here.")
+
+
+class RetconAnswer(BaseModel):
+    """A retconned fact and the fact that replaces it (None: it simply never was)."""
+
+    fact_id: Id
+    status: str = "retconned"
+    replaced_by: Id | None = None
+
+
+class CampaignBundle(BaseModel):
+    """A campaign exported as a bundle (a zip); in JSON (over MCP) its bytes travel base64-encoded."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    campaign_id: Id
+    filename: str
+    media_type: str = "application/zip"
+    size: int = Field(ge=0)
+    sha256: str
+    data: bytes
 
 
 # ============================================================================================
@@ -251,14 +329,16 @@ class SceneCreate(_Body):
 
 
 class ProposalCreate(_Body):
+    """A proposed change. Who proposed it is the server's to record (from the caller's key), never the
+    client's; the authority claimed must be one the caller's role may claim (never ``system``)."""
+
     type: ChangeType
     content: dict[str, Any]
-    authority: Authority
+    authority: Authority = Authority.PLAYER
     confidence: Confidence = 1.0
     evidence: Evidence = Field(default_factory=Evidence)
     turn_id: Id | None = None
     resolution: Resolution | None = None
-    proposed_by: str | None = Field(default=None, max_length=200)
 
 
 class CommitRequest(_Body):

@@ -2,7 +2,8 @@
 
 A key reads ``lk_<id>_<secret>``; the graph keeps ``(:ApiKey {uid: id, hash, admin, campaigns})``
 with the sha256 of the whole key, never the key. Keys are managed with ``lorekeeper keys
-create|list|revoke``; a file of admin keys (``LOREKEEPER_API_KEYS_FILE``, one per line: a mounted
+create|list|revoke`` or over the API (an admin any key; a campaign's GM the player keys of that
+campaign: :mod:`serve.operations.keys`); a file of admin keys (``LOREKEEPER_API_KEYS_FILE``, one per line: a mounted
 Secret) may add more. With no key at all and the API bound to loopback, the API runs open (a
 laptop); bound to any other address it refuses to start without keys. Once a key has existed the API
 stays closed, even after every key is revoked (revoking the last key must not make every caller admin).
@@ -24,6 +25,7 @@ from schemas.serving import ApiKeyInfo, KeyRole
 from stores.graph.base import GraphStore
 
 KEY_PREFIX = "lk"
+_LISTED = ("name", "admin", "role", "campaigns", "character_entity_id", "created_at", "revoked")
 _CACHE_S = 5.0  # a revoked key stops working within this many seconds
 
 
@@ -49,13 +51,31 @@ class Principal:
     admin: bool = False
     campaigns: frozenset[str] = field(default_factory=frozenset)
     role: KeyRole = KeyRole.PLAYER
+    character_entity_id: str | None = None
+    """The character a player key plays (its own memories; later, what that character may know)."""
+
+    @property
+    def label(self) -> str:
+        """Who the caller is, as the server records it (``proposed_by``): ``admin:ID``, ``gm:ID``, ``player:ID``."""
+        return f"{'admin' if self.admin else self.role.value}:{self.key_id}"
+
+    def plays(self, campaign_id: str) -> bool:
+        """Whether the key may play and read the campaign (any key of it, or an admin key)."""
+        return self.admin or campaign_id in self.campaigns
+
+    def runs(self, campaign_id: str) -> bool:
+        """Whether the key is the campaign's GM (or an admin)."""
+        return self.admin or (campaign_id in self.campaigns and self.role is KeyRole.GM)
 
     def require_authority(self, authority: Authority) -> None:
-        """Refuse a claimed authority above the key's: a player cannot speak as the GM or a source."""
-        allowed = Authority.SOURCE if self.admin else Authority(self.role.value)
-        if _RANK[authority] > _RANK[allowed]:
+        """Refuse a claimed authority above the key's: a player speaks as a player, a GM as the GM or a
+        player, an admin also as a source; ``system`` is the product's own (extractor, former, import)
+        and no caller may claim it."""
+        allowed = _CLAIMS["admin" if self.admin else self.role.value]
+        if authority not in allowed:
             raise Forbidden(
                 f"this key ({'admin' if self.admin else self.role.value}) may not claim {authority.value} authority"
+                f" (it may claim {', '.join(a.value for a in allowed)})"
             )
 
     def require_admin(self) -> None:
@@ -67,7 +87,11 @@ class Principal:
             raise Forbidden(f"this key may not use campaign {campaign_id!r}")
 
 
-_RANK = {Authority.SYSTEM: 0, Authority.PLAYER: 1, Authority.GM: 2, Authority.SOURCE: 3}
+_CLAIMS = {
+    "player": (Authority.PLAYER,),
+    "gm": (Authority.PLAYER, Authority.GM),
+    "admin": (Authority.PLAYER, Authority.GM, Authority.SOURCE),
+}
 
 OPEN = Principal(key_id="open", admin=True)
 """The caller on an open laptop API (loopback, no keys configured)."""
@@ -99,6 +123,7 @@ class ApiKeys:
         admin: bool = False,
         campaigns: list[str] | None = None,
         role: KeyRole = KeyRole.PLAYER,
+        character_entity_id: str | None = None,
     ) -> tuple[str, ApiKeyInfo]:
         """A new key; the secret is returned once and never stored."""
         key_id = secrets.token_hex(6)
@@ -109,11 +134,12 @@ class ApiKeys:
             admin=admin,
             role=role,
             campaigns=sorted(set(campaigns or [])),
+            character_entity_id=character_entity_id,
             created_at=utc_now().isoformat(),
         )
         self.graph.run(
             "CREATE (k:ApiKey) SET k = $props",
-            {"props": {"uid": key_id, "hash": _hash(key), **info.model_dump(exclude={"id"})}},
+            {"props": {"uid": key_id, "hash": _hash(key), **info.model_dump(exclude={"id"}, exclude_none=True)}},
         )
         self._forget()
         return key, info
@@ -123,12 +149,22 @@ class ApiKeys:
         return [
             ApiKeyInfo(
                 id=r["k"]["uid"],
-                **{
-                    f: r["k"][f] for f in ("name", "admin", "role", "campaigns", "created_at", "revoked") if f in r["k"]
-                },
+                **{f: r["k"][f] for f in _LISTED if f in r["k"]},
             )
             for r in rows
         ]
+
+    def get(self, key_id: str) -> ApiKeyInfo:
+        """One key as listed.
+
+        Raises:
+            NotFound: no such key.
+        """
+        rows = self.graph.run("MATCH (k:ApiKey {uid: $id}) RETURN k", {"id": key_id})
+        if not rows:
+            raise NotFound("auth", f"no API key {key_id!r}")
+        node = rows[0]["k"]
+        return ApiKeyInfo(id=node["uid"], **{f: node[f] for f in _LISTED if f in node})
 
     def revoke(self, key_id: str) -> None:
         rows = self.graph.run("MATCH (k:ApiKey {uid: $id}) SET k.revoked = true RETURN k.uid AS uid", {"id": key_id})
@@ -211,4 +247,5 @@ class ApiKeys:
             admin=bool(node.get("admin")),
             campaigns=frozenset(node.get("campaigns") or []),
             role=KeyRole(node.get("role") or KeyRole.PLAYER.value),
+            character_entity_id=node.get("character_entity_id"),
         )

@@ -69,7 +69,14 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         403: "forbidden",
         413: "request_too_large",
     }
-    response = error_response(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
+    code = codes.get(exc.status_code, "http_error")
+    if exc.status_code == 404 and request.scope.get("endpoint") is None:
+        # no route matched: a wrong path, which a client must not read as "no such record"
+        code, detail = "no_such_route", f"no route {request.method} {request.url.path}"
+        response = error_response(404, code, detail)
+        response.headers.update(exc.headers or {})
+        return response
+    response = error_response(exc.status_code, code, str(exc.detail))
     response.headers.update(exc.headers or {})  # 405's Allow, 401's WWW-Authenticate
     return response
 

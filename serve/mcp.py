@@ -1,14 +1,16 @@
-"""The MCP server at ``/mcp`` (streamable HTTP, MCP SDK): knowledge tools for any client, play tools for tables.
+"""The MCP server at ``/mcp`` (streamable HTTP, MCP SDK): a tool for every operation of the API.
 
-Tools: ``search_knowledge``, ``search_by_category``, ``list_libraries``, ``list_collections``,
-``get_item``, ``get_concepts``, ``get_health``; for play ``get_state_as_of``, ``get_provenance`` and
-``propose_change``; for a campaign's memory ``recall``, ``list_memories``, ``add_memory``,
-``retract_memory`` and ``list_summaries``. Resources: ``lorekeeper://library-types`` and ``lorekeeper://libraries``.
+The tools are generated from the operation table (:data:`serve.operations.OPERATIONS`): each
+operation's ids and request fields are its tool's arguments, and the tool calls the same
+:func:`~serve.operations.invoke` as the REST route, so its access rule, defaults and errors are the
+REST door's (an error is the tool's error message ``code: message``, with REST's code). The few REST
+routes without a tool are listed in :data:`serve.operations.REST_ONLY_ROUTES` with their reasons.
+Resources: ``lorekeeper://library-types`` and ``lorekeeper://libraries``.
 
 Auth is the REST API's: the same ``Authorization: Bearer KEY``, checked before a request reaches the
-MCP session, and the same campaign scopes checked inside each play tool. Every call is logged at
-debug level (``mcp_tool_called`` … ``mcp_tool_response`` with sizes and durations) and counted
-(``lorekeeper_mcp_tool_invocations_total{tool,status}``, ``lorekeeper_mcp_tool_duration_seconds{tool}``).
+MCP session. Every call is logged at debug level (``mcp_tool_called`` … ``mcp_tool_response`` with
+sizes and durations) and counted (``lorekeeper_mcp_tool_invocations_total{tool,status}``,
+``lorekeeper_mcp_tool_duration_seconds{tool}``).
 """
 
 from __future__ import annotations
@@ -24,19 +26,17 @@ from typing import Any, TypeVar
 import structlog
 from fastapi import FastAPI
 from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import Counter, Histogram
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from schemas.errors import InvalidRequest, LorekeeperError, NotFound
-from schemas.knowledge import CHUNKING_DEFAULTS, Classification, LibraryType
-from schemas.recall import RecallKind, RecallRequest, RecallResponse
-from schemas.search import SearchFilters
-from schemas.serving import MemoryCreate, MemoryRetract
-from schemas.story import Authority, ChangeType, Evidence, Memory, SubjectiveKind
+from schemas.errors import LorekeeperError
+from schemas.knowledge import CHUNKING_DEFAULTS, LibraryType
 from serve.auth import Principal, Unauthorized
+from serve.operations import OPERATIONS, Operation, invoke
 from serve.services import Services
-from stores.source_facts import SourceFactStore
 
 log = structlog.get_logger(__name__)
 
@@ -74,6 +74,10 @@ def _tool(name: str) -> Callable[[Callable[..., Awaitable[T]]], Callable[..., Aw
             except LorekeeperError as exc:
                 status = exc.code
                 raise ValueError(f"{exc.code}: {exc.client_message}") from None
+            except ValidationError as exc:  # the arguments broke the request model: as REST's 422
+                status = "validation_failed"
+                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:20])
+                raise ValueError(f"validation_failed: {problems}") from None
             except Exception:
                 status = "error"
                 raise
@@ -81,7 +85,7 @@ def _tool(name: str) -> Callable[[Callable[..., Awaitable[T]]], Callable[..., Aw
                 elapsed = time.perf_counter() - started
                 MCP_CALLS.labels(tool=name, status=status).inc()
                 MCP_DURATION.labels(tool=name).observe(elapsed)
-            size = len(json.dumps(result, default=str))
+            size = len(result) if isinstance(result, str) else len(json.dumps(result, default=str))
             log.debug("mcp_tool_response", tool=name, status=status, bytes=size, duration_ms=round(elapsed * 1000, 2))
             return result
 
@@ -100,319 +104,72 @@ def build_mcp(services: Services, *, protect_hosts: bool) -> FastMCP[Any]:
     server: FastMCP[Any] = FastMCP(
         "lorekeeper",
         instructions=(
-            "Lorekeeper: search ingested rulebooks and lore (with citations), read the canon of a campaign "
-            "as of any turn, recall what happened in it by meaning, and propose changes that the scene-end "
-            "gate may make canon."
+            "Lorekeeper: search ingested rulebooks and lore (with citations), run a campaign's table (turns, "
+            "scenes and the gate that makes their proposals canon, undo, branches, checkpoints, retcons, keys), "
+            "read its canon as of any turn and recall what happened in it by meaning."
         ),
         stateless_http=True,
         json_response=True,
         streamable_http_path="/mcp",
         transport_security=security,
     )
-    _knowledge_tools(server, services)
-    _catalog_tools(server, services)
-    _play_tools(server, services)
-    _memory_tools(server, services)
+    for op in OPERATIONS.values():
+        if op.mcp:
+            _add_tool(server, services, op)
     _resources(server, services)
     return server
 
 
-def _knowledge_tools(server: FastMCP[Any], services: Services) -> None:
-    """``search_knowledge`` and ``search_by_category``: hybrid search, each hit with its citation."""
-    run = services.run
+class _Verbatim(FuncMetadata):
+    """Hands a tool its arguments as sent: the operation's request model validates them, as REST's body is
+    (the SDK's own check would drop unknown arguments without a word and answer in its own words)."""
 
-    async def _search(
-        tool: str, query: str, filters: SearchFilters, limit: int, rerank: bool | None
-    ) -> list[dict[str, Any]]:
-        if services.search is None:
-            raise NotFound("search", "search is not configured on this server")
-        started = time.perf_counter()
-        hits = await run(services.search.search, query, filters=filters, limit=limit, rerank=rerank)
-        log.debug(
-            "mcp_search_vector_results",
-            tool=tool,
-            hits=len(hits),
-            with_vector=sum(1 for h in hits if "vector" in h.scores),
-            with_graph=sum(1 for h in hits if "graph" in h.scores),
-            duration_ms=round((time.perf_counter() - started) * 1000, 2),
-        )
-        if any("rerank" in h.scores for h in hits):
-            log.debug("mcp_search_rerank", tool=tool, reranked=len(hits))
-        return [h.model_dump(mode="json") for h in hits]
-
-    @server.tool()
-    @_tool("search_knowledge")
-    async def search_knowledge(
-        query: str,
-        limit: int = 8,
-        library: str | None = None,
-        classification: Classification | None = None,
-        item: str | None = None,
-        rerank: bool | None = None,
-    ) -> list[dict[str, Any]]:
-        """Search the ingested rulebooks and lore; each hit cites its book, pages, heading path and chunk id."""
-        filters = SearchFilters(
-            library=[library] if library else None,
-            classification=[classification.value] if classification else None,
-            item=[item] if item else None,
-        )
-        return await _search("search_knowledge", query, filters, max(1, min(limit, 50)), rerank)
-
-    @server.tool()
-    @_tool("search_by_category")
-    async def search_by_category(
-        query: str, library_type: LibraryType, limit: int = 8, rerank: bool | None = None
-    ) -> list[dict[str, Any]]:
-        """Search only libraries of one type (rulebook, lore, setting, adventure, reference …)."""
-        filters = SearchFilters(library_type=[library_type.value])
-        return await _search("search_by_category", query, filters, max(1, min(limit, 50)), rerank)
+    async def call_fn_with_arg_validation(
+        self,
+        fn: Callable[..., Any],
+        fn_is_async: bool,
+        arguments_to_validate: dict[str, Any],
+        arguments_to_pass_directly: dict[str, Any] | None,
+    ) -> Any:
+        return await fn(arguments=dict(arguments_to_validate or {}), **(arguments_to_pass_directly or {}))
 
 
-def _catalog_tools(server: FastMCP[Any], services: Services) -> None:
-    """What is ingested (libraries, collections, items, concepts) and whether the server answers."""
-    run = services.run
+def _arguments(op: Operation, arguments: dict[str, Any]) -> tuple[dict[str, str], BaseModel]:
+    """The ids and the request model of ``op`` from a tool call's arguments.
 
-    @server.tool()
-    @_tool("list_libraries")
-    async def list_libraries() -> list[dict[str, Any]]:
-        """The libraries: their ids, names and types."""
-        libraries = await run(services.catalog.list_libraries)
-        return [lib.model_dump(mode="json") for lib in libraries]
-
-    @server.tool()
-    @_tool("list_collections")
-    async def list_collections(library_uid: str) -> list[dict[str, Any]]:
-        """The collections of a library."""
-        collections = await run(services.catalog.list_collections, library_uid)
-        return [c.model_dump(mode="json") for c in collections]
-
-    @server.tool()
-    @_tool("get_item")
-    async def get_item(item_uid: str) -> dict[str, Any]:
-        """One ingested item (a book or file): title, type, size, classification, status."""
-        item = await run(services.catalog.get_item, item_uid)
-        return item.model_dump(mode="json")  # type: ignore[no-any-return]
-
-    @server.tool()
-    @_tool("get_concepts")
-    async def get_concepts(library_uid: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """Concepts extracted from the knowledge (most mentioned first), optionally of one library."""
-        started = time.perf_counter()
-        concepts = await run(services.catalog.list_concepts, library_uid=library_uid, limit=max(1, min(limit, 1000)))
-        log.debug("mcp_graph_traverse", tool="get_concepts", nodes=len(concepts), ms=_ms(started))
-        return concepts  # type: ignore[no-any-return]
-
-    @server.tool()
-    @_tool("get_entry_facts")
-    async def get_entry_facts(entry: str, item_uid: str | None = None) -> list[dict[str, Any]]:
-        """A rulebook entry's typed facts ("Goblin": armor_class 15, hit_points 7 …), each with its
-        item, page and chunk id; from one item when given, else from every ready item."""
-        store = SourceFactStore(services.catalog.graph)
-        if item_uid is not None:
-            await run(services.catalog.get_item, item_uid)  # an unknown item is not_found, not []
-            facts = await run(store.for_item, item_uid, entry=entry)
-        else:
-            facts = await run(store.find, entry)
-        return [f.model_dump(mode="json") for f in facts]
-
-    @server.tool()
-    @_tool("get_health")
-    async def get_health() -> dict[str, Any]:
-        """Whether the server and its graph answer."""
-        checks = await services.health()
-        healthy = all(v == "ok" for v in checks.values())
-        return {"status": "ok" if healthy else "degraded", **checks, "search": services.search is not None}
-
-
-def _play_tools(server: FastMCP[Any], services: Services) -> None:
-    """For tables: a campaign's world as of a turn, a turn's provenance, and proposing a change."""
-    run = services.run
-
-    @server.tool()
-    @_tool("get_state_as_of")
-    async def get_state_as_of(
-        campaign_id: str, ctx: Context[Any, Any, Any], turn_id: str | None = None, branch_id: str | None = None
-    ) -> dict[str, Any]:
-        """The world of a campaign as of a turn (default: its head): entities, facts, relationships, threads."""
-        _caller(ctx).require_campaign(campaign_id)
-        started = time.perf_counter()
-        if turn_id is not None:
-            await services.turn_in(campaign_id, turn_id)
-        view = await run(services.story.state, campaign_id, turn_id=turn_id, branch_id=branch_id)
-        log.debug("mcp_graph_traverse", tool="get_state_as_of", entities=len(view.entities), ms=_ms(started))
-        return view.model_dump(mode="json")  # type: ignore[no-any-return]
-
-    @server.tool()
-    @_tool("get_provenance")
-    async def get_provenance(campaign_id: str, turn_id: str, ctx: Context[Any, Any, Any]) -> dict[str, Any]:
-        """Why the narrator knew what it knew at a turn (prompt, passages) and what the turn made canon."""
-        _caller(ctx).require_campaign(campaign_id)
-        await services.turn_in(campaign_id, turn_id)
-        provenance = await run(services.story.provenance, turn_id)
-        return provenance.model_dump(mode="json")  # type: ignore[no-any-return]
-
-    @server.tool()
-    @_tool("list_house_rules")
-    async def list_house_rules(
-        campaign_id: str, ctx: Context[Any, Any, Any], turn_id: str | None = None
-    ) -> list[dict[str, Any]]:
-        """The GM's rulings against the rulebook in force as of a turn (default: the head): entry, field,
-        the book's value and the ruled one, who ruled, at which turn, on which branch."""
-        _caller(ctx).require_campaign(campaign_id)
-        if turn_id is not None:
-            await services.turn_in(campaign_id, turn_id)
-        rules = await run(services.story.house_rules, campaign_id, turn_id=turn_id)
-        return [r.model_dump(mode="json") for r in rules]
-
-    @server.tool()
-    @_tool("propose_change")
-    async def propose_change(
-        scene_id: str,
-        type: ChangeType,
-        content: dict[str, Any],
-        ctx: Context[Any, Any, Any],
-        authority: Authority = Authority.PLAYER,
-        confidence: float = 1.0,
-        turn_id: str | None = None,
-        evidence: Evidence | None = None,
-    ) -> dict[str, Any]:
-        """Propose a typed change on a scene; it becomes canon only if the gate accepts it when the scene ends."""
-        caller = _caller(ctx)
-        await services.scene_for(caller, scene_id)
-        caller.require_authority(authority)
-        proposal = await run(
-            services.story.propose,
-            scene_id,
-            type=type,
-            content=content,
-            authority=authority,
-            confidence=confidence,
-            turn_id=turn_id,
-            evidence=(evidence or Evidence()).model_dump(mode="json"),
-            proposed_by=f"mcp:{caller.key_id}",
-        )
-        return proposal.model_dump(mode="json")  # type: ignore[no-any-return]
-
-
-def _memory_tools(server: FastMCP[Any], services: Services) -> None:
-    """For tables: recall a campaign's past by meaning, list, add and retract memories, read summaries.
-
-    Scoped like the REST routes (:mod:`serve.routes.memory`): the key's campaigns only, a turn reached
-    through its campaign, and retracting a memory takes a GM (or admin) key.
+    Raises:
+        ValidationError: an id missing or not a string, an unknown argument, or a field the model refuses.
     """
-    run = services.run
+    fields: dict[str, Any] = {name: (str, Field(min_length=1)) for name in op.ids}
+    ids_model = create_model(f"{op.name}_ids", __config__=ConfigDict(extra="ignore"), **fields)
+    ids = ids_model.model_validate({k: v for k, v in arguments.items() if k in op.ids}).model_dump()
+    if any(name not in arguments for name in op.ids):  # report a missing id with the rest of the request
+        ids_model.model_validate(arguments)
+    body = op.body.model_validate({k: v for k, v in arguments.items() if k not in op.ids})
+    return ids, body
 
-    async def _at(caller: Principal, campaign_id: str, turn_id: str | None) -> None:
-        caller.require_campaign(campaign_id)
-        if turn_id is not None:
-            await services.turn_in(campaign_id, turn_id)
 
-    @server.tool()
-    @_tool("recall")
-    async def recall(
-        campaign_id: str,
-        query: str,
-        ctx: Context[Any, Any, Any],
-        as_of_turn_id: str | None = None,
-        observer_entity_id: str | None = None,
-        kinds: list[RecallKind] | None = None,
-        limit: int = 10,
-    ) -> dict[str, Any]:
-        """What the campaign remembers about QUERY, by meaning: turns, summaries, canon facts and memories on
-        the line of the head (or of as_of_turn_id), optionally only what observer_entity_id witnessed; each
-        hit names the turn it belongs to."""
-        request = RecallRequest(
-            query=query,
-            as_of_turn_id=as_of_turn_id,
-            observer_entity_id=observer_entity_id,
-            kinds=kinds,
-            limit=max(1, min(limit, 100)),
-        )
-        await _at(_caller(ctx), campaign_id, request.as_of_turn_id)
-        started = time.perf_counter()
-        hits = await run(
-            services.story.recall,
-            campaign_id,
-            request.query,
-            as_of_turn_id=request.as_of_turn_id,
-            observer_entity_id=request.observer_entity_id,
-            kinds=request.kinds,
-            limit=request.limit,
-        )
-        log.debug("mcp_recall_results", tool="recall", hits=len(hits), ms=_ms(started))
-        response = RecallResponse(campaign_id=campaign_id, query=query, as_of_turn_id=as_of_turn_id, hits=hits)
-        return response.model_dump(mode="json")
+def _add_tool(server: FastMCP[Any], services: Services, op: Operation) -> None:
+    """The operation as a tool: its ids and its request model's fields are the tool's arguments, and the
+    tool's input schema is theirs, so a client sees the bounds that REST's schema states."""
+    clash = set(op.ids) & set(op.body.model_fields)
+    assert not clash, f"{op.name}: ids and request fields share names {clash}"
 
-    @server.tool()
-    @_tool("list_memories")
-    async def list_memories(
-        campaign_id: str,
-        ctx: Context[Any, Any, Any],
-        observer_entity_id: str | None = None,
-        turn_id: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """The memories held on the line of the head (or of turn_id), optionally one entity's; retracted
-        memories are left out."""
-        await _at(_caller(ctx), campaign_id, turn_id)
-        found = await run(services.story.memories, campaign_id, observer_entity_id=observer_entity_id, turn_id=turn_id)
-        return [m.model_dump(mode="json") for m in found]
+    @_tool(op.name)
+    async def call(arguments: dict[str, Any], ctx: Context[Any, Any, Any]) -> str:
+        ids, body = _arguments(op, arguments)
+        result = await invoke(op, services, _caller(ctx), ids, body)
+        return json.dumps(TypeAdapter(op.output).dump_python(result, mode="json"))
 
-    @server.tool()
-    @_tool("add_memory")
-    async def add_memory(
-        campaign_id: str,
-        observer_entity_id: str,
-        text: str,
-        ctx: Context[Any, Any, Any],
-        kind: SubjectiveKind = SubjectiveKind.MEMORY,
-        subject_entity_ids: list[str] | None = None,
-        anchor_turn_id: str | None = None,
-        salience: float = 0.5,
-    ) -> dict[str, Any]:
-        """Record what a character remembers, believes (claim) or feels (emotion), anchored to a turn (the
-        head by default): it is recalled only from that turn's future."""
-        body = MemoryCreate(
-            observer_entity_id=observer_entity_id,
-            text=text,
-            kind=kind,
-            subject_entity_ids=subject_entity_ids or [],
-            anchor_turn_id=anchor_turn_id,
-            salience=salience,
-        )
-        await _at(_caller(ctx), campaign_id, body.anchor_turn_id)
-        anchor = body.anchor_turn_id
-        if anchor is None:
-            campaign = await run(services.story.get_campaign, campaign_id)
-            if campaign.head_turn_id is None:
-                raise InvalidRequest("story", f"campaign {campaign_id!r} has no turn yet to anchor a memory to")
-            anchor = campaign.head_turn_id
-        memory = Memory(campaign_id=campaign_id, anchor_turn_id=anchor, **body.model_dump(exclude={"anchor_turn_id"}))
-        added = await run(services.story.add_memory, memory)
-        return added.model_dump(mode="json")  # type: ignore[no-any-return]
-
-    @server.tool()
-    @_tool("retract_memory")
-    async def retract_memory(
-        campaign_id: str, memory_id: str, reason: str, ctx: Context[Any, Any, Any]
-    ) -> dict[str, Any]:
-        """Withdraw a memory that no longer holds (GM): it stays in the story, marked retracted with when and
-        why, and is no longer listed or recalled."""
-        caller = _caller(ctx)
-        caller.require_campaign(campaign_id)
-        caller.require_authority(Authority.GM)
-        body = MemoryRetract(reason=reason)
-        retracted = await run(services.story.retract_memory, campaign_id, memory_id, reason=body.reason)
-        return retracted.model_dump(mode="json")  # type: ignore[no-any-return]
-
-    @server.tool()
-    @_tool("list_summaries")
-    async def list_summaries(
-        campaign_id: str, ctx: Context[Any, Any, Any], turn_id: str | None = None
-    ) -> list[dict[str, Any]]:
-        """The scene, session and arc summaries on the line of the head (or of turn_id), oldest first."""
-        await _at(_caller(ctx), campaign_id, turn_id)
-        found = await run(services.story.summaries, campaign_id, turn_id=turn_id)
-        return [summary.model_dump(mode="json") for summary in found]
+    call.__name__ = op.name
+    server.add_tool(call, name=op.name, description=op.handler.__doc__ or op.summary, structured_output=False)
+    tool = server._tool_manager.get_tool(op.name)
+    assert tool is not None
+    tool.fn_metadata = _Verbatim(**{name: getattr(tool.fn_metadata, name) for name in FuncMetadata.model_fields})
+    fields: dict[str, Any] = {name: (str, Field(min_length=1)) for name in op.ids}
+    fields.update({name: (f.annotation, f) for name, f in op.body.model_fields.items()})
+    config = ConfigDict(extra="forbid")
+    tool.parameters = create_model(f"{op.name}_arguments", __config__=config, **fields).model_json_schema()
 
 
 def _resources(server: FastMCP[Any], services: Services) -> None:
@@ -428,10 +185,6 @@ def _resources(server: FastMCP[Any], services: Services) -> None:
         """The libraries of this server."""
         found = await asyncio.to_thread(services.catalog.list_libraries)
         return json.dumps([lib.model_dump(mode="json") for lib in found])
-
-
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 2)
 
 
 class _Authenticated:

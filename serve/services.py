@@ -39,6 +39,7 @@ from schemas.story import GateReport, Scene, Turn
 from serve.auth import OPEN, ApiKeys, Principal
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
+from stores.source_facts import SourceFactStore
 from story.recall_index import RecallIndex
 from story.service import StoryService
 
@@ -247,6 +248,11 @@ class Services:
         if not (caller.admin or scene.campaign_id in caller.campaigns):
             raise missing
         return scene
+
+    @property
+    def source_facts(self) -> SourceFactStore:
+        """The library's rulebook facts (what the knowledge operations read)."""
+        return SourceFactStore(self.catalog.graph)
 
     async def health(self) -> dict[str, str]:
         """Each dependency that answers: ``"ok"``, or why not."""

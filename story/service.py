@@ -79,6 +79,7 @@ from story.bundle import BundleSummary
 from story.campaigns import Campaigns
 from story.context import TurnContext
 from story.core import Build, StoryCore
+from story.errors import StoryInvalid
 from story.formation import ExtractiveFormer, SceneMemoryFormer
 from story.graph import CampaignContext
 from story.house_rules import HouseRule, house_rules
@@ -428,6 +429,13 @@ class StoryService:
         authority: Authority = Authority.GM,
         evidence: Evidence | None = None,
     ) -> str | None:
+        """Declare a fact never was (or replace its value) on the head's branch: :meth:`Scenes.retcon`.
+
+        Raises:
+            StoryInvalid: declared with an authority other than gm or source (a retcon is a ruling).
+        """
+        if authority not in (Authority.GM, Authority.SOURCE):
+            raise StoryInvalid(f"a retcon is declared with gm (or source) authority, not {authority.value}")
         return self._scenes.retcon(
             campaign_id,
             fact_id,
@@ -447,6 +455,19 @@ class StoryService:
         return self._scenes.dependents(campaign_id, fact_id)
 
     # -- memories and summaries (story.memory) ------------------------------------------------------
+
+    def memory_anchor(self, campaign_id: str, anchor_turn_id: str | None = None) -> str:
+        """The turn a new memory belongs to: the one named, else the campaign's head.
+
+        Raises:
+            StoryInvalid: none named and the campaign has no turn yet.
+        """
+        if anchor_turn_id is not None:
+            return anchor_turn_id
+        head = self._campaigns.get_campaign(campaign_id).head_turn_id
+        if head is None:
+            raise StoryInvalid(f"campaign {campaign_id!r} has no turn yet to anchor a memory to")
+        return head
 
     def add_memory(self, memory: Memory) -> Memory:
         memory = self._memories.add_memory(memory)

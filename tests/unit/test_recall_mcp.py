@@ -113,7 +113,7 @@ def test_memory_tools_over_mcp(server: tuple[str, Any]) -> None:
         other_key, _ = services.keys.create("elsewhere", campaigns=["camp_other"])
         async with session(url, other_key) as client:
             assert "forbidden" in _error(await client.call_tool("recall", {"campaign_id": cid, "query": "the caravan"}))
-        player_key, _ = services.keys.create("table", campaigns=[cid])
+        player_key, _ = services.keys.create("table", campaigns=[cid], character_entity_id=ayla)  # plays Ayla
         async with session(url, player_key) as client:
             memory = _json(
                 await client.call_tool(

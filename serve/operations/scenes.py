@@ -1,0 +1,173 @@
+"""Scenes and the gate: open a scene, stage proposals, commit or end it (canon), and the GM's rulings:
+retcons and the house rules in force.
+
+A scene is reached through its campaign, so another campaign's scene answers like a missing one.
+Players propose with player authority; the GM starts, commits and ends scenes and retcons. Who
+proposed is recorded from the caller's key, never taken from the request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from schemas.serving import CommitRequest, EndSceneRequest, ProposalCreate, RetconAnswer, RetconRequest, SceneCreate
+from schemas.story import GateReport, ProposalStatus, ProposedChange, Scene
+from serve.metrics import GATE_DECISIONS
+from serve.operations.base import Access, Call, On, Rest, Role, operation
+from story.house_rules import HouseRule
+
+_F = "scenes"
+PLAYER_ON_SCENE = Access(Role.PLAYER, On.SCENE)
+GM_ON_SCENE = Access(Role.GM, On.SCENE)
+
+
+class ProposalsQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    status: ProposalStatus | None = None
+
+
+class HouseRulesQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    turn_id: str | None = None
+
+
+def _count(report: GateReport) -> GateReport:
+    for decision in report.decisions:
+        authority = decision.authority.value if decision.authority else "unknown"
+        GATE_DECISIONS.labels(decision=decision.status.value, authority=authority).inc()
+    return report
+
+
+@operation(
+    family=_F,
+    access=Access(Role.GM, On.CAMPAIGN),
+    rest=Rest("POST", "/campaigns/{campaign_id}/scenes", 201),
+    ids=("campaign_id",),
+    body=SceneCreate,
+    output=Scene,
+)
+async def start_scene(call: Call[SceneCreate]) -> Scene:
+    """Open a scene (its location and who takes part); proposals gather on it until it is committed or ended."""
+    b = call.body
+    return await call.run(  # type: ignore[no-any-return]
+        call.ctx.story.start_scene,
+        call.id("campaign_id"),
+        title=b.title,
+        location_entity_id=b.location_entity_id,
+        participant_entity_ids=b.participant_entity_ids,
+    )
+
+
+@operation(
+    family=_F,
+    access=Access(Role.PLAYER, On.CAMPAIGN),
+    rest=Rest("GET", "/campaigns/{campaign_id}/scenes"),
+    ids=("campaign_id",),
+    output=list[Scene],
+)
+async def list_scenes(call: Call[Any]) -> list[Scene]:
+    """The scenes of the campaign."""
+    return await call.run(call.ctx.story.scenes, call.id("campaign_id"))  # type: ignore[no-any-return]
+
+
+@operation(family=_F, access=PLAYER_ON_SCENE, rest=Rest("GET", "/scenes/{scene_id}"), ids=("scene_id",), output=Scene)
+async def get_scene(call: Call[Any]) -> Scene:
+    """A scene: its status, location, participants and summary."""
+    return await call.run(call.ctx.story.get_scene, call.id("scene_id"))  # type: ignore[no-any-return]
+
+
+@operation(
+    family=_F,
+    access=PLAYER_ON_SCENE,
+    rest=Rest("POST", "/scenes/{scene_id}/proposals", 201),
+    ids=("scene_id",),
+    body=ProposalCreate,
+    output=ProposedChange,
+    name="propose_change",
+)
+async def propose_change(call: Call[ProposalCreate]) -> ProposedChange:
+    """Propose a typed change on a scene; it becomes canon only if the gate accepts it. A player proposes with
+    player authority, the GM with gm; who proposed is the caller's key."""
+    call.caller.require_authority(call.body.authority)
+    fields = call.body.model_dump(exclude_none=True)
+    return await call.run(call.ctx.story.propose, call.id("scene_id"), **fields, proposed_by=call.caller.label)  # type: ignore[no-any-return]
+
+
+@operation(
+    family=_F,
+    access=PLAYER_ON_SCENE,
+    rest=Rest("GET", "/scenes/{scene_id}/proposals"),
+    ids=("scene_id",),
+    body=ProposalsQuery,
+    output=list[ProposedChange],
+)
+async def list_proposals(call: Call[ProposalsQuery]) -> list[ProposedChange]:
+    """The proposals of a scene, optionally of one status (pending, accepted, rejected …)."""
+    return await call.run(call.ctx.story.proposals, call.id("scene_id"), call.body.status)  # type: ignore[no-any-return]
+
+
+@operation(
+    family=_F,
+    access=GM_ON_SCENE,
+    rest=Rest("POST", "/scenes/{scene_id}/commit"),
+    ids=("scene_id",),
+    body=CommitRequest,
+    output=GateReport,
+)
+async def commit_scene(call: Call[CommitRequest]) -> GateReport:
+    """Judge the named pending proposals now, mid-scene (the GM's): the accepted become canon."""
+    return _count(await call.run(call.ctx.gate.commit, call.id("scene_id"), call.body.proposal_ids))
+
+
+@operation(
+    family=_F,
+    access=GM_ON_SCENE,
+    rest=Rest("POST", "/scenes/{scene_id}/end"),
+    ids=("scene_id",),
+    body=EndSceneRequest,
+    output=GateReport,
+)
+async def end_scene(call: Call[EndSceneRequest]) -> GateReport:
+    """End a scene (the GM's): judge every pending proposal, write the accepted as canon; again changes nothing."""
+    return _count(await call.run(call.ctx.gate.end_scene, call.id("scene_id"), summary=call.body.summary))
+
+
+@operation(
+    family="rulings",
+    access=Access(Role.GM, On.CAMPAIGN),
+    rest=Rest("POST", "/facts/{fact_id}/retcon"),
+    ids=("fact_id",),
+    body=RetconRequest,
+    output=RetconAnswer,
+)
+async def retcon_fact(call: Call[RetconRequest]) -> RetconAnswer:
+    """Declare a canon fact never was true on this branch, or replace its value (the GM's)."""
+    b = call.body
+    call.caller.require_authority(b.authority)
+    new_id = await call.run(
+        call.ctx.story.retcon,
+        b.campaign_id,
+        call.id("fact_id"),
+        reason=b.reason,
+        value=b.value,
+        object_entity_id=b.object_entity_id,
+        authority=b.authority,
+    )
+    return RetconAnswer(fact_id=call.id("fact_id"), replaced_by=new_id)
+
+
+@operation(
+    family="rulings",
+    access=Access(Role.PLAYER, On.CAMPAIGN, turns=("turn_id",)),
+    rest=Rest("GET", "/campaigns/{campaign_id}/house-rules"),
+    ids=("campaign_id",),
+    body=HouseRulesQuery,
+    output=list[HouseRule],
+)
+async def list_house_rules(call: Call[HouseRulesQuery]) -> list[HouseRule]:
+    """The GM's rulings against the rulebook in force as of a turn (default: the head)."""
+    return await call.run(call.ctx.story.house_rules, call.id("campaign_id"), turn_id=call.body.turn_id)  # type: ignore[no-any-return]
