@@ -10,7 +10,6 @@ list starts, so a turn's error names the line a user can open the file at.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import json
 import re
@@ -24,6 +23,8 @@ def nul_problem(value: str) -> str | None:
     """What keeps ``value`` from being stored: a NUL character or a lone surrogate (None: nothing)."""
     if (at := value.find("\x00")) >= 0:
         return f"holds a NUL character (at character {at + 1})"
+    if value.isascii():  # most text: no surrogate possible, and no encoding to try
+        return None
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -62,13 +63,15 @@ def locate(content: str) -> Located:
     ``content`` must be a JSON object that :func:`json.loads` reads (this walks it again, decoding each
     key and element with the standard decoder; a later duplicate key wins, as in :func:`json.loads`).
     """
-    breaks = [i for i, c in enumerate(content) if c == "\n"]
     decoder = json.JSONDecoder()
     document: dict[str, Any] = {}
     lines: dict[tuple[str] | tuple[str, int], int] = {}
+    seen = [0, 1]  # the last offset asked for and its line: offsets are asked for in increasing order
 
     def line_at(i: int) -> int:
-        return bisect.bisect_right(breaks, i) + 1
+        seen[1] += content.count("\n", seen[0], i)
+        seen[0] = i
+        return seen[1]
 
     def skip(i: int) -> int:
         return _SPACE.match(content, i).end()  # type: ignore[union-attr]
