@@ -4,6 +4,7 @@ vectors are given, and ranking runs on candidates built here."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import date
@@ -163,6 +164,24 @@ def test_a_vector_payload_holds_the_record_as_json_and_an_older_object_still_rea
     found = index.gather("c", "lantern", lineage=lineage, kinds=[RecallKind.TURN], query_vector=vector)
     assert found.records[old.id].text == old.text and found.records[new.id].text == new.text
     assert [i for i, _ in found.legs["vector"]][0] == old.id
+
+
+def test_a_payload_written_before_records_had_a_commit_sequence_still_reads(index: RecallIndex) -> None:
+    """Records indexed before a scene end's records carried their commit sequence number (no ``seq`` in
+    the payload) are read as records without one: visible wherever their place is on the lineage."""
+    from stores.vector.base import VectorPoint
+
+    old = _turn(3, "The harbour bell rang at noon.")
+    index.ensure()
+    stored = old.model_dump(mode="json", exclude={"context", "seq"})
+    assert "seq" not in stored
+    payload = {**index._payload(old), "record": json.dumps(stored)}
+    vector = np.ones(index.embedder.dim, dtype=np.float32) / np.sqrt(index.embedder.dim)
+    index.vectors.upsert(index.collection, [VectorPoint(id=old.id, vector=vector.tolist(), payload=payload)])
+    lineage = Lineage(segments=(Segment(branch_id="b", max_depth=3, seq_cutoff=0),))
+    found = index.gather("c", "harbour bell", lineage=lineage, kinds=[RecallKind.TURN], query_vector=vector)
+    assert found.records[old.id].seq is None
+    assert [h.id for h in index.rank(found)] == [old.id]
 
 
 def test_a_reply_is_found_by_the_words_of_the_question_before_it(index: RecallIndex) -> None:
