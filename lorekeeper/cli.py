@@ -398,8 +398,9 @@ def import_transcript(
     The whole file is checked before anything is written (errors name the file, the line and the field; UTF-8,
     or UTF-16/32 with a byte-order mark). An import that stops part-way (killed, a store failing) leaves the
     campaign marked unfinished (`lorekeeper campaign list`) and refused for play: run the same command with
-    --resume to finish it. Stop `lorekeeper serve` first when it uses the same data folder. Importing the same
-    file again once it finished makes another campaign.
+    --resume to finish it, or delete it with `lorekeeper campaign discard-import CAMPAIGN`. Stop `lorekeeper
+    serve` first when it uses the same data folder. Importing the same file again once it finished makes another
+    campaign.
     """
     from rich.progress import Progress
 
@@ -481,6 +482,23 @@ def _print_left_out(unknown_fields: dict[str, int], skipped: list[str]) -> None:
         err_console.print(f"left out, unknown fields: {fields}", markup=False, highlight=False, soft_wrap=True)
     for session in skipped:
         err_console.print(f"skipped: {session}", markup=False, highlight=False, soft_wrap=True)
+
+
+@campaign_app.command("discard-import")
+def discard_import(
+    campaign_id: Annotated[str, typer.Argument(help="The unfinished import's campaign (`lorekeeper campaign list`).")],
+) -> None:
+    """Delete an unfinished transcript import whole: its campaign, turns, scenes and summaries, its records in the
+    recall index, and its world when the import made it and nothing else is in it. A finished campaign is
+    never deleted. Stop the import first."""
+    settings = _settings()
+    with _story_service(settings) as story:
+        try:
+            story.discard_transcript_import(campaign_id)
+        except LorekeeperError as exc:
+            _print_error(exc)
+            raise typer.Exit(2 if exc.status_code < 500 else 1) from None
+    console.print(f"discarded the unfinished import {campaign_id}")
 
 
 @campaign_app.command("list")

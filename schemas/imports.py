@@ -3,7 +3,7 @@
 A transcript import writes a campaign in many story transactions, then makes its recall index agree with
 the graph. Until both are done the campaign carries a :class:`TranscriptImportState` (``Campaign.transcript_import``):
 listed with it, refused for play, and resumed from ``written`` by ``lorekeeper campaign import-transcript FILE
---resume``. A finished import clears it.
+--resume`` (or discarded whole by ``lorekeeper campaign discard-import``). A finished import clears it.
 """
 
 from pydantic import Field, NonNegativeInt
@@ -25,4 +25,7 @@ class TranscriptImportState(LorekeeperModel):
     lines: NonNegativeInt = Field(description="The transcript's lines, one turn each.")
     written: NonNegativeInt = Field(default=0, description="Lines written to the graph so far (whole transactions).")
     summaries: bool = Field(default=True, description="Whether each session gets its scene summary.")
+    new_world: bool = Field(
+        default=False, description="The import created the campaign's world (discarded with it when left empty)."
+    )
     started_at: UtcDatetime = Field(default_factory=utc_now)

@@ -226,6 +226,21 @@ def delete_branch(branch_id: str) -> list[Statement]:
     ]
 
 
+def delete_campaign_nodes(campaign_id: str) -> Statement:
+    """Every node that carries the campaign's id (the campaign's own included) and its edges: what discarding an
+    unfinished transcript import deletes (:meth:`story.importing.TranscriptImporter.discard`)."""
+    return "MATCH (n) WHERE n.campaign_id = $c DETACH DELETE n", {"c": campaign_id}
+
+
+def delete_world_if_empty(world_id: str) -> Statement:
+    """Delete a world no campaign is in and no axiom belongs to."""
+    return (
+        "MATCH (w:World {uid: $w}) WHERE NOT (w)<-[:IN_WORLD]-(:Campaign) AND NOT (w)<-[:OF_WORLD]-(:Axiom) "
+        "DETACH DELETE w",
+        {"w": world_id},
+    )
+
+
 def checkpoints_of(campaign_id: str) -> Statement:
     return "MATCH (n:Checkpoint) WHERE n.campaign_id = $c RETURN n ORDER BY n.created_at", {"c": campaign_id}
 

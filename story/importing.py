@@ -196,6 +196,7 @@ class TranscriptImporter:
             fingerprint=fingerprint(transcript),
             lines=len(transcript.lines),
             summaries=self.former is not None,
+            new_world=world_id is None,
         )
         if unfinished := self.unfinished(state.fingerprint):
             raise StoryConflict(
@@ -252,6 +253,26 @@ class TranscriptImporter:
         self._check_stores()
         log.info("transcript_import_resumed", campaign_id=campaign.id, written=state.written, lines=state.lines)
         return self._import(transcript, campaign, state, on_progress, started, resumed=True)
+
+    def discard(self, campaign_id: str) -> None:
+        """Delete an unfinished import's campaign: its records in the recall index, then every node of it in the
+        graph, and its world when the import created it and nothing else is in it. Stop the import first.
+
+        Raises:
+            StoryNotFound: no such campaign.
+            StoryInvalid: the campaign is whole (not an unfinished import): it is never deleted.
+        """
+        campaign = self.campaigns.get_campaign(campaign_id)
+        state = campaign.transcript_import
+        if state is None:
+            raise StoryInvalid(f"campaign {campaign_id!r} is whole, not an unfinished transcript import; it stays")
+        if self.index is not None:  # first: a crash before the graph's delete leaves an unfinished import to resume
+            self.index.delete_campaign(campaign_id)
+        with self.core.lock(campaign_id), self.core.graph.transaction() as tx:
+            tx.run(*cypher.delete_campaign_nodes(campaign_id))
+            if state.new_world:
+                tx.run(*cypher.delete_world_if_empty(campaign.world_id))
+        log.info("transcript_import_discarded", campaign_id=campaign_id, written=state.written, lines=state.lines)
 
     def unfinished(self, print_: str) -> list[Campaign]:
         """The unfinished imports of the transcript whose lines have this :func:`fingerprint`."""

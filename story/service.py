@@ -584,6 +584,10 @@ class StoryService:
         """Finish an unfinished import of ``transcript`` (by default the one of its lines) without duplicates."""
         return self._importer(True).resume(transcript, campaign_id, on_progress=on_progress)
 
+    def discard_transcript_import(self, campaign_id: str) -> None:
+        """Delete an unfinished transcript import's campaign whole (a finished campaign is refused)."""
+        self._importer(False).discard(campaign_id)
+
     def _importer(self, summaries: bool) -> TranscriptImporter:
         return TranscriptImporter(
             self._core,

@@ -622,3 +622,27 @@ def test_the_summary_reports_what_the_file_held_that_was_left_out(story: StorySe
     transcript = conversation().model_copy(update={"unknown_fields": {"emotion": 2}, "skipped": ["session_3 (x:9)"]})
     _, report = story.import_transcript(transcript, "Ada and Bo", summaries=False)
     assert (report.unknown_fields, report.skipped_sessions) == ({"emotion": 2}, ["session_3 (x:9)"])
+
+
+def test_an_unfinished_import_can_be_discarded_whole_and_a_whole_campaign_cannot(
+    embedded_graph: object, local_blob_store: object, recall_index: RecallIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    story = StoryService(embedded_graph, local_blob_store, recall=recall_index)  # type: ignore[arg-type]
+    story.prepare()
+    kept, _ = story.import_transcript(conversation(), "Kept")
+    monkeypatch.setattr(import_plan, "RECORD_BATCH", 2)  # a batch per session: the second one fails
+    failing = StoryService(embedded_graph, local_blob_store, recall=_IndexThatFailsOnItsSecondWrite(recall_index))  # type: ignore[arg-type]
+    with pytest.raises(Unavailable):
+        failing.import_transcript(conversation(name="other"), "Half")
+    (half,) = [c for c in story.list_campaigns() if c.transcript_import is not None]
+    assert recall_index.count(half.id) == 4  # the first session and its summary
+    with pytest.raises(InvalidRequest, match="is whole, not an unfinished transcript import"):
+        story.discard_transcript_import(kept.id)
+
+    story.discard_transcript_import(half.id)
+    assert [c.id for c in story.list_campaigns()] == [kept.id]
+    left = story.graph.run("MATCH (n) WHERE n.campaign_id = $c RETURN count(n) AS n", {"c": half.id})
+    assert left[0]["n"] == 0 and recall_index.count(half.id) == 0
+    with pytest.raises(NotFound):
+        story.get_world(half.world_id)  # the import made it, and nothing else is in it
+    assert len(story.history(kept.id)) == 6 and recall_index.count(kept.id) == 8
