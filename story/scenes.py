@@ -311,7 +311,7 @@ class Scenes:
                 citations=citations,
                 source_facts=source_facts,
                 axiom_violations=rulings.violations,
-                anchors=anchored.depths,
+                anchors=None if end else anchored.depths,  # a scene's end is canon at the end
             )
             canon = len(batch.events)
             if end:  # the scene ends on this branch only: a branch that shares it keeps it open

@@ -283,14 +283,14 @@ class Player:
         report = self.story.end_scene(scene)
         self._forked(fork)
         assert sorted(d.proposal_id for d in report.decisions) == sorted(p.id for p in judged)
-        self._record(report, judged)
+        self._record(report, judged, at_end=True)
         m.commit("scene_ended", scene, m.head)
         return None
 
-    def _record(self, report: Any, judged: list[Proposal]) -> None:
+    def _record(self, report: Any, judged: list[Proposal], *, at_end: bool = False) -> None:
         """What the gate decided: every proposal here is a GM's, so it is accepted unless it is a fact about
-        an entity not in the story at the head; its canon is anchored at its turn, and never before the
-        entity it is about."""
+        an entity not in the story at the head; a mid-scene commit anchors its canon at its turn (never
+        before the entity it is about), a scene's end at the head."""
         m = self.model
         by_id = {d.proposal_id: d for d in report.decisions}
         at_head = {e.ref: e.depth for e in m.visible(m.active, m.head) if e.kind == "entity"}
@@ -300,8 +300,8 @@ class Player:
                 assert by_id[p.id].status.value == "rejected", by_id[p.id].rationale
                 continue
             assert by_id[p.id].status.value == "accepted", by_id[p.id].rationale
-            depth = m.depth[p.turn] if p.turn is not None else m.head
-            if p.kind == "fact" and p.turn is not None:
+            depth = m.depth[p.turn] if p.turn is not None and not at_end else m.head
+            if p.kind == "fact" and p.turn is not None and not at_end:
                 depth = max(depth, at_head[p.subject or ""])
             ref = p.ref
             if p.kind == "fact":  # the fact's id, by its predicate (each proposal has its own)
