@@ -13,7 +13,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from schemas.serving import CommitRequest, EndSceneRequest, ProposalCreate, RetconAnswer, RetconRequest, SceneCreate
-from schemas.story import GateReport, ProposalStatus, ProposedChange, Scene
+from schemas.story import GateReport, ProposalStatus, ProposedChange, ResolutionMethod, Scene
+from serve.auth import Forbidden
 from serve.metrics import GATE_DECISIONS
 from serve.operations.base import Access, Call, On, Rest, Role, operation
 from story.house_rules import HouseRule
@@ -92,8 +93,12 @@ async def get_scene(call: Call[Any]) -> Scene:
 async def propose_change(call: Call[ProposalCreate]) -> ProposedChange:
     """Propose a typed change on a scene; it becomes canon only if the gate accepts it. A player proposes with
     player authority, the GM with gm; who proposed is the caller's key."""
-    call.caller.require_authority(call.body.authority)
-    fields = call.body.model_dump(exclude_none=True)
+    b = call.body
+    call.caller.require_authority(b.authority)
+    ruled = b.resolution is not None and b.resolution.method is ResolutionMethod.GM_RULING
+    if ruled and not call.caller.runs(call.campaign_id or ""):
+        raise Forbidden("a player key may not resolve its own proposal by a GM's ruling")
+    fields = b.model_dump(exclude_none=True)
     return await call.run(call.ctx.story.propose, call.id("scene_id"), **fields, proposed_by=call.caller.label)  # type: ignore[no-any-return]
 
 

@@ -365,6 +365,9 @@ def test_a_player_cannot_skip_the_dice_or_sign_as_someone_else(table: tuple[Tabl
             body = {"type": "fact", "content": content, "authority": authority, "confidence": 0.95}
             code, answer = doors.call(door, "propose_change", t.keys["player"], {"scene_id": scene}, body)
             assert code == "forbidden", (door, authority, answer)
+        ruled = {"type": "fact", "content": content, "resolution": {"method": "gm_ruling", "outcome": "success"}}
+        code, answer = doors.call(door, "propose_change", t.keys["player"], {"scene_id": scene}, ruled)
+        assert code == "forbidden", (door, answer)  # a player does not rule on their own proposal
         signed = {"type": "fact", "content": content, "proposed_by": "the GM"}
         code, answer = doors.call(door, "propose_change", t.keys["player"], {"scene_id": scene}, signed)
         assert code == "validation_failed", (door, answer)
