@@ -2,10 +2,15 @@
 
 The graph stays the record; the memory index (:mod:`story.recall_index`) is derived from it. Writes
 follow the story's own commits: a narrated turn is indexed once its narration is told (a new take
-re-indexes it), a memory or summary when it is added, a scene's summary and canon outcomes when it
-ends. Those index writes come after the graph commit and never undo it: if the index is down the
-story goes on (event ``recall_index_failed``) and the scene's end repairs what is missing, and
-:meth:`Recollection.rebuild` rebuilds a campaign from the graph (``lorekeeper reindex``).
+re-indexes it), a memory or summary when it is added, what a scene's end made (canon outcomes, summary,
+memories) once it is committed (:func:`story.recall_sync.sync_scene`, from :meth:`Recollection.records_of`).
+Those index writes come after the graph commit and never undo it: if the index is down the story goes
+on (event ``recall_index_failed``) and is caught up later, and :meth:`Recollection.rebuild` rebuilds a
+campaign from the graph (``lorekeeper reindex``).
+
+Each record sits where the state has what it recalls (branch, depth, commit sequence number): a turn
+at its place, what a scene's end made where that end's canon was committed (:class:`SceneEnd`), so a
+branch forked at the end turn before the end never recalls it.
 """
 
 from __future__ import annotations
@@ -283,29 +288,6 @@ class Recollection:
             anchor = self.story.turn(summary.anchor_turn_id)
             end = formed_at(self._ends_at(anchor), anchor.id, summary.created_at)
             self._write([summary_record(summary, anchor, self._scene(summary.scene_id), end)], "summary")
-
-    def scene_ended(self, scene: Scene) -> int:
-        """Index an ended scene's canon outcomes, and every turn of it the index misses. Returns how many."""
-        if self.index is None or scene.end_turn_id is None:
-            return 0
-        turns = [from_props(Turn, row, key="id") for row in self.story.nodes(cypher.turns_of_scene(scene.id))]
-        by_id = {t.id: t for t in turns}
-        props = self.story.node("Scene", scene.id)
-        ended_at = {scene.end_turn_id, *(e["turn_id"] for e in json.loads(props.get(ENDS) or "[]"))}
-        by_id.update({t: self.story.turn(t) for t in ended_at - set(by_id)})
-        records = [
-            r for end in SceneEnd.all_of(props, by_id) for r in outcome_records(scene, by_id[end.end_turn_id], end)
-        ]
-        try:
-            present = self.index.present([t.id for t in turns])
-        except (LorekeeperError, OSError) as exc:
-            log.warning("recall_index_failed", what="scene", scene_id=scene.id, error=str(exc))
-            return 0
-        for turn in turns:
-            if turn.id not in present and (record := turn_record(turn, scene)) is not None:
-                records.append(record)
-        self._write(records, "scene")
-        return len(records)
 
     # -- recall ---------------------------------------------------------------------------------------
 
