@@ -29,6 +29,7 @@ knowledge indexes in the Search deployment, which embeds with the model it alrea
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import ExitStack
@@ -406,8 +407,11 @@ class IngressReplica:
                 gate=RemoteGate(gate),
                 narrator=RemoteNarrator(narrator, model),
                 recall=RemoteRecallIndex(search),
+                catch_up=False,
             )
         )
+        # the remote recall index answers through blocking calls, which Ray refuses on the event loop
+        await asyncio.to_thread(services.story.catch_up)
         services.open = check_binding(serve_settings, services.keys)
         return create_app(services, plugins=self.plugins, mcp=self.mcp)
 

@@ -314,6 +314,7 @@ def open_services(
     with_search: bool = True,
     recall: RecallIndex | None = None,
     with_recall: bool = True,
+    catch_up: bool = True,
 ) -> Iterator[Services]:
     """Open the stores and compose the services; the stores close when the block ends.
 
@@ -323,6 +324,11 @@ def open_services(
     ``LOREKEEPER_NARRATOR_ENGINE``. The searcher and the memory index built here share one embedding
     model (:class:`SharedQueries`): one model load per process, and a turn's input embedded once for
     both.
+
+    With ``catch_up`` the story catches up before the services are handed out
+    (:meth:`~story.service.StoryService.catch_up`: the scene ends a crash cut short finished, every
+    campaign's recall index reconciled with the graph); a caller on an event loop whose recall index
+    answers through blocking calls (the Ray ingress) runs it itself, off the loop.
     """
     with ExitStack() as stack:
         graph = open_graph_store(settings)
@@ -361,7 +367,8 @@ def open_services(
             judge = LLMAxiomJudge(build_engine(serve, role="extractor"), max_tokens=serve.extractor_max_tokens)
             stack.callback(judge.close)
             story.axiom_judge = judge
-        story.catch_up()  # scene ends a crash cut short are finished, the recall index caught up with the graph
+        if catch_up:
+            story.catch_up()
         flow = TurnFlow(
             story,
             narrator.default,
