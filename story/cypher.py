@@ -111,6 +111,16 @@ def events_on(segments: list[dict[str, Any]], after_seq: int) -> Statement:
     )
 
 
+def scene_marks_on(segments: list[dict[str, Any]]) -> Statement:
+    """The scene starts and ends (``scene_set``, ``scene_ended`` events) of each segment ``{b, d}``."""
+    return (
+        "UNWIND $segments AS s MATCH (e:StateEvent {branch_id: s.b}) WHERE e.depth <= s.d "
+        "AND e.kind IN ['scene_set', 'scene_ended'] "
+        "RETURN e.branch_id AS branch, e.seq AS seq, e.depth AS depth, e.payload_json AS payload",
+        {"segments": segments},
+    )
+
+
 def snapshots_on(campaign_id: str, branch_ids: list[str]) -> Statement:
     return (
         "MATCH (n:Snapshot) WHERE n.campaign_id = $c AND n.branch_id IN $b RETURN n",

@@ -200,9 +200,30 @@ class StoryGraph:
         ended from. One without (opened before scenes ended per branch, or by a transcript import) ended
         everywhere when its node was marked completed: the fold still names it, so its node says.
         """
-        if state.scene is None:
-            return None
-        scene_id: str = state.scene["scene_id"]
+        return None if state.scene is None else self._still_active(state.scene["scene_id"])
+
+    def scene_at(self, lineage: Lineage) -> str | None:
+        """The scene active at a position, as :meth:`active_scene` of the fold there says, from the scene
+        starts and ends on the lineage alone (no snapshot, no replay: what a turn or a proposal reads)."""
+        rows = self.graph.run(*cypher.scene_marks_on(_segments(lineage)))
+        marks = sorted(
+            (
+                (int(r["seq"]), r["payload"])
+                for r in rows
+                if lineage.contains(r["branch"], int(r["depth"]), int(r["seq"]))
+            ),
+            key=lambda mark: mark[0],
+        )
+        current: str | None = None
+        for _, payload in marks:
+            event = json.loads(payload)
+            if event["kind"] == "scene_set":
+                current = event["active_scene_id"]
+            elif event["ended_scene_id"] == current:
+                current = None
+        return None if current is None else self._still_active(current)
+
+    def _still_active(self, scene_id: str) -> str | None:
         rows = self.graph.run(*cypher.node("Scene", scene_id))
         if rows and rows[0]["n"].get("start_seq") is None and rows[0]["n"].get("status") == "completed":
             return None

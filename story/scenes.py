@@ -130,8 +130,7 @@ class Scenes:
         the other: it is returned as active there, whatever its node last recorded.
         """
         ctx = self.story.context(campaign_id)
-        lineage = self.core.lineage_for(ctx, turn_id, branch_id)
-        scene_id = self.story.active_scene(self.core.snapshots.state_at(ctx.id, lineage).state)
+        scene_id = self.story.scene_at(self.core.lineage_for(ctx, turn_id, branch_id))
         if scene_id is None:
             return None
         scene = self.get_scene(scene_id)
@@ -139,13 +138,13 @@ class Scenes:
             return scene
         return scene.model_copy(update={"status": SceneStatus.ACTIVE, "ended_at": None, "end_turn_id": None})
 
-    def _active_here(self, ctx: CampaignContext, row: dict[str, Any], state: WorldState) -> bool:
-        """Whether the scene (its node) is active at the head (``state``); False when it ended on this line.
+    def _active_here(self, ctx: CampaignContext, row: dict[str, Any], active: str | None) -> bool:
+        """Whether the scene (its node) is the one ``active`` at the head; False when it ended on this line.
 
         Raises:
             StoryInvalid: the scene is not on the head's line (it began on another branch, or ahead of the head).
         """
-        if self.story.active_scene(state) == row["uid"]:
+        if active == row["uid"]:
             return True
         start_seq = row.get("start_seq")
         seq = None if start_seq is None else int(start_seq)
@@ -213,7 +212,7 @@ class Scenes:
         row = self.story.node("Scene", scene_id)
         scene = scene_of(row)
         ctx = self.story.context(scene.campaign_id)
-        if not self._active_here(ctx, row, self.core.snapshots.state_at(ctx.id, ctx.lineage()).state):
+        if not self._active_here(ctx, row, self.story.scene_at(ctx.lineage())):
             raise StoryInvalid(f"scene {scene_id!r} has ended on this branch; proposals go to an active scene")
         try:
             proposal = ProposedChange.model_validate({**fields, "scene_id": scene_id, "status": "pending"})
@@ -281,7 +280,7 @@ class Scenes:
             row = self.story.node("Scene", scene_id)
             scene = scene_of(row)
             built = self.core.snapshots.state_at(ctx.id, ctx.lineage())
-            if not self._active_here(ctx, row, built.state):  # a scene is active, or ended, per branch
+            if not self._active_here(ctx, row, self.story.active_scene(built.state)):  # per branch
                 if end:
                     branch = ctx.campaign.active_branch_id
                     report = GateReport(scene_id=scene_id, campaign_id=ctx.id, branch_id=branch, already_completed=True)

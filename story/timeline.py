@@ -76,9 +76,9 @@ class Timeline:
         """
 
         def build(ctx: CampaignContext, writes: Writes) -> tuple[Turn, dict[str, Any]]:
-            state = self.core.snapshots.state_at(ctx.id, ctx.lineage()).state
-            check_speaker(state, speaker)  # a being of the campaign, there at the head
-            scene_id = self.story.active_scene(state)
+            if speaker is not None and speaker.entity_id is not None:  # a being of the campaign, there at the head
+                check_speaker(self.core.snapshots.state_at(ctx.id, ctx.lineage()).state, speaker)
+            scene_id = self.story.scene_at(ctx.lineage())
             branch_id, fork = write_branch(ctx, writes)
             parent = ctx.head
             turn = Turn(
