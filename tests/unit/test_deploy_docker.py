@@ -43,10 +43,20 @@ def dockerfile(request: pytest.FixtureRequest) -> tuple[str, list[tuple[str, str
     return request.param, _instructions(DOCKERFILES[request.param])
 
 
-def test_the_base_is_the_ray_image_of_the_pinned_ray_and_python(dockerfile: tuple[str, list]) -> None:
-    flavour, instructions = dockerfile
+def base_image(instructions: list[tuple[str, str]]) -> str:
+    """The image a one-stage Dockerfile builds on, with a ``FROM ${ARG}`` resolved to the ARG's default."""
     bases = [value for instruction, value in instructions if instruction == "FROM"]
     assert len(bases) == 1, "one stage"
+    named = re.fullmatch(r"\$\{?(\w+)\}?", bases[0])
+    if not named:
+        return bases[0]
+    defaults = dict(value.split("=", 1) for instruction, value in instructions if instruction == "ARG" and "=" in value)
+    return defaults[named.group(1)]
+
+
+def test_the_base_is_the_ray_image_of_the_pinned_ray_and_python(dockerfile: tuple[str, list]) -> None:
+    flavour, instructions = dockerfile
+    bases = [base_image(instructions)]
     platform = "cpu" if flavour == "cpu" else r"cu\d{3}"
     # a CUDA-versioned tag, never the moving -gpu alias or latest
     assert re.fullmatch(rf"rayproject/ray:{re.escape(ray_pin())}-{_python_tag()}-{platform}", bases[0]), bases[0]
