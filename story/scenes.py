@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from schemas.common import Authority, utc_now
 from schemas.events import BaseStateEvent, FactAdded, FactInvalidated, FactInvalidation, SceneEnded, SceneSet
+from schemas.proposals import ProposedStateChange
 from schemas.story import (
     Evidence,
     GateReport,
@@ -218,6 +219,10 @@ class Scenes:
             proposal = ProposedChange.model_validate({**fields, "scene_id": scene_id, "status": "pending"})
         except ValidationError as exc:
             raise StoryInvalid(f"malformed proposal: {validation_message(exc)}") from None
+        if isinstance(proposal.content, ProposedStateChange):
+            for index, event in enumerate(proposal.content.events):
+                if isinstance(event, SceneEnded):  # the end judges the scene's proposals: it is no proposal
+                    raise InvalidReference(f"content.events[{index}]", "a scene ends by end_scene, not by a proposal")
         chunks, turns = read_citations(self.graph, scene.campaign_id, [proposal]).missing(proposal)
         if turns:
             raise StoryNotFound(f"the proposal cites turns not in this campaign: {', '.join(turns)}")

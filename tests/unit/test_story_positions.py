@@ -220,3 +220,18 @@ def test_a_proposal_from_a_turn_off_the_line_waits(story: StoryService) -> None:
     assert story.get_proposal(proposal).status is ProposalStatus.PENDING
     story.redo(campaign.id)
     assert story.commit(scene.id, [proposal]).events_committed == 1
+
+
+def test_a_scene_is_not_ended_by_a_proposal(story: StoryService) -> None:
+    campaign = new_campaign(story)
+    turn(story, campaign.id, "a")
+    scene = story.start_scene(campaign.id, title="The vault")
+    with pytest.raises(InvalidRequest, match=r"content\.events\[0\]"):
+        story.propose(
+            scene.id,
+            type="state_change",
+            content={"events": [{"kind": "scene_ended", "ended_scene_id": scene.id}]},
+            authority="gm",
+            confidence=1.0,
+        )
+    assert story.proposals(scene.id) == [] and story.state(campaign.id).active_scene_id == scene.id
