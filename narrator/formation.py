@@ -2,7 +2,7 @@
 remember, were told (claims) and feel (emotions), and an abstractive summary of the scene.
 
 It is a :class:`~story.formation.SceneMemoryFormer`: the story service runs it when a scene ends
-(:func:`story.formation.form_scene`). The model answers with structured output against
+(:func:`story.scene_end.form_scene`). The model answers with structured output against
 :class:`SceneFormationAnswer` (guided decoding on vLLM, ``response_format`` elsewhere), and the
 answer is read like the extractor's (:mod:`narrator.extraction`): a JSON object cut out of
 surrounding prose is the only whole-answer repair, then the summary and each memory are validated
