@@ -3,6 +3,7 @@ its ref and time, the story engine's own lineage, and every line recalled by mea
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 import threading
@@ -646,3 +647,12 @@ def test_an_unfinished_import_can_be_discarded_whole_and_a_whole_campaign_cannot
     with pytest.raises(NotFound):
         story.get_world(half.world_id)  # the import made it, and nothing else is in it
     assert len(story.history(kept.id)) == 6 and recall_index.count(kept.id) == 8
+
+
+def test_the_refusals_are_api_errors_that_survive_pickling() -> None:
+    """A play refusal answers 409 and a held store 503 wherever they are raised (a Ray replica pickles them)."""
+    state = _state(conversation(), written=3)
+    for error, status in ((CampaignIncomplete("camp_x", state), 409), (importing.ImportBlocked("held"), 503)):
+        copy = pickle.loads(pickle.dumps(error))
+        assert (type(copy), copy.status_code, copy.client_message) == (type(error), status, error.client_message)
+    assert "(3 of 6 lines written)" in CampaignIncomplete("camp_x", state).client_message
