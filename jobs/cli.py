@@ -297,10 +297,13 @@ def _print_summary(report: IngestReport, library: str) -> None:
             str(f.concepts or ""),
             *_structure_cells(f.structure),
             _facts_cell(f.facts, f.facts_by_kind),
-            (f.error or "")[:120],
+            (f.error or "; ".join(f.warnings))[:120],
         )
     counts = report.counts
     console.print(table)
+    for f in sorted(report.files, key=lambda f: f.source_ref):
+        for warning in f.warnings:
+            console.print(f"[yellow]warning[/yellow] {Path(f.source_ref).name}: {warning}", highlight=False)
     for stage, nodes in report.stage_nodes.items():
         shown = ", ".join(f"{node[:12] or 'local'} ({rows} rows)" for node, rows in sorted(nodes.items()))
         console.print(f"{stage} stage on {len(nodes)} node(s): {shown}")

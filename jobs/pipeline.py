@@ -67,6 +67,8 @@ class FileOutcome:
     facts: int = 0
     facts_by_kind: dict[str, int] = field(default_factory=dict)
     error: str | None = None
+    #: what the reader could not keep as the file had it, and why (the job's warnings)
+    warnings: list[str] = field(default_factory=list)
     #: structure figures of the extracted file: headings_by_level, entries, furniture_dropped
     structure: dict[str, Any] | None = None
 
@@ -610,7 +612,9 @@ def _finalize(catalog: Catalog, job_id: str, item_uid: str, chunks: int, pages: 
             progress=IngestProgress(fraction=1.0, stage=IngestStage.WRITING, message=f"{chunks} chunks"),
         )
     )
-    log.info("embed_job_completed", job_id=job_id, item_uid=item_uid, chunks=chunks, pages=pages)
+    log.info(
+        "embed_job_completed", job_id=job_id, item_uid=item_uid, chunks=chunks, pages=pages, warnings=len(job.warnings)
+    )
     return FileOutcome(
         job_id,
         job.source_ref,
@@ -621,4 +625,5 @@ def _finalize(catalog: Catalog, job_id: str, item_uid: str, chunks: int, pages: 
         concepts=job.concepts_extracted,
         facts=job.facts_extracted,
         facts_by_kind=dict(job.facts_by_kind),
+        warnings=list(job.warnings),
     )

@@ -308,15 +308,16 @@ class ExtractStage:
         log.info("embed_concepts_complete", job_id=job.id, item_uid=item_uid, concepts=len(concepts))
         if doc.title:
             item = item.validated_copy(title=doc.title[:200])
+        # the item saved from here on (its facts' mark too) carries the reader's warnings
+        item = item.validated_copy(page_count=doc.page_count or None, warnings=list(doc.warnings))
         retrying(
             "save_item",
             partial(
                 self.catalog.save_item,
-                item.validated_copy(page_count=doc.page_count or None),
+                item,
                 chunk_count=len(chunks),
                 ocr_pages=doc.ocr_pages,
                 ocr_pages_skipped=doc.ocr_pages_skipped,
-                warnings=list(doc.warnings),
                 concept_count=len(concepts),
             ),
         )
@@ -327,6 +328,7 @@ class ExtractStage:
             concepts_extracted=len(concepts),
             facts_extracted=len(read.facts),
             facts_by_kind=read.by_kind,
+            warnings=list(doc.warnings),
             progress=IngestProgress(
                 fraction=0.4, stage=IngestStage.EMBEDDING, message=f"{len(chunks)} chunks from {doc.page_count} pages"
             ),

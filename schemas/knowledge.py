@@ -306,6 +306,9 @@ class Item(LorekeeperModel):
     source_ref: str = Field(min_length=1, description="Where the file came from: a path, URL, upload name or S3 key.")
     raw_key: BlobKey | None = Field(default=None, description="Object-store key of the raw file, once stored.")
     page_count: PositiveInt | None = None
+    warnings: list[str] = Field(
+        default_factory=list, description="What the reader could not keep as the file had it, and why."
+    )
     status: ItemStatus = ItemStatus.PENDING
     version: PositiveInt = Field(default=1, description="Version of the work, 1 for the first.")
     supersedes_uid: Id | None = Field(default=None, description="Item this version replaces (its previous version).")
@@ -486,6 +489,11 @@ class IngestJob(LorekeeperModel):
     )
     embedding_model: str | None = Field(
         default=None, description="Embedding model used, so vectors can be rebuilt consistently."
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the reader could not keep as the file had it, and why (an HTML page nested past its "
+        "parser's depth read flat, pages left unread without OCR, a file read in another encoding).",
     )
     source: IngestSource
     source_ref: str = Field(min_length=1, description="The path, URL or original file name the job was given.")
