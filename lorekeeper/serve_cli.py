@@ -168,8 +168,11 @@ def create_key(
     admin: Annotated[bool, typer.Option("--admin", help="Libraries, ingest, keys and every campaign.")] = False,
     campaign: Annotated[list[str] | None, typer.Option("--campaign", "-c", help="A campaign the key may use.")] = None,
     role: Annotated[
-        str, typer.Option(help="On its campaigns: player (player authority) or gm (up to GM authority, retcons).")
+        str, typer.Option(help="On its campaigns: player (plays turns, proposes as a player) or gm (runs the table).")
     ] = "player",
+    character: Annotated[
+        str | None, typer.Option(help="The character entity a player key plays (its own memories).")
+    ] = None,
 ) -> None:
     """Create a key; it is printed once and stored only as a hash."""
     if not admin and not campaign:
@@ -182,7 +185,9 @@ def create_key(
         raise typer.Exit(2)
     graph, keys = _keys()
     try:
-        key, info = keys.create(name, admin=admin, campaigns=list(campaign or []), role=KeyRole(role))
+        key, info = keys.create(
+            name, admin=admin, campaigns=list(campaign or []), role=KeyRole(role), character_entity_id=character
+        )
     except LorekeeperError as exc:
         raise _fail(exc) from None
     finally:

@@ -7,8 +7,9 @@ very same app on its replicas. This module never imports the Ray wiring.
 
 Rules every route follows:
 
-* **who**: ``Authorization: Bearer KEY``; a campaign key reaches its campaigns only (a scene, turn or
-  fact is reached through its campaign), an admin key everything; open only on loopback without keys;
+* **who**: ``Authorization: Bearer KEY``; each operation's access rule (:mod:`serve.operations`) says
+  which role it needs on which campaign (a scene, turn or fact is reached through its campaign); an
+  admin key reaches everything; open only on loopback without keys;
 * **errors**: a JSON body ``{"error": code, "message": ...}`` with the status of the error class
   (:mod:`serve.errors`); unexpected failures are logged with a request id and answered 500 without a
   stack trace;

@@ -1,4 +1,6 @@
-"""What a route depends on: the services of this ingress, and the caller behind the request's key."""
+"""What a route depends on: the services of this ingress, and the caller behind the request's key.
+
+What a caller may do is each operation's rule (:mod:`serve.operations.access`), not a route's."""
 
 from __future__ import annotations
 
@@ -6,7 +8,6 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from schemas.story import Turn
 from serve.auth import Principal
 from serve.services import Services
 
@@ -40,8 +41,3 @@ async def admin(caller: PrincipalDep) -> Principal:
 
 
 AdminDep = Annotated[Principal, Depends(admin)]
-
-
-async def turn_in(services: Services, caller: Principal, campaign_id: str, turn_id: str) -> Turn:
-    caller.require_campaign(campaign_id)
-    return await services.turn_in(campaign_id, turn_id)  # a turn of the campaign: the campaign exists

@@ -31,11 +31,11 @@ from narrator.axioms import LLMAxiomJudge
 from narrator.engines import NarratorEngine, build_engine
 from narrator.formation import LLMFormer
 from narrator.turn import SearchBackend, TurnFlow
-from schemas.errors import ConfigError, InvalidRequest, LorekeeperError, NotFound
+from schemas.errors import ConfigError, InvalidRequest, LorekeeperError
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import EngineKind, ServeSettings
 from schemas.settings import Settings
-from schemas.story import GateReport, Scene, Turn
+from schemas.story import GateReport
 from serve.auth import OPEN, ApiKeys, Principal
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
@@ -226,28 +226,6 @@ class Services:
     async def is_open(self) -> bool:
         """Whether keyless callers are served now: a loopback API on which no key has ever existed."""
         return self.open and not await self.run(self.keys.any_configured)
-
-    async def turn_in(self, campaign_id: str, turn_id: str) -> Turn:
-        """A turn of this campaign; a missing turn and another campaign's answer alike."""
-        missing = NotFound("story", f"no turn {turn_id!r} in campaign {campaign_id!r}")
-        try:
-            turn: Turn = await self.run(self.story.get_turn, turn_id)
-        except NotFound:
-            raise missing from None
-        if turn.campaign_id != campaign_id:
-            raise missing
-        return turn
-
-    async def scene_for(self, caller: Principal, scene_id: str) -> Scene:
-        """A scene of one of the caller's campaigns; a missing scene and another campaign's answer alike."""
-        missing = NotFound("story", f"no scene {scene_id!r}")
-        try:
-            scene: Scene = await self.run(self.story.get_scene, scene_id)
-        except NotFound:
-            raise missing from None
-        if not (caller.admin or scene.campaign_id in caller.campaigns):
-            raise missing
-        return scene
 
     @property
     def source_facts(self) -> SourceFactStore:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from schemas.errors import NotFound
-from serve.auth import Forbidden, Principal
+from serve.auth import Forbidden
 from serve.operations.base import Call, On, Operation, Role
 
 
@@ -96,8 +96,3 @@ def visible(op: Operation, call: Call[Any], result: Any) -> Any:
     today the table sees all it reaches, and a visibility rule (a character's secrets, GM-only notes)
     filters here by ``call.caller`` (its role and ``character_entity_id``)."""
     return result
-
-
-def caller_label(caller: Principal) -> str:
-    """Who the server records as having done something (``proposed_by``, ``ruled_by``)."""
-    return caller.label

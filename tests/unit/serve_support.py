@@ -24,16 +24,17 @@ def new_character(name: str, confidence: float = 0.95) -> dict[str, Any]:
 
 @contextmanager
 def api_services(
-    serve: ServeSettings | None = None, *, answers: list[str] | None = None, delay_s: float = 0.0
+    serve: ServeSettings | None = None, *, answers: list[str] | None = None, delay_s: float = 0.0, **options: Any
 ) -> Iterator[Any]:
-    """Services on this test's embedded stores with the echo engine in the narrator's place."""
+    """Services on this test's embedded stores with the echo engine in the narrator's place (``options`` go to
+    :func:`~serve.services.open_services`, e.g. ``with_recall=False``)."""
     from narrator.engines import EchoEngine
     from schemas.settings import get_settings
     from serve.services import SingleEngine, check_binding, open_services
 
     serve = serve or ServeSettings(api_host="127.0.0.1")
     engine = EchoEngine("echo-narrator", structured_outputs=answers, delay_s=delay_s)
-    with open_services(get_settings(), serve, narrator=SingleEngine(engine)) as services:
+    with open_services(get_settings(), serve, narrator=SingleEngine(engine), **options) as services:
         services.open = check_binding(serve, services.keys)
         yield services
 

@@ -31,6 +31,10 @@ def test_keys_create_list_revoke() -> None:
     assert json.loads(runner.invoke(app, ["keys", "list", "--json"]).output)["revoked"] is True
     unknown = runner.invoke(app, ["keys", "revoke", "nope"])
     assert unknown.exit_code == 2 and "no API key 'nope'" in _flat(unknown.output)
+    bard = runner.invoke(app, ["keys", "create", "the bard", "-c", "camp_7", "--character", "ent_bard"])
+    assert bard.exit_code == 0, bard.output
+    listed = [json.loads(line) for line in runner.invoke(app, ["keys", "list", "--json"]).output.splitlines()]
+    assert [k["character_entity_id"] for k in listed if k["name"] == "the bard"] == ["ent_bard"]
 
 
 def test_a_key_needs_a_scope() -> None:
