@@ -8,10 +8,12 @@ proposed is recorded from the caller's key, never taken from the request.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from schemas.errors import NotFound
 from schemas.serving import CommitRequest, EndSceneRequest, ProposalCreate, RetconAnswer, RetconRequest, SceneCreate
 from schemas.story import GateReport, ProposalStatus, ProposedChange, ResolutionMethod, Scene
 from serve.auth import Forbidden
@@ -113,6 +115,24 @@ async def propose_change(call: Call[ProposalCreate]) -> ProposedChange:
 async def list_proposals(call: Call[ProposalsQuery]) -> list[ProposedChange]:
     """The proposals of a scene, optionally of one status (pending, accepted, rejected …)."""
     return await call.run(call.ctx.story.proposals, call.id("scene_id"), call.body.status)  # type: ignore[no-any-return]
+
+
+@operation(
+    family=_F,
+    access=GM_ON_SCENE,
+    rest=Rest("POST", "/scenes/{scene_id}/proposals/{proposal_id}/review"),
+    ids=("scene_id", "proposal_id"),
+    output=ProposedChange,
+)
+async def review_proposal(call: Call[Any]) -> ProposedChange:
+    """Approve a pending proposal as reviewed (the GM's): lets a system proposal below the confidence threshold
+    through the gate; the reviewer recorded is the caller's key."""
+    proposal: ProposedChange | None = None
+    with contextlib.suppress(NotFound):
+        proposal = await call.run(call.ctx.story.get_proposal, call.id("proposal_id"))
+    if proposal is None or proposal.scene_id != call.id("scene_id"):  # another scene's answers like a missing one
+        raise NotFound("story", f"no proposal {call.id('proposal_id')!r} on scene {call.id('scene_id')!r}")
+    return await call.run(call.ctx.story.review, proposal.id, call.caller.label)  # type: ignore[no-any-return]
 
 
 @operation(

@@ -68,6 +68,7 @@ ROLES: dict[str, str] = {
     "get_scene": "player",
     "propose_change": "player",
     "list_proposals": "player",
+    "review_proposal": "gm",  # lets a system proposal through
     "commit_scene": "gm",
     "end_scene": "gm",
     "retcon_fact": "gm",
@@ -208,7 +209,7 @@ def _fresh(t: Table, what: str) -> str:
 
 
 # each operation's call: (ids, request) built from the table
-REQUESTS: dict[str, Callable[[Table], tuple[list[str], dict[str, Any]]]] = {
+REQUESTS: dict[str, Callable[[Table], tuple[list[str] | dict[str, str], dict[str, Any]]]] = {
     "search_knowledge": lambda t: ([], {"query": "aspects"}),
     "search_by_category": lambda t: ([], {"query": "aspects", "library_type": "rulebook"}),
     "list_libraries": lambda t: ([], {}),
@@ -248,6 +249,7 @@ REQUESTS: dict[str, Callable[[Table], tuple[list[str], dict[str, Any]]]] = {
     "get_scene": lambda t: (["scene_id"], {}),
     "propose_change": lambda t: (["scene_id"], {"type": "event", "content": {"type": "event", "title": "Rain"}}),
     "list_proposals": lambda t: (["scene_id"], {}),
+    "review_proposal": lambda t: ({"scene_id": _active_scene(t), "proposal_id": _fresh(t, "proposal")}, {}),
     "commit_scene": lambda t: (["scene_id"], {"proposal_ids": [_fresh(t, "proposal")]}),
     "end_scene": lambda t: (["scene_id"], {}),
     "retcon_fact": lambda t: (["fact_id"], {"campaign_id": t.ids["campaign_id"], "reason": "no", "value": "wild"}),
@@ -270,9 +272,11 @@ def _request(t: Table, name: str) -> tuple[dict[str, str], dict[str, Any]]:
     """The call's ids and request, on the table as it was set (a call before may have moved the head)."""
     t.services.story.restore_checkpoint(t.ids["campaign_id"], t.ids["at_head"])
     id_names, body = REQUESTS[name](t)
+    if isinstance(id_names, dict):  # ids made for the call
+        return id_names, body
     ids = {}
     for id_name in id_names:
-        fresh = {"memory_id": "memory", "key_id": "key"}.get(id_name)
+        fresh = {"memory_id": "memory", "key_id": "key", "proposal_id": "proposal"}.get(id_name)
         ids[id_name] = _fresh(t, fresh) if fresh else t.ids[id_name]
     return ids, body
 
@@ -398,6 +402,19 @@ def test_a_player_cannot_skip_the_dice_or_sign_as_someone_else(table: tuple[Tabl
     code, proposal = doors.call("mcp", "propose_change", t.keys["player"], {"scene_id": scene}, played)
     assert code is None, proposal
     assert proposal["authority"] == "player" and proposal["proposed_by"].startswith("player:")
+
+
+def test_the_gm_reviews_a_proposal_of_its_scene(table: tuple[Table, Doors]) -> None:
+    t, doors = table
+    for door in ("rest", "mcp"):
+        scene, proposal = _active_scene(t), _fresh(t, "proposal")
+        code, reviewed = doors.call(
+            door, "review_proposal", t.keys["gm"], {"scene_id": scene, "proposal_id": proposal}, {}
+        )
+        assert code is None and reviewed["reviewed_by"].startswith("gm:"), (door, reviewed)
+        elsewhere = {"scene_id": t.ids["scene_id"], "proposal_id": _fresh(t, "proposal")}
+        if elsewhere["scene_id"] != scene:
+            assert doors.call(door, "review_proposal", t.keys["gm"], elsewhere, {})[0] == "not_found"
 
 
 def test_a_player_adds_memories_for_their_own_character_only(table: tuple[Table, Doors]) -> None:
