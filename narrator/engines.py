@@ -1,5 +1,7 @@
 """Narrator engines behind one interface: vLLM in-process, any OpenAI-compatible endpoint, or echo.
 
+The embedded default model (engine ``local``, the default) lives in :mod:`narrator.local_engine`.
+
 An engine streams a narration for chat messages and answers a JSON-schema-constrained request
 (structured output: guided decoding on vLLM, ``response_format`` on OpenAI-compatible servers).
 The narrator deployment binds one the same way whichever it is, so a test binds the echo engine
@@ -309,6 +311,10 @@ def build_engine(settings: ServeSettings, *, role: str = "narrator") -> Narrator
     key = settings.narrator_api_key.get_secret_value() if settings.narrator_api_key else None
     if kind is EngineKind.ECHO:
         return EchoEngine(model)
+    if kind is EngineKind.LOCAL:
+        from narrator.local_engine import LocalEngine  # imports this module
+
+        return LocalEngine()
     if kind is EngineKind.OPENAI:
         assert base_url is not None  # the settings refuse engine openai without one
         return OpenAIEngine(base_url, model, api_key=key)

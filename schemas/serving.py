@@ -71,6 +71,7 @@ class EngineKind(StrEnum):
     VLLM = "vllm"  # vLLM in the narrator replicas (GPUs; vLLM's CPU build in its test lane)
     OPENAI = "openai"  # any OpenAI-compatible endpoint: Ollama, a vLLM server, llama.cpp's server
     ECHO = "echo"  # instant and deterministic: tests, benchmarks of the serving overhead, offline demos
+    LOCAL = "local"  # the embedded default model in this process on CPU (transformers; models/llm.py fetches it)
 
 
 class ServeSettings(BaseSettings):
@@ -91,7 +92,9 @@ class ServeSettings(BaseSettings):
         default=64, ge=1, description="Turns one ingress replica narrates at once; more get 429 with Retry-After."
     )
 
-    narrator_engine: EngineKind = Field(default=EngineKind.ECHO, description="vllm, openai or echo.")
+    narrator_engine: EngineKind = Field(
+        default=EngineKind.LOCAL, description="local (the embedded default model), vllm, openai or echo."
+    )
     narrator_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint (engine openai).")
     narrator_model: str = Field(default="narrator", description="Model name (or path, for vllm).")
     narrator_api_key: SecretStr | None = Field(default=None, description="Key for the OpenAI-compatible endpoint.")
@@ -102,7 +105,9 @@ class ServeSettings(BaseSettings):
     narrator_gpu_memory_utilization: float = Field(default=0.85, gt=0.0, le=1.0, description="vllm.")
 
     extractor_engine: EngineKind | None = Field(
-        default=None, description="Engine for proposals; the narrator's if unset."
+        default=None,
+        description="Engine for proposals, scene memories and the axiom judge; with none set, local when the "
+        "narrator's is local (every seat on the embedded model), else none (no extraction, extractive memories).",
     )
     extractor_base_url: str | None = None
     extractor_model: str | None = None
@@ -138,6 +143,8 @@ class ServeSettings(BaseSettings):
                     f"({ENV_PREFIX}CONTEXT_TOKENS={self.context_tokens}) and the longest answer "
                     f"({max(self.narrator_max_tokens, self.extractor_max_tokens)}): make it at least {needed}",
                 )
+        if self.narrator_engine is EngineKind.LOCAL and self.extractor_engine is None:
+            object.__setattr__(self, "extractor_engine", EngineKind.LOCAL)
         if self.narrator_engine is EngineKind.OPENAI and not self.narrator_base_url:
             raise ConfigError(f"{ENV_PREFIX}NARRATOR_BASE_URL", "engine 'openai' needs the endpoint's base URL")
         if self.extractor_engine is EngineKind.OPENAI and not (self.extractor_base_url or self.narrator_base_url):

@@ -24,6 +24,10 @@ from tests.integration_env import ORIGINAL
 # tests.integration_env instead.
 for _name in ORIGINAL:
     del os.environ[_name]
+# The default narrator engine is the embedded model (local); tests pin echo, which needs no model, and
+# the few that run the model itself (marked local_model) ask for it by name. Server processes and CLI
+# runs that tests start inherit this.
+os.environ["LOREKEEPER_NARRATOR_ENGINE"] = "echo"
 
 pytest_plugins = [
     "tests.fixtures.blob",
