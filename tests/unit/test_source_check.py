@@ -245,7 +245,9 @@ def test_a_gm_ruling_becomes_a_house_rule_on_its_branch_only(story: StoryService
     story.switch_branch(campaign_id, branch.id)
     assert story.house_rules(campaign_id) == []
     (there,) = play(story, campaign_id, "The goblin again, elsewhere")
-    scene_id = story.start_scene(campaign_id, title="Elsewhere").id
+    fight = story.active_scene(campaign_id)  # "The fight" began at the fork turn: ended on main, open here
+    assert fight is not None and fight.title == "The fight"
+    scene_id = fight.id
     book = claim(story, scene_id, goblin, there, "hp", 7)
     assert decided(story, scene_id)[book].status is ProposalStatus.ACCEPTED
 
