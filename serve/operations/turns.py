@@ -59,12 +59,12 @@ async def turn_events(call: Call[TurnRequest]) -> AsyncIterator[dict[str, Any]]:
     """The events of a played turn (REST streams them as server-sent events), once the call is checked."""
     campaign_id, body = call.id("campaign_id"), call.body
     speaker = body.speaker
-    if (
-        speaker is not None
-        and speaker.kind in (SpeakerKind.GM, SpeakerKind.NARRATOR)
-        and not call.caller.runs(campaign_id)
-    ):
-        raise Forbidden(f"a player key speaks as a player or a character, not as the {speaker.kind.value}")
+    if speaker is not None and not call.caller.runs(campaign_id):
+        if speaker.kind in (SpeakerKind.GM, SpeakerKind.NARRATOR):
+            raise Forbidden(f"a player key speaks as a player or a character, not as the {speaker.kind.value}")
+        plays = call.caller.character_entity_id
+        if speaker.entity_id is not None and speaker.entity_id != plays:
+            raise Forbidden(f"this player key speaks for its own character ({plays!r}), not {speaker.entity_id!r}")
     await call.run(call.ctx.story.get_campaign, campaign_id)  # before any event: a stream could no longer 404
     return call.ctx.flow.play(campaign_id, body)
 

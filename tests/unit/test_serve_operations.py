@@ -404,6 +404,18 @@ def test_a_player_cannot_skip_the_dice_or_sign_as_someone_else(table: tuple[Tabl
     assert proposal["authority"] == "player" and proposal["proposed_by"].startswith("player:")
 
 
+def test_a_player_speaks_as_themselves(table: tuple[Table, Doors]) -> None:
+    t, doors = table
+    ids = {"campaign_id": t.ids["campaign_id"]}
+    for door in ("rest", "mcp"):
+        for speaker in ({"kind": "gm"}, {"kind": "narrator"}, {"kind": "entity", "entity_id": "ent_the_innkeeper"}):
+            body = {"text": "Hear me.", "speaker": speaker}
+            code, answer = doors.call(door, "play_turn", t.keys["player"], ids, body)
+            assert code == "forbidden", (door, speaker, answer)
+        as_gm = doors.call(door, "play_turn", t.keys["gm"], ids, {"text": "Night falls.", "speaker": {"kind": "gm"}})
+        assert as_gm[0] is None, (door, as_gm)
+
+
 def test_the_gm_reviews_a_proposal_of_its_scene(table: tuple[Table, Doors]) -> None:
     t, doors = table
     for door in ("rest", "mcp"):
