@@ -235,3 +235,24 @@ def test_a_scene_is_not_ended_by_a_proposal(story: StoryService) -> None:
             confidence=1.0,
         )
     assert story.proposals(scene.id) == [] and story.state(campaign.id).active_scene_id == scene.id
+
+
+def test_a_checkpoint_behind_the_tip_does_not_hide_older_canon_ahead_of_it(story: StoryService) -> None:
+    """A snapshot of an older turn, taken after canon was anchored behind it, holds a sequence number above
+    canon committed earlier further along the line: it serves only its own depth."""
+    campaign = new_campaign(story)
+    turn(story, campaign.id, "a")
+    scene = story.start_scene(campaign.id, title="The vault")
+    b = turn(story, campaign.id, "b")
+    c = turn(story, campaign.id, "c")
+    turn(story, campaign.id, "d")
+    first, crown = gm_entity(story, scene.id, "The Crown")  # at the head, d
+    story.commit(scene.id, [first])
+    later, sword = gm_entity(story, scene.id, "The Sword", turn_id=b)  # committed after, anchored at b
+    story.commit(scene.id, [later])
+    story.create_checkpoint(campaign.id, "at c", turn_id=c)  # a snapshot at c holding the sword
+
+    at_c = {e.id for e in story.state(campaign.id, turn_id=c).entities}
+    assert sword in at_c and crown not in at_c
+    at_tip = {e.id for e in story.state(campaign.id).entities}
+    assert {crown, sword} <= at_tip
