@@ -403,6 +403,11 @@ class Scenes:
         A world-state checkpoint (BEFORE_OOC_MUTATION) is taken first. Returns the new fact's id.
         """
         ctx = self.story.context(campaign_id)
+        # the whole retcon is checked (the fact, the authority, the events it writes) before the checkpoint it
+        # takes first is written: a refused retcon writes nothing
+        turn = ctx.head.id if ctx.head else None
+        old = _retconnable(self.core.snapshots.state_at(ctx.id, ctx.lineage()).state, ctx.id, fact_id, authority)
+        _retcon_events(old, fact_id, turn, reason, value, object_entity_id, authority)
         if ctx.head is not None:
             self.campaigns.create_checkpoint(
                 campaign_id, f"before retcon of {fact_id}", kind=WorldStateCheckpointKind.BEFORE_OOC_MUTATION
@@ -410,13 +415,7 @@ class Scenes:
 
         def build(ctx: CampaignContext, writes: Writes) -> tuple[str | None, dict[str, Any]]:
             state = self.core.snapshots.state_at(ctx.id, ctx.lineage()).state
-            old = state.facts.get(fact_id)
-            if old is None:
-                raise StoryNotFound(f"no fact {fact_id!r} on this branch of campaign {ctx.id!r}")
-            if AUTHORITY_RANK[old["authority"]] > AUTHORITY_RANK[authority.value] and authority is not Authority.GM:
-                raise StoryInvalid(
-                    f"fact {fact_id!r} has {old['authority']} authority; {authority.value} cannot retcon it"
-                )
+            old = _retconnable(state, ctx.id, fact_id, authority)
             turn = ctx.head.id if ctx.head else None
             new_id_, events = _retcon_events(old, fact_id, turn, reason, value, object_entity_id, authority)
             branch_id, fork = write_branch(ctx, writes)
@@ -554,6 +553,21 @@ def _ended(
     if summary:
         props["summary"] = summary
     return props
+
+
+def _retconnable(state: WorldState, campaign_id: str, fact_id: str, authority: Authority) -> dict[str, Any]:
+    """The fact a retcon acts on, if ``authority`` may retcon it.
+
+    Raises:
+        StoryNotFound: no such fact on this branch.
+        StoryInvalid: the fact's authority outranks the retcon's (a GM may retcon anything).
+    """
+    old = state.facts.get(fact_id)
+    if old is None:
+        raise StoryNotFound(f"no fact {fact_id!r} on this branch of campaign {campaign_id!r}")
+    if AUTHORITY_RANK[old["authority"]] > AUTHORITY_RANK[authority.value] and authority is not Authority.GM:
+        raise StoryInvalid(f"fact {fact_id!r} has {old['authority']} authority; {authority.value} cannot retcon it")
+    return dict(old)
 
 
 def _retcon_events(
