@@ -58,6 +58,15 @@ def _register_serve() -> None:
 
 _register_serve()
 
+
+def _register_play() -> None:
+    from lorekeeper.play import play_command
+
+    app.command("play")(play_command)
+
+
+_register_play()
+
 console = Console()
 err_console = Console(stderr=True)
 
