@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
@@ -214,6 +215,18 @@ def lorekeeper_error_handler(_: Request, exc: Exception) -> Response:
     return JSONResponse(exc.to_dict(), status_code=exc.status_code)
 
 
+def validation_error_handler(_: Request, exc: Exception) -> Response:
+    """422 with each problem's place and message, never the input: FastAPI's own answer echoes the input,
+    and one holding a lone surrogate cannot be encoded, which turned a refused request into a 500."""
+    assert isinstance(exc, RequestValidationError)
+    problems = [
+        {"where": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")} for e in exc.errors()
+    ]
+    first = problems[0] if problems else {"where": "body", "problem": "invalid"}
+    message = f"{first['where']}: {first['problem']}"
+    return JSONResponse({"error": "validation_failed", "message": message, "problems": problems[:20]}, status_code=422)
+
+
 @asynccontextmanager
 async def ingest_context(
     app: FastAPI,
@@ -285,6 +298,7 @@ def create_app(
     app = FastAPI(title="Lorekeeper ingest", lifespan=lifespan)
     app.include_router(router)
     app.add_exception_handler(LorekeeperError, lorekeeper_error_handler)
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
 
     @app.get("/health")
     def health() -> dict[str, str]:
