@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -29,6 +30,7 @@ from typing import Any
 
 import structlog
 
+from models.llm import DEFAULT_LOCAL_MODEL
 from narrator.engines import Message, VLLMEngine
 from schemas.errors import InvalidRequest, LorekeeperError, Unavailable
 
@@ -78,11 +80,16 @@ def load_model(path: Path) -> LoadedModel:
         guidance = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab)
         context = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
         seconds = time.perf_counter() - started
-        name = path.stem.split(".")[0] if not path.is_dir() else path.name
+        name = _name_of(path)
         loaded = LoadedModel(name, path, model, tokenizer, guidance, context, seconds, threading.Lock())
         _loaded[key] = loaded
         log.info("local_model_loaded", model=name, path=str(path), seconds=round(seconds, 2), context_tokens=context)
         return loaded
+
+
+def _name_of(path: Path) -> str:
+    """A model's name from its path: a folder's name, a GGUF file's name up to its quantization."""
+    return path.name if path.is_dir() else path.stem.split(".")[0]
 
 
 class _Stop:
@@ -152,7 +159,11 @@ class LocalEngine:
     def __init__(self, path: Path | None = None) -> None:
         self._path = path
         self._loaded: LoadedModel | None = None
-        self.model = path.stem.split(".")[0] if path is not None else "local"
+        configured = path or (
+            Path(os.environ["LOREKEEPER_LOCAL_MODEL"]) if os.environ.get("LOREKEEPER_LOCAL_MODEL") else None
+        )
+        # the name is known before the load (a replica reports its model at start-up)
+        self.model = _name_of(configured) if configured is not None else DEFAULT_LOCAL_MODEL.name
 
     async def ready(self) -> LoadedModel:
         """The loaded model (loaded off the event loop on first call)."""

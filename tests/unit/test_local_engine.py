@@ -27,7 +27,8 @@ def test_local_is_the_default_and_every_seat_follows_it() -> None:
     settings = ServeSettings(narrator_engine=EngineKind.LOCAL)
     assert ServeSettings.model_fields["narrator_engine"].default is EngineKind.LOCAL
     assert settings.extractor_engine is EngineKind.LOCAL  # extractor, memory former and axiom judge
-    assert isinstance(build_engine(settings), LocalEngine)
+    engine = build_engine(settings)
+    assert isinstance(engine, LocalEngine) and engine.model == "SmolLM2-135M-Instruct"  # named before it loads
     assert isinstance(build_engine(settings, role="extractor"), LocalEngine)
     echo = ServeSettings(narrator_engine=EngineKind.ECHO)
     assert echo.extractor_engine is None  # echo stays model-free
