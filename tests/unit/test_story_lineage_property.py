@@ -1,7 +1,8 @@
 """Random play against a model of the story tree: every read answers for its position.
 
 Seeded, bounded sequences of turns, undos, redos, forks, branch switches, scene starts and ends,
-proposals, mid-scene commits and retcons run through the story service. After each step, the state
+proposals, mid-scene commits, retcons and checkpoints (snapshots of older turns) run through the story
+service. After each step, the state
 at every branch's tip, at the head and at sampled turns, the turns of every branch and the active
 scene of every branch are checked against a model written here, independently of
 :mod:`story.lineage`: a line holds its turns as a list and the *set* of events it inherited at its
@@ -310,6 +311,15 @@ class Player:
             if p.kind == "entity":
                 at_head[ref] = depth
 
+    def checkpoint(self) -> None:
+        """A checkpoint of a turn on the head's line (often behind the tip): a snapshot, no change to the story."""
+        m = self.model
+        path = m.lines[m.active].path[: m.head + 1]
+        if not path:
+            return self.turn()
+        self.story.create_checkpoint(self.campaign_id, "cp", turn_id=self.rng.choice(path))
+        return None
+
     def retcon(self) -> None:
         m = self.model
         facts = [f for f, status in m.fold(m.active, m.head)["facts"].items() if status == "active"]
@@ -344,6 +354,7 @@ def test_every_read_answers_for_its_position(embedded_graph: object, local_blob_
         player.commit: 2,
         player.end: 2,
         player.retcon: 1,
+        player.checkpoint: 2,
     }
     mismatches: list[str] = []
     done: list[str] = []
