@@ -175,7 +175,8 @@ def test_unknown_records_answer_404_and_bad_input_400(client: TestClient) -> Non
     assert client.post(f"{API}/campaigns/{cid}/recall", json={"query": ""}).status_code == 422
     turn(client, cid, "I wait.")
     ghost = client.post(f"{API}/campaigns/{cid}/memories", json={"observer_entity_id": "ent_ghost", "text": "boo"})
-    assert ghost.status_code == 404 and "ent_ghost" in ghost.json()["message"]
+    # a reference of the wrong kind or to nothing is the request's fault: 400 naming the field (issue 25, part 5)
+    assert ghost.status_code == 400 and "ent_ghost" in ghost.json()["message"], ghost.text
 
 
 def test_recall_without_a_memory_index_answers_501(services: Any) -> None:
