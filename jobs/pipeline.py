@@ -402,6 +402,9 @@ def _run_pipeline(
                     break
                 for row in WrittenRow.decode(batch):
                     tally.take(row)
+        except stopping.Interrupted as exc:
+            pipeline_error = str(exc)
+            log.warning("ingest_pipeline_stopped", reason=pipeline_error)
         except Exception as exc:  # noqa: BLE001 - a stage that cannot start (a store down) fails its jobs
             pipeline_error = str(exc) if isinstance(exc, LorekeeperError) else f"{type(exc).__name__}: {exc}"
             cause = _root_cause(exc)

@@ -36,8 +36,13 @@ _requested: int | None = None
 _waiting = 0  # interruptible regions the main thread is in
 
 
-class Interrupted(Exception):  # noqa: N818 - named for what happened, like KeyboardInterrupt
-    """The process was asked to stop (SIGTERM) while it waited for work; nothing half-written."""
+class Interrupted(BaseException):  # noqa: N818 - named for what happened, like KeyboardInterrupt
+    """The process was asked to stop (SIGTERM) while it waited for work; nothing half-written.
+
+    A BaseException, like KeyboardInterrupt: it passes the ``except Exception`` of the code it crosses
+    (Ray Data's iterator logged an Exception raised inside it as a Ray bug, with a full stack trace)
+    and is caught where the stop is handled.
+    """
 
     def __init__(self, signum: int = signal.SIGTERM) -> None:
         self.signum = signum
