@@ -106,21 +106,30 @@ class Memories:
         self.core.graph.run(*anchored(label, record, turn))
 
     def memories(
-        self, campaign_id: str, *, observer_entity_id: str | None = None, turn_id: str | None = None
+        self,
+        campaign_id: str,
+        *,
+        observer_entity_id: str | None = None,
+        turn_id: str | None = None,
+        branch_id: str | None = None,
     ) -> list[Memory]:
-        """Memories whose anchor turn is an ancestor of the head (or of ``turn_id``): the branch's past only,
-        retracted ones left out."""
-        memories = [from_props(Memory, r, key="id") for r in held(self._visible("Memory", campaign_id, turn_id))]
+        """Memories whose anchor turn is on the line up to a position (the head; a branch's tip with
+        ``branch_id``; ``turn_id``): the branch's past only, retracted ones left out."""
+        visible = self._visible("Memory", campaign_id, turn_id, branch_id)
+        memories = [from_props(Memory, r, key="id") for r in held(visible)]
         if observer_entity_id is not None:
             memories = [m for m in memories if m.observer_entity_id == observer_entity_id]
         return memories
 
-    def summaries(self, campaign_id: str, *, turn_id: str | None = None) -> list[Summary]:
-        return [from_props(Summary, r, key="id") for r in self._visible("Summary", campaign_id, turn_id)]
+    def summaries(self, campaign_id: str, *, turn_id: str | None = None, branch_id: str | None = None) -> list[Summary]:
+        """Summaries anchored on the line up to a position (as :meth:`memories`)."""
+        return [from_props(Summary, r, key="id") for r in self._visible("Summary", campaign_id, turn_id, branch_id)]
 
-    def _visible(self, label: str, campaign_id: str, turn_id: str | None) -> list[dict[str, Any]]:
+    def _visible(
+        self, label: str, campaign_id: str, turn_id: str | None, branch_id: str | None
+    ) -> list[dict[str, Any]]:
         ctx = self.story.context(campaign_id)
-        lineage = self.core.lineage_for(ctx, turn_id)
+        lineage = self.core.lineage_for(ctx, turn_id, branch_id)
         return anchored_on(self.story.nodes(cypher.anchored_on(label, campaign_id, lineage.branch_ids)), lineage)
 
 

@@ -480,12 +480,19 @@ class StoryService:
         return summary
 
     def memories(
-        self, campaign_id: str, *, observer_entity_id: str | None = None, turn_id: str | None = None
+        self,
+        campaign_id: str,
+        *,
+        observer_entity_id: str | None = None,
+        turn_id: str | None = None,
+        branch_id: str | None = None,
     ) -> list[Memory]:
-        return self._memories.memories(campaign_id, observer_entity_id=observer_entity_id, turn_id=turn_id)
+        return self._memories.memories(
+            campaign_id, observer_entity_id=observer_entity_id, turn_id=turn_id, branch_id=branch_id
+        )
 
-    def summaries(self, campaign_id: str, *, turn_id: str | None = None) -> list[Summary]:
-        return self._memories.summaries(campaign_id, turn_id=turn_id)
+    def summaries(self, campaign_id: str, *, turn_id: str | None = None, branch_id: str | None = None) -> list[Summary]:
+        return self._memories.summaries(campaign_id, turn_id=turn_id, branch_id=branch_id)
 
     def get_memory(self, campaign_id: str, memory_id: str) -> Memory:
         return self._memories.get_memory(campaign_id, memory_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from schemas.errors import InvalidRequest
-from schemas.story import Campaign, ProposalStatus
+from schemas.story import Campaign, Memory, ProposalStatus, Summary
 from story.service import StoryService
 from tests.fixtures.story import FANTASY
 
@@ -89,6 +89,26 @@ def test_a_branch_with_no_turns_of_its_own_reads_at_its_fork(story: StoryService
     other = story.create_branch(campaign.id, a)
     assert story.state(campaign.id, branch_id=other.id).turn_id == a
     assert [t.id for t in story.history(campaign.id, branch_id=other.id)] == [a]
+
+
+def test_memories_and_summaries_of_a_branch_are_those_on_its_line(story: StoryService) -> None:
+    campaign = new_campaign(story)
+    a = turn(story, campaign.id, "a")
+    scene = story.start_scene(campaign.id, title="Arrival")
+    story.propose(
+        scene.id, type="entity", content={"kind": "character", "name": "Bren"}, authority="gm", confidence=1.0
+    )
+    story.end_scene(scene.id)
+    bren = next(e.id for e in story.state(campaign.id).entities if e.name == "Bren")
+    c = turn(story, campaign.id, "c")
+    main = story.get_campaign(campaign.id).active_branch_id
+    story.add_memory(Memory(campaign_id=campaign.id, observer_entity_id=bren, text="the gate", anchor_turn_id=c))
+    story.add_summary(Summary(campaign_id=campaign.id, scope="session", anchor_turn_id=c, text="So far."))
+    other = story.create_branch(campaign.id, a)
+    assert story.memories(campaign.id) == [] and story.summaries(campaign.id) == []  # the head's line
+    assert [m.text for m in story.memories(campaign.id, branch_id=main)] == ["the gate"]
+    assert [s.text for s in story.summaries(campaign.id, branch_id=main)] == ["So far."]
+    assert story.memories(campaign.id, branch_id=other.id) == []
 
 
 # ---------------------------------------------------------------------------------------------------
