@@ -8,6 +8,8 @@ real: the embedded graph, a local blob folder, and the recall index (tantivy and
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from schemas.story import Memory
@@ -75,3 +77,22 @@ def test_a_memory_stored_over_the_bounds_stays_readable(recalling_story: StorySe
         story.retract_memory(cid, memory.id, reason="again")
     story.rebuild_recall(cid)
     assert memory.id not in {hit.id for hit in story.recall(cid, "does Ayla trust the reeve?", limit=50)}
+
+
+def test_a_bundle_holding_such_a_memory_imports_and_rebuilds(recalling_story: StoryService, tmp_path: Path) -> None:
+    """The same memory in an exported bundle: a store that imports it reads it and rebuilds its recall."""
+    story = recalling_story
+    cid, memory = _memory(story)
+    story.graph.run(
+        "MATCH (n:Memory {uid: $m}) SET n.retracted_at = $at, n.retraction_reason = $why",
+        {"m": memory.id, "at": "2026-01-01T00:00:00+00:00", "why": "y" * 2500},
+    )
+    bundle = tmp_path / "campaign.zip"
+    story.export_campaign(cid, bundle)
+    story.graph.run("MATCH (n) DETACH DELETE n")  # another store: nothing of the campaign in it
+    story.recall_index.delete_campaign(cid)  # type: ignore[union-attr]
+
+    imported = story.import_campaign(bundle)
+    assert len(story.get_memory(imported.id, memory.id).retraction_reason or "") == 2500
+    assert story.rebuild_recall(imported.id) > 0
+    assert memory.id not in {hit.id for hit in story.recall(imported.id, "does Ayla trust the reeve?", limit=50)}
