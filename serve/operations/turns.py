@@ -29,7 +29,9 @@ PLAYER_ON_CAMPAIGN = Access(Role.PLAYER, On.CAMPAIGN)
 class TurnsQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    last: int | None = Field(default=50, ge=1, le=1000, description="The last N turns of the head's line.")
+    last: int | None = Field(default=50, ge=1, le=1000, description="The last N turns of the line read.")
+    branch_id: str | None = Field(default=None, description="Read this branch's line (its tip); default: the head's.")
+    turn_id: str | None = Field(default=None, description="Read the line ending at this turn.")
 
 
 def take_slot(call: Call[Any]) -> Slot:
@@ -95,15 +97,17 @@ async def play_turn(call: Call[TurnRequest]) -> TurnOutcome:
 
 @operation(
     family=_F,
-    access=PLAYER_ON_CAMPAIGN,
+    access=Access(Role.PLAYER, On.CAMPAIGN, turns=("turn_id",)),
     rest=Rest("GET", "/campaigns/{campaign_id}/turns"),
     ids=("campaign_id",),
     body=TurnsQuery,
     output=list[Turn],
 )
 async def list_turns(call: Call[TurnsQuery]) -> list[Turn]:
-    """The turns on the line of the head, oldest first."""
-    return await call.run(call.ctx.story.history, call.id("campaign_id"), last=call.body.last)  # type: ignore[no-any-return]
+    """The turns on the line of the head (or of a branch's tip, or ending at a turn), oldest first."""
+    b = call.body
+    story = call.ctx.story
+    return await call.run(story.history, call.id("campaign_id"), turn_id=b.turn_id, branch_id=b.branch_id, last=b.last)  # type: ignore[no-any-return]
 
 
 @operation(
