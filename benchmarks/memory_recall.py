@@ -347,9 +347,7 @@ class IndexVariant:
 
 
 INDEX_VARIANTS = [
-    IndexVariant(
-        "text only", {"time_in_text": False, "speakers_in_text": False, "window_before": 0}
-    ),
+    IndexVariant("text only", {"time_in_text": False, "speakers_in_text": False, "window_before": 0}),
     IndexVariant("+ time", {"speakers_in_text": False, "window_before": 0}),
     IndexVariant("+ time + speakers", {"window_before": 0}),
     IndexVariant("+ time + speakers as fields", {"window_before": 0, "window_after": 0, "text_layout": "fields"}),
