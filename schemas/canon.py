@@ -24,6 +24,7 @@ from schemas.common import (
 )
 from schemas.story_ids import default_id
 from schemas.text import Label, Name, Note, Text
+from schemas.visibility import Visibility
 
 __all__ = [
     "Axiom",
@@ -96,6 +97,7 @@ class Fact(LorekeeperModel):
     evidence: Evidence = Field(default_factory=Evidence)
     created_turn_id: Id | None = None
     created_at: UtcDatetime = Field(default_factory=utc_now)
+    visibility: Visibility | None = Field(default=None, description="Who at the table may see it; unset: public.")
 
     @model_validator(mode="after")
     def _check_fact(self) -> Self:

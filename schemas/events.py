@@ -31,6 +31,7 @@ from schemas.common import (
     new_id,
 )
 from schemas.text import Label, Name, Note, Text
+from schemas.visibility import Visibility
 
 __all__ = [
     "STATE_EVENT_KINDS",
@@ -235,6 +236,7 @@ class FactAdded(BaseStateEvent):
     depends_on: list[Id] = Field(
         default_factory=list, description="Facts this one follows from (listed when one of them is retconned)."
     )
+    visibility: Visibility | None = Field(default=None, description="Who at the table may see the fact; unset: public.")
 
     @model_validator(mode="after")
     def _check_object(self) -> Self:

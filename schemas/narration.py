@@ -20,6 +20,7 @@ from schemas.common import (
 from schemas.proposals import DiceRoll
 from schemas.story_ids import default_id
 from schemas.text import LongText, Name, Note, Text
+from schemas.visibility import Visibility
 
 __all__ = [
     "DialogueBlock",
@@ -77,6 +78,9 @@ class Memory(LorekeeperModel):
         description="When it was retracted: it stays in the graph but is no longer listed or recalled.",
     )
     retraction_reason: Note | None = Field(default=None, description="Why it was retracted.")
+    visibility: Visibility | None = Field(
+        default=None, description="Who at the table may see it; unset: known to its observer (their player and the GM)."
+    )
 
 
 class SummaryScope(StrEnum):
@@ -98,6 +102,7 @@ class Summary(LorekeeperModel):
     text: LongText
     token_count: NonNegativeInt = 0
     created_at: UtcDatetime = Field(default_factory=utc_now)
+    visibility: Visibility | None = Field(default=None, description="Who at the table may see it; unset: public.")
 
     @model_validator(mode="after")
     def _check_scope(self) -> Self:

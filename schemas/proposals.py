@@ -26,6 +26,7 @@ from schemas.common import (
 from schemas.events import StateEventList
 from schemas.story_ids import default_id
 from schemas.text import Label, LongText, Name, Note, Text
+from schemas.visibility import Visibility
 
 __all__ = [
     "ChangeType",
@@ -135,6 +136,10 @@ class ProposedFact(LorekeeperModel):
     value: AttributeValue = None
     replaces: Id | None = Field(default=None, description="Fact this would supersede.")
     depends_on: list[Id] = Field(default_factory=list, description="Facts this one follows from.")
+    visibility: Visibility | None = Field(
+        default=None,
+        description="Who at the table may see the fact (a secret: 'gm' or characters); unset: public.",
+    )
 
     @model_validator(mode="after")
     def _check_object(self) -> Self:

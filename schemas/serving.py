@@ -32,6 +32,7 @@ from schemas.story import (
     WorldStateCheckpointKind,
 )
 from schemas.text import Name, Note, Text, TextOrEmpty, TextRule
+from schemas.visibility import Visibility
 
 __all__ = [
     "ApiKeyInfo",
@@ -375,6 +376,11 @@ class MemoryCreate(_Body):
         default=None, description="The turn it belongs to (seen only from that turn's future); the head when unset."
     )
     salience: Confidence = 0.5
+    visibility: Visibility | None = Field(
+        default=None,
+        description="Who at the table may see it: 'public', 'gm' (the GM's alone) or named characters' players; "
+        "unset: known to its observer.",
+    )
 
 
 class MemoryRetract(_Body):

@@ -139,6 +139,7 @@ def proposal_events(proposal: ProposedChange, *, turn_id: str | None, scene_id: 
                 confidence=proposal.confidence,
                 replaces=content.replaces,
                 depends_on=content.depends_on,
+                visibility=content.visibility,
             )
         ]
     if isinstance(content, ProposedEntity):

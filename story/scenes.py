@@ -592,6 +592,7 @@ def _retcon_events(
         value=value,
         object_entity_id=object_entity_id,
         authority=authority,
+        visibility=old.get("visibility"),  # the new value keeps the fact's audience
     )
     new_id_ = added.fact_id
     return new_id_, [

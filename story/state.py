@@ -34,6 +34,7 @@ from schemas.story import (
     ThreadStatus,
     WorldStateView,
 )
+from schemas.visibility import Visibility
 
 #: Bumped when the snapshot layout changes; older snapshots are ignored and rebuilt from events.
 STATE_FORMAT = 1
@@ -200,6 +201,8 @@ class WorldState:
                 "turn_id": event.get("turn_id"),
                 "seq": seq,
             }
+            if event.get("visibility"):  # only when set: a public fact's state (and hash) is as before
+                self.facts[fid]["visibility"] = event["visibility"]
             if (old := _own(self.facts, event.get("replaces"))) is not None and old["status"] != "superseded":
                 old["status"] = FactStatus.SUPERSEDED.value
                 old["superseded_by"] = fid
@@ -363,6 +366,7 @@ class WorldState:
                 evidence=Evidence.model_construct(turn_ids=[], chunk_ids=[], quote=None),
                 created_turn_id=f["turn_id"],
                 created_at=now,
+                visibility=Visibility.model_validate(f["visibility"]) if f.get("visibility") else None,
             )
             for fid, f in sorted(self.facts.items())
         ]

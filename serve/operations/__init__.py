@@ -58,7 +58,7 @@ async def invoke(op: Operation, ctx: Services, caller: Principal, ids: dict[str,
     """Run ``op`` for ``caller``: its access rule, then its handler, then what the caller may see of the answer."""
     call = Call(ctx=ctx, caller=caller, ids=ids, body=body)
     await authorize(op, call)
-    return visible(op, call, await op.handler(call))
+    return await visible(op, call, await op.handler(call))
 
 
 async def stream(
@@ -79,7 +79,7 @@ async def stream(
     async def released() -> AsyncIterator[dict[str, Any]]:
         try:
             async for event in events:
-                yield visible(op, call, event)
+                yield await visible(op, call, event)
         finally:
             slot.release()
 

@@ -20,6 +20,7 @@ from typing import Any
 from schemas.errors import NotFound
 from serve.auth import Forbidden
 from serve.operations.base import Call, On, Operation, Role
+from serve.operations.secrets import redact
 
 
 async def authorize(op: Operation, call: Call[Any]) -> None:
@@ -91,8 +92,9 @@ async def _world(call: Call[Any], world_id: str, *, gm: bool) -> None:
         )
 
 
-def visible(op: Operation, call: Call[Any], result: Any) -> Any:
-    """What of ``result`` the caller may see. Every answer of every operation passes here (both doors);
-    today the table sees all it reaches, and a visibility rule (a character's secrets, GM-only notes)
-    filters here by ``call.caller`` (its role and ``character_entity_id``)."""
-    return result
+async def visible(op: Operation, call: Call[Any], result: Any) -> Any:
+    """What of ``result`` the caller may see. Every answer of every operation passes here (both doors): the
+    GM of the campaign sees all it reaches, a player key what is public and what is known to the character
+    it plays (:func:`serve.operations.secrets.redact`: state, recall, provenance, memories, summaries,
+    proposals). An operation on no campaign answers the shared knowledge, which has no secrets."""
+    return await redact(call, result)

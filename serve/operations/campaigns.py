@@ -155,14 +155,15 @@ async def set_library(call: Call[CampaignLibrary]) -> CampaignLibrary:
 
 @operation(
     family=_F,
-    access=Access(Role.PLAYER, On.CAMPAIGN),
+    access=Access(Role.GM, On.CAMPAIGN),  # the whole campaign, its secrets and prompts with it: the GM's
     rest=Rest("GET", "/campaigns/{campaign_id}/export"),
     ids=("campaign_id",),
     body=ExportQuery,
     output=CampaignBundle,
 )
 async def export_campaign(call: Call[ExportQuery]) -> CampaignBundle:
-    """The campaign as a bundle (a zip: its story, canon, memories and prompts; REST answers the zip itself)."""
+    """The campaign as a bundle (a zip: its story, canon, memories and prompts, secrets included; the GM's; REST
+    answers the zip itself)."""
     campaign_id, buffer = call.id("campaign_id"), io.BytesIO()
     await call.run(call.ctx.story.export_campaign, campaign_id, buffer, include_knowledge=call.body.include_knowledge)
     data = buffer.getvalue()

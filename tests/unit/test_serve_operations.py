@@ -43,7 +43,7 @@ ROLES: dict[str, str] = {
     "get_campaign": "player",
     "get_library": "player",
     "set_library": "gm",  # pins books
-    "export_campaign": "player",
+    "export_campaign": "gm",  # the whole campaign, its secrets with it
     "import_campaign": "admin",
     # turns
     "play_turn": "player",
@@ -500,8 +500,8 @@ def test_an_unknown_route_is_not_an_unknown_id(table: tuple[Table, Doors]) -> No
 def test_an_export_is_the_same_bundle_through_both_doors(table: tuple[Table, Doors]) -> None:
     t, doors = table
     ids = {"campaign_id": t.ids["campaign_id"]}
-    rest = doors.call("rest", "export_campaign", t.keys["player"], ids, {})[1]["data"]
-    mcp = doors.call("mcp", "export_campaign", t.keys["player"], ids, {})[1]
+    rest = doors.call("rest", "export_campaign", t.keys["gm"], ids, {})[1]["data"]
+    mcp = doors.call("mcp", "export_campaign", t.keys["gm"], ids, {})[1]
     import io
     import zipfile
 

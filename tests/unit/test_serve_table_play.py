@@ -92,7 +92,7 @@ def _play(table: Table, admin: str) -> dict[str, Any]:
     table(gm, "retcon_fact", {"fact_id": mood["id"]}, campaign_id=campaign["id"], reason="she was glad", value="glad")
     recalled = table(player, "recall", cid, query="the smith at the forge", limit=5)
     assert recalled["hits"], "recall finds the table's past"
-    bundle = table(player, "export_campaign", cid)
+    bundle = table(gm, "export_campaign", cid)  # a bundle holds the secrets: the GM's
     assert bundle["data"]
     return {
         "state": table(player, "get_state_as_of", cid),
