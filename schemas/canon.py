@@ -60,6 +60,7 @@ class Entity(LorekeeperModel):
         default_factory=dict, description="Absolute attribute values, e.g. {'hp': 12}."
     )
     created_turn_id: Id | None = Field(default=None, description="Turn it entered the story.")
+    visibility: Visibility | None = Field(default=None, description="Who at the table may see it; unset: public.")
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
 

@@ -156,6 +156,7 @@ class EntityCreated(BaseStateEvent):
         default_factory=dict,
         description="Initial attributes, absolute values only (e.g. {'hp': 12}).",
     )
+    visibility: Visibility | None = Field(default=None, description="Who at the table may see it; unset: public.")
 
     @property
     def touches(self) -> TouchedIds:

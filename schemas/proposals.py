@@ -157,6 +157,15 @@ class ProposedEntity(LorekeeperModel):
     aliases: list[Name] = Field(default_factory=list)
     description: Text | None = None
     attributes: dict[Label, AttributeValue] = Field(default_factory=dict)
+    visibility: Visibility | None = Field(
+        default=None, description="Who at the table may see a new entity (a hidden NPC: 'gm'); unset: public."
+    )
+
+    @model_validator(mode="after")
+    def _visibility_of_new(self) -> Self:
+        if self.entity_id is not None and self.visibility is not None:
+            raise ValueError("visibility is set when an entity enters the story (entity_id null), not to describe one")
+        return self
 
 
 class ProposedRelationship(LorekeeperModel):

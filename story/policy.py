@@ -154,6 +154,7 @@ def proposal_events(proposal: ProposedChange, *, turn_id: str | None, scene_id: 
                     aliases=content.aliases,
                     description=content.description,
                     attributes=content.attributes,
+                    visibility=content.visibility,
                 )
             ]
         updates: dict[str, AttributeValue] = dict(content.attributes)

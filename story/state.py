@@ -161,6 +161,8 @@ class WorldState:
                 "holder_id": None,
                 "created_turn_id": event.get("turn_id"),
             }
+            if event.get("visibility"):  # only when set: a public entity's state (and hash) is as before
+                ents[event["entity_id"]]["visibility"] = event["visibility"]
         elif kind == "set_entity_status":
             if (ent := _own(ents, event["entity_id"])) is not None:
                 ent["status"] = event["status"]
@@ -345,6 +347,7 @@ class WorldState:
                 attributes=e["attributes"],
                 created_turn_id=e["created_turn_id"],
                 created_at=now,
+                visibility=Visibility.model_validate(e["visibility"]) if e.get("visibility") else None,
             )
             for eid, e in sorted(self.entities.items())
         ]

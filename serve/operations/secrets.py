@@ -3,9 +3,10 @@
 The GM of a campaign (and an admin) sees everything. A player key sees what is public and what names the
 character it plays (:func:`schemas.visibility.may_see`):
 
-* canon facts of the state (a fact proposed with a visibility keeps it; retconned, it keeps it too);
+* the state: its entities and facts (a fact proposed with a visibility keeps it; retconned, it keeps it
+  too), and of a hidden entity nothing at all (its facts, relationships, whereabouts, holdings, threads);
 * memories and subjective claims (unset: known to their observer — an NPC's are the GM's);
-* summaries, and proposals of a secret fact;
+* summaries; proposals of a secret fact or entity, or naming a hidden entity;
 * recall hits (memories, facts and summaries looked up by id; a hit whose record cannot be found is left
   out: the filter fails closed);
 * a turn's provenance: the prompt snapshot and the exact prompt text are the GM's (the narrator may have
@@ -21,19 +22,21 @@ from typing import Any
 
 from schemas.canon import WorldStateView
 from schemas.narration import Memory, RetrievalSource, Summary, TurnProvenance
-from schemas.proposals import ProposedChange, ProposedFact
+from schemas.proposals import ProposedChange, ProposedEntity, ProposedFact
 from schemas.recall import RecallResponse
 from schemas.visibility import Visibility, may_see, memory_visibility
 from serve.operations.base import Call
 
 
 class Viewer:
-    """The caller as the secrets rule sees them: the GM of the campaign, or the player of one character."""
+    """The caller as the secrets rule sees them: the GM of the campaign, or the player of one character;
+    ``hidden``: the entities of the campaign it may not see (when the answer needs them)."""
 
     def __init__(self, call: Call[Any]) -> None:
         campaign_id = call.campaign_id or ""
         self.gm = call.caller.admin or call.caller.runs(campaign_id)
         self.character_id = call.caller.character_entity_id
+        self.hidden: set[str] = set()
 
     def sees(self, visibility: Visibility | None) -> bool:
         return may_see(visibility, gm=self.gm, character_id=self.character_id)
@@ -43,7 +46,20 @@ class Viewer:
 
     def sees_proposal(self, proposal: ProposedChange) -> bool:
         content = proposal.content
-        return not isinstance(content, ProposedFact) or self.sees(content.visibility)
+        if isinstance(content, ProposedFact | ProposedEntity) and not self.sees(content.visibility):
+            return False
+        return not (self.hidden & set(_strings(content.model_dump(mode="json"))))  # naming a hidden entity
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON value (the ids a proposal's content names among them)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 async def redact(call: Call[Any], result: Any) -> Any:
@@ -52,12 +68,15 @@ async def redact(call: Call[Any], result: Any) -> Any:
     if viewer.gm or call.campaign_id is None:
         return result
     if isinstance(result, WorldStateView):
-        return result.model_copy(update={"facts": [f for f in result.facts if viewer.sees(f.visibility)]})
+        return _state(viewer, result)
     if isinstance(result, TurnProvenance):
         return _provenance(result)
     if isinstance(result, RecallResponse):
         return await _recall(call, viewer, result)
     if isinstance(result, list):
+        if any(isinstance(r, ProposedChange) for r in result):
+            state = await call.run(call.ctx.story.state, call.campaign_id)
+            viewer.hidden = {e.id for e in state.entities if not viewer.sees(e.visibility)}
         return [r for r in result if _item_seen(viewer, r)]
     return result
 
@@ -70,6 +89,33 @@ def _item_seen(viewer: Viewer, item: Any) -> bool:
     if isinstance(item, ProposedChange):
         return viewer.sees_proposal(item)
     return True
+
+
+def _state(viewer: Viewer, state: WorldStateView) -> WorldStateView:
+    """A player's view of the world: the entities and facts it may see, and nothing that names a hidden entity
+    (its facts, relationships, whereabouts, what it holds or is held by, its place in a thread)."""
+    hidden = {e.id for e in state.entities if not viewer.sees(e.visibility)}
+    facts = [
+        f
+        for f in state.facts
+        if viewer.sees(f.visibility) and f.subject_entity_id not in hidden and f.object_entity_id not in hidden
+    ]
+    threads = [
+        t.model_copy(update={"involved_entity_ids": [i for i in t.involved_entity_ids if i not in hidden]})
+        for t in state.threads
+    ]
+    return state.model_copy(
+        update={
+            "entities": [e for e in state.entities if e.id not in hidden],
+            "facts": facts,
+            "relationships": [
+                r for r in state.relationships if r.source_entity_id not in hidden and r.target_entity_id not in hidden
+            ],
+            "threads": threads,
+            "locations": {k: v for k, v in state.locations.items() if k not in hidden and v not in hidden},
+            "holders": {k: v for k, v in state.holders.items() if k not in hidden and v not in hidden},
+        }
+    )
 
 
 def _provenance(provenance: TurnProvenance) -> TurnProvenance:
@@ -85,14 +131,14 @@ async def _recall(call: Call[Any], viewer: Viewer, response: RecallResponse) -> 
     story, campaign_id, turn_id = call.ctx.story, response.campaign_id, response.as_of_turn_id
     kinds = {h.kind for h in response.hits}
     memories: dict[str, Memory] = {}
-    facts: dict[str, Visibility | None] = {}
+    facts: set[str] = set()
     summaries: dict[str, Summary] = {}
     if "memory" in kinds:
         held = await call.run(story.memories, campaign_id, turn_id=turn_id)
         memories = {m.id: m for m in held}
     if "fact" in kinds:
         state = await call.run(story.state, campaign_id, turn_id=turn_id)
-        facts = {f.id: f.visibility for f in state.facts}
+        facts = {f.id for f in _state(viewer, state).facts}  # those it may see, none about a hidden entity
     if "summary" in kinds:
         summaries = {s.id: s for s in await call.run(story.summaries, campaign_id, turn_id=turn_id)}
 
@@ -100,7 +146,7 @@ async def _recall(call: Call[Any], viewer: Viewer, response: RecallResponse) -> 
         if kind == "memory":
             return record_id in memories and viewer.sees_memory(memories[record_id])
         if kind == "fact":
-            return record_id in facts and viewer.sees(facts[record_id])
+            return record_id in facts
         if kind == "summary":
             return record_id in summaries and viewer.sees(summaries[record_id].visibility)
         return kind == "turn"  # turns are the table's; a kind this filter does not know is left out

@@ -21,7 +21,15 @@ from tests.unit.serve_support import api_services, extraction
 
 pytestmark = pytest.mark.servers  # the embedded graph (a redis-server) behind the services
 
-GM_ONLY = {"gmplanmarker", "npcmemmarker", "herogmmemmarker", "gmsummarymarker", "pendinggmmarker"}
+GM_ONLY = {
+    "gmplanmarker",
+    "npcmemmarker",
+    "herogmmemmarker",
+    "gmsummarymarker",
+    "pendinggmmarker",
+    "hiddennpcmarker",  # an NPC the GM keeps hidden: its name
+    "npcfactmarker",  # and a fact about it, public itself
+}
 PUBLIC = {"sunlitmarker", "npcpublicmarker", "publicsummarymarker"}
 HERO = {"herosecretmarker", "heromemmarker", "sharedclaimmarker"}
 RIVAL = {"rivalsecretmarker", "rivalmemmarker", "sharedclaimmarker"}
@@ -40,7 +48,14 @@ PLAYERS = ("hero_player", "rival_player", "bystander")
 
 # each read and the records it can show (the GM sees all of them)
 READS: dict[str, set[str]] = {
-    "get_state_as_of": {"sunlitmarker", "gmplanmarker", "herosecretmarker", "rivalsecretmarker"},
+    "get_state_as_of": {
+        "sunlitmarker",
+        "gmplanmarker",
+        "herosecretmarker",
+        "rivalsecretmarker",
+        "hiddennpcmarker",
+        "npcfactmarker",
+    },
     "list_memories": {
         "heromemmarker",
         "rivalmemmarker",
@@ -50,7 +65,15 @@ READS: dict[str, set[str]] = {
         "sharedclaimmarker",
     },
     "list_summaries": {"publicsummarymarker", "gmsummarymarker"},
-    "list_proposals": {"sunlitmarker", "gmplanmarker", "herosecretmarker", "rivalsecretmarker", "pendinggmmarker"},
+    "list_proposals": {
+        "sunlitmarker",
+        "gmplanmarker",
+        "herosecretmarker",
+        "rivalsecretmarker",
+        "pendinggmmarker",
+        "hiddennpcmarker",
+        "npcfactmarker",
+    },
 }
 
 
@@ -110,12 +133,18 @@ def _setup(services: Any, doors: Doors) -> Secrets:
     }
     s.ids = {"campaign_id": a.id, "scene_id": scene.id, "hero": hero, "rival": rival, "npc": npc}
     gm, cid, sid = s.keys["gm"], {"campaign_id": a.id}, {"scene_id": scene.id}
+    hidden = {"type": "entity", "kind": "creature", "name": "Hiddennpcmarker", "visibility": GM}
+    code, made = doors.call("mcp", "propose_change", gm, sid, {"type": "entity", "content": hidden, "authority": "gm"})
+    assert code is None, made
+    assert doors.call("rest", "commit_scene", gm, sid, {"proposal_ids": [made["id"]]})[0] is None
+    lurker = next(e.id for e in story.state(a.id).entities if e.name == "Hiddennpcmarker")
     # the GM writes the secrets, half through each door
     facts = [
         ("rest", _fact("weather", hero, "sunlitmarker", None)),
         ("mcp", _fact("plan", npc, "gmplanmarker", GM)),  # the GM's hidden plans
         ("rest", _fact("secret", hero, "herosecretmarker", _only(hero))),  # a character's secret
         ("mcp", _fact("secret", rival, "rivalsecretmarker", _only(rival))),
+        ("rest", _fact("lair", lurker, "npcfactmarker", None)),  # public, but about a hidden entity
     ]
     proposed = []
     for door, body in facts:
@@ -123,7 +152,7 @@ def _setup(services: Any, doors: Doors) -> Secrets:
         assert code is None, proposal
         proposed.append(proposal["id"])
     code, report = doors.call("rest", "commit_scene", gm, sid, {"proposal_ids": proposed})
-    assert code is None and [d["status"] for d in report["decisions"]] == ["accepted"] * 4, report
+    assert code is None and [d["status"] for d in report["decisions"]] == ["accepted"] * 5, report
     code, pending = doors.call("mcp", "propose_change", gm, sid, _fact("plan", npc, "pendinggmmarker", GM))
     assert code is None, pending
     memories = [
@@ -295,12 +324,15 @@ def test_a_secret_keeps_its_visibility_through_a_retcon_and_a_bundle(secrets: tu
 def test_a_visibility_names_its_characters() -> None:
     from pydantic import ValidationError
 
+    from schemas.proposals import ProposedEntity
     from schemas.visibility import Visibility, may_see
 
     with pytest.raises(ValidationError, match="names at least one character"):
         Visibility(audience="characters")
     with pytest.raises(ValidationError, match="names no characters"):
         Visibility(audience="gm", character_ids=["ent_a"])
+    with pytest.raises(ValidationError, match="when an entity enters the story"):  # not dropped without a word
+        ProposedEntity(entity_id="ent_a", kind="character", name="Ada", visibility={"audience": "gm"})
     hers = Visibility(audience="characters", character_ids=["ent_a"])
     assert may_see(hers, gm=False, character_id="ent_a") and not may_see(hers, gm=False, character_id="ent_b")
     assert not may_see(hers, gm=False, character_id=None) and may_see(hers, gm=True, character_id=None)
