@@ -134,7 +134,11 @@ def test_memories_are_listed_added_observed_and_retracted(client: TestClient, se
         f"{API}/campaigns/{cid}/memories/{theirs['id']}/retract", json={"reason": "no"}, headers=player
     )
     assert refused.status_code == 403, refused.text
-    assert ok(client.get(f"{API}/campaigns/{cid}/memories", headers=player))[0]["id"] == theirs["id"]
+    # a memory is known to its observer: Bren's player reads it, a player key of no character does not
+    assert ok(client.get(f"{API}/campaigns/{cid}/memories", headers=player)) == []
+    brens, _ = services.keys.create("Bren's player", campaigns=[cid], character_entity_id=bren)
+    as_bren = ok(client.get(f"{API}/campaigns/{cid}/memories", headers={"Authorization": f"Bearer {brens}"}))
+    assert [m["id"] for m in as_bren] == [theirs["id"]]
 
 
 def test_summaries_are_read_along_the_line(client: TestClient, services: Any) -> None:
