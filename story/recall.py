@@ -112,14 +112,23 @@ def end_mark(
     ends = list(json.loads(listed) if isinstance(listed, str) else listed or [])
     if ended.get("end_turn_id") is None:
         return {}
+    if ends and not any("pending" in e for e in ends):  # listed before each end was pending on its own
+        for i, e in enumerate(ends):
+            e["pending"] = bool(props.get(cypher.END_PENDING)) and i == len(ends) - 1
     outcomes = [outcomes_before, len(ended["canonical_outcomes"])]
     mark = {"branch_id": branch_id, "turn_id": ended["end_turn_id"], "seq": seq, "ended_at": ended["ended_at"]}
+    # each end is formed on its own (story.scene_end): pending until what it forms is written, with the
+    # GM's summary given at it
+    mark |= {"pending": True, **({"summary": ended["summary"]} if ended.get("summary") else {})}
     return {ENDS: json.dumps([*ends, {**mark, "outcomes": outcomes}])}
 
 
-def formed_at(ends: Iterable[SceneEnd], anchor_turn_id: str, created_at: datetime) -> SceneEnd | None:
-    """The scene end a memory or summary anchored at ``anchor_turn_id`` was made after: the latest end at
-    that turn before it was written (the memories and the summary a scene's end forms), or None."""
+def formed_at(ends: Iterable[SceneEnd], anchor_turn_id: str, created_at: datetime, seq: Any = None) -> SceneEnd | None:
+    """The scene end a memory or summary anchored at ``anchor_turn_id`` was formed at: the end its ``seq``
+    names (what :mod:`story.scene_end` forms carries it), else the latest end at that turn before it was
+    written (a record formed before records carried it), or None."""
+    if seq is not None:
+        return next((e for e in ends if e.end_turn_id == anchor_turn_id and e.seq == int(seq)), None)
     before = [e for e in ends if e.end_turn_id == anchor_turn_id and e.ended_at <= created_at]
     return max(before, key=lambda e: (e.ended_at, e.seq), default=None)
 
@@ -334,13 +343,13 @@ class Recollection:
         for row in self.story.nodes(cypher.anchored_of_campaign("Memory", campaign_id)):
             memory = from_props(Memory, row, key="id")
             if memory.anchor_turn_id in turns and memory.retracted_at is None:
-                end = formed_at(ends, memory.anchor_turn_id, memory.created_at)
+                end = formed_at(ends, memory.anchor_turn_id, memory.created_at, row.get("seq"))
                 records.append(memory_record(memory, turns[memory.anchor_turn_id], end))
         for row in self.story.nodes(cypher.anchored_of_campaign("Summary", campaign_id)):
             summary = from_props(Summary, row, key="id")
             if summary.anchor_turn_id in turns:
                 scene = scenes.get(summary.scene_id) if summary.scene_id else None
-                end = formed_at(ends, summary.anchor_turn_id, summary.created_at)
+                end = formed_at(ends, summary.anchor_turn_id, summary.created_at, row.get("seq"))
                 records.append(summary_record(summary, turns[summary.anchor_turn_id], scene, end))
         for end in ends:
             records.extend(outcome_records(scenes[end.scene_id], turns[end.end_turn_id], end))

@@ -12,9 +12,15 @@ A scene ends in two commits that a crash cannot split into a lost end:
 Whatever stopped between the two (a SIGKILL, a power cut, a former that failed) leaves a completed scene
 whose end is pending, and :func:`finish_scene_end` finishes it: when the scene is ended again (the call
 answers ``already_completed``), and at start-up for every pending end (:meth:`StoryService.catch_up
-<story.service.StoryService.catch_up>`, run by the server and by ``lorekeeper reindex``). The ids of what
-is formed are derived from what it is (the anchor, observer, kind and text of a memory; the scene and text
-of a summary), and a formation writes nothing that is already there, so forming again adds nothing.
+<story.service.StoryService.catch_up>`, run by the server and by ``lorekeeper reindex``).
+
+A scene ends per branch (a fork while it was active), so one scene may end several times, even at the
+same end turn: each end is listed on the scene node (``ends_json``, :func:`story.recall.end_mark`), is
+pending on its own (its entry's ``pending``) and forms its own summary and memories, placed where its
+canon was committed (the end's branch and commit sequence number, the ``seq`` of the records). The ids of
+what an end forms are derived from the end (its branch and sequence number) and what it is (observer,
+kind and text of a memory; the scene and text of a summary): forming the same end again gets the same ids
+and writes nothing already there, and two ends never share one.
 
 The recall index follows the graph: once the formation is committed, the scene's records the index
 misses (its turns, canon outcomes, summary and memories) are written in one batch
@@ -24,19 +30,21 @@ misses (its turns, canon outcomes, summary and memories) are written in one batc
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from schemas.common import EntityStatus
-from schemas.story import Scene, SceneStatus, Summary, SummaryScope, Turn
+from schemas.story import Scene, Summary, SummaryScope, Turn
 from story import cypher
 from story.core import SKIP
 from story.formation import FormedScene, NamedEntity, SceneMemoryFormer
 from story.gate import scene_of
 from story.graph import CampaignContext, Writes, node_props
+from story.recall import ENDS
 
 if TYPE_CHECKING:
     from story.service import StoryService
@@ -62,9 +70,69 @@ def formed_id(prefix: str, *parts: str) -> str:
     return f"{prefix}_{digest}"
 
 
+@dataclass(frozen=True, slots=True)
+class EndToForm:
+    """One end of a scene, as forming needs it: its end turn, where its canon was committed (``branch_id``
+    and the campaign's commit sequence number ``seq``; None for an end made before ends were listed, which
+    keeps its end turn's place) and the GM's summary given at it."""
+
+    turn_id: str
+    branch_id: str | None = None
+    seq: int | None = None
+    summary: str | None = None
+
+    @property
+    def key(self) -> str:
+        """What the ids of what it forms derive from: the end itself (an unlisted end: its end turn)."""
+        return self.turn_id if self.seq is None else f"{self.branch_id}\x1f{self.seq}"
+
+
+def _listed(props: Mapping[str, Any]) -> list[dict[str, Any]]:
+    listed = props.get(ENDS)
+    return list(json.loads(listed) if isinstance(listed, str) else listed or [])
+
+
+def _end_of(entry: Mapping[str, Any], props: Mapping[str, Any]) -> EndToForm:
+    # an entry listed before ends were pending one by one carries no summary of its own: the node's is its
+    summary = entry.get("summary") if "pending" in entry else props.get("summary")
+    return EndToForm(str(entry["turn_id"]), str(entry["branch_id"]), int(entry["seq"]), summary)
+
+
+def ends_of(props: Mapping[str, Any]) -> list[EndToForm]:
+    """Every end of a scene node (its properties), oldest first; a scene ended before ends were listed has
+    one at its end turn, if it has one."""
+    listed = _listed(props)
+    if listed:
+        return [_end_of(e, props) for e in listed]
+    turn_id = props.get("end_turn_id")
+    return [EndToForm(str(turn_id), summary=props.get("summary"))] if turn_id and props.get("ended_at") else []
+
+
+def pending_ends(props: Mapping[str, Any]) -> list[EndToForm]:
+    """The ends of a scene node whose formation is still to do, oldest first. A node whose end is pending
+    but whose ends carry no mark of their own (written before they did) has its last end pending."""
+    if not props.get(cypher.END_PENDING):
+        return []
+    listed = _listed(props)
+    if any("pending" in e for e in listed):
+        return [_end_of(e, props) for e in listed if e.get("pending")]
+    return ends_of(props)[-1:]
+
+
 def end_pending(service: StoryService, scene_id: str) -> bool:
-    """Whether a scene's end is committed but what it forms is not written yet."""
+    """Whether an end of a scene is committed but what it forms is not written yet."""
     return bool(service.story.node("Scene", scene_id).get(cypher.END_PENDING))
+
+
+def _finished(props: Mapping[str, Any], end: EndToForm) -> dict[str, Any]:
+    """The scene node's properties once ``end`` is formed: its mark cleared, the scene's end pending while
+    another end is."""
+    listed = _listed(props)
+    for entry in listed:
+        if end.seq is not None and entry.get("seq") == end.seq and entry.get("branch_id") == end.branch_id:
+            entry["pending"] = False
+    others = any(e.get("pending") for e in listed)
+    return {cypher.END_PENDING: others, **({ENDS: json.dumps(listed)} if listed else {})}
 
 
 def pending_scene_ends(service: StoryService) -> list[Scene]:
@@ -103,27 +171,39 @@ def cast_at(service: StoryService, scene: Scene, turns: Sequence[Turn]) -> tuple
 
 
 def form_scene(
-    service: StoryService, scene: Scene, former: SceneMemoryFormer | None, *, finishing: bool = False
+    service: StoryService,
+    scene: Scene,
+    former: SceneMemoryFormer | None,
+    *,
+    end: EndToForm | None = None,
+    finishing: bool = False,
 ) -> Formation:
-    """Form an ended scene's summary and memories, and write those not there yet in one transaction.
+    """Form the summary and memories of one end of a scene (``end``; by default its latest, or none when
+    ``finishing``: an end without a turn), and write those not there yet in one transaction.
 
-    The GM's summary (``end_scene(summary=...)``) is the scene summary when there is one; the former
-    still forms the memories. A scene without turns, or no former, forms nothing. With ``finishing``
-    the same transaction marks the scene's end finished, and nothing is written if another process
+    The GM's summary given at the end (``end_scene(summary=...)``) is the scene summary when there is one;
+    the former still forms the memories. A scene without turns, or no former, forms nothing. With
+    ``finishing`` the same transaction marks the end finished, and nothing is written if another process
     finished it first.
     """
+    if end is None and not finishing:
+        end = next(iter(ends_of(service.story.node("Scene", scene.id))[-1:]), None)
     name = getattr(former, "name", type(former).__name__) if former is not None else "none"
-    turns = scene_turns(service, scene)
+    if end is not None:  # the scene as it ended there
+        scene = scene.model_copy(update={"end_turn_id": end.turn_id, "summary": end.summary})
+    turns = scene_turns(service, scene) if end is not None else []
     formed, present = FormedScene(summary=None, former=name), set[str]()
-    if former is not None and turns and scene.end_turn_id is not None:
+    if former is not None and turns:
         cast, entities = cast_at(service, scene, turns)
         formed = former.form(scene, turns, cast, entities=entities)
         present = {p.entity_id for p in cast}
-    result = _commit(service, scene, formed, present, finishing=finishing)
+    result = _commit(service, scene, end, formed, present, finishing=finishing)
     log.info(
         "memories_formed",
         scene_id=scene.id,
         campaign_id=scene.campaign_id,
+        branch_id=end.branch_id if end else None,
+        end_seq=end.seq if end else None,
         former=formed.former,
         summary=int(result.summary_added),
         memories=result.memories_added,
@@ -137,54 +217,72 @@ def form_scene(
 
 
 def _commit(
-    service: StoryService, scene: Scene, formed: FormedScene, present: set[str], *, finishing: bool
+    service: StoryService,
+    scene: Scene,
+    end: EndToForm | None,
+    formed: FormedScene,
+    present: set[str],
+    *,
+    finishing: bool,
 ) -> Formation:
     """Write what ``formed`` adds (and, ``finishing``, the end's mark cleared) as one change to the campaign."""
 
     def build(ctx: CampaignContext, writes: Writes) -> tuple[Formation, Any]:
-        if finishing and not end_pending(service, scene.id):
+        props = service.story.node("Scene", scene.id)
+        if finishing and not (end in pending_ends(props) if end else props.get(cypher.END_PENDING)):
             return Formation(scene.id, formed.former), SKIP  # finished meanwhile, by another process
-        result = _queue(service, scene, formed, present, writes)
+        result = _queue(service, scene, end, formed, present, writes) if end else Formation(scene.id, formed.former)
         if finishing:
-            writes.add(*cypher.end_finished(scene.id))
+            writes.add(*cypher.update_scene(scene.id, _finished(props, end) if end else {cypher.END_PENDING: False}))
         return result, ({} if writes.statements else SKIP)
 
     return service._mutate(scene.campaign_id, "scene_memories", build, allow_archived=True)
 
 
-def _queue(service: StoryService, scene: Scene, formed: FormedScene, present: set[str], writes: Writes) -> Formation:
-    """Queue the summary and the memories of ``formed`` that are not in the graph yet; count what was dropped."""
-    if scene.end_turn_id is None:
-        return Formation(scene.id, formed.former)
-    end = service.story.turn(scene.end_turn_id)
-    place: dict[str, Any] = {"anchor_turn_uid": end.id, "branch_id": end.branch_id, "depth": end.depth}
+def _queue(
+    service: StoryService, scene: Scene, end: EndToForm, formed: FormedScene, present: set[str], writes: Writes
+) -> Formation:
+    """Queue the summary and the memories of ``formed`` that the end has not formed yet; count what was dropped."""
+    turn = service.story.turn(end.turn_id)
+    place: dict[str, Any] = {
+        "anchor_turn_uid": turn.id,
+        "branch_id": end.branch_id or turn.branch_id,  # where the end's canon went (a fork the gate made)
+        "depth": turn.depth,
+        "seq": end.seq,  # what a listing and recall cut by (story.lineage), as the state cuts its canon
+    }
+
+    def of_this_end(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for r in rows if r.get("seq") == end.seq]
+
     summary_added = False
     text = scene.summary or formed.summary
     if text and text.strip():
-        summaries = service.story.nodes(cypher.anchored_at("Summary", end.id))
+        summaries = of_this_end(service.story.nodes(cypher.anchored_at("Summary", turn.id)))
         if not any(s.get("scene_id") == scene.id and s.get("text") == text for s in summaries):
+            ids = (scene.id, text) if end.seq is None else (scene.id, end.key, text)
             summary = Summary(
-                id=formed_id("sum", scene.id, text),
+                id=formed_id("sum", *ids),
                 campaign_id=scene.campaign_id,
                 scope=SummaryScope.SCENE,
                 scene_id=scene.id,
-                anchor_turn_id=end.id,
+                anchor_turn_id=turn.id,
                 from_turn_id=scene.start_turn_id,
                 text=text,
                 token_count=len(text.split()),
             )
-            writes.add(*cypher.create_anchored_at("Summary", end.id, [node_props(summary, **place)]))
+            writes.add(*cypher.create_anchored_at("Summary", turn.id, [node_props(summary, **place)]))
             summary_added = True
-    held = service.story.nodes(cypher.anchored_at("Memory", end.id))  # retracted ones too: they stay withdrawn
+    # this end's memories, retracted ones too (they stay withdrawn)
+    held = of_this_end(service.story.nodes(cypher.anchored_at("Memory", turn.id)))
     known = {row["uid"] for row in held} | {(r["observer_entity_id"], r["kind"], r["text"]) for r in held}
     rows: list[dict[str, Any]] = []
     there = dropped = 0
     for draft in formed.memories:
-        if draft.observer_entity_id not in present or draft.anchor_turn_id != end.id or draft.retracted_at:
+        if draft.observer_entity_id not in present or draft.anchor_turn_id != turn.id or draft.retracted_at:
             dropped += 1  # a former may only give memories to those present, at the scene's end, as held
             continue
         key = (draft.observer_entity_id, draft.kind.value, draft.text)
-        memory_id = formed_id("mem", end.id, *key)
+        memory_id = formed_id("mem", end.key, *key)
         if memory_id in known or key in known:
             there += 1
             continue
@@ -192,26 +290,34 @@ def _queue(service: StoryService, scene: Scene, formed: FormedScene, present: se
         memory = draft.validated_copy(id=memory_id, campaign_id=scene.campaign_id)
         rows.append(node_props(memory, **place))
     if rows:
-        writes.add(*cypher.create_anchored_at("Memory", end.id, rows))
+        writes.add(*cypher.create_anchored_at("Memory", turn.id, rows))
     return Formation(scene.id, formed.former, summary_added, len(rows), there, dropped)
 
 
 def finish_scene_end(service: StoryService, scene_id: str) -> Formation | None:
-    """Finish a completed scene's end if it is pending: form its memories and summary with the service's
-    former and commit them with the end's mark cleared. Never raises for the former's sake: the gate's
-    canon is committed, and a former's failure (a model, a bug in a plug-in former) must not make the
-    scene's end look failed; the end stays pending then, to be finished later. Returns None when
-    there was nothing to finish or the former failed."""
+    """Finish a completed scene's pending ends, oldest first: form each one's memories and summary with
+    the service's former and commit them with its mark cleared. Never raises for the former's sake: the
+    gate's canon is committed, and a former's failure (a model, a bug in a plug-in former) must not make
+    the scene's end look failed; that end stays pending then, to be finished later. Returns the last
+    end's formation, None when there was nothing to finish or its former failed."""
     scene = service.get_scene(scene_id)
-    if scene.status is not SceneStatus.COMPLETED or not end_pending(service, scene_id):
+    props = service.story.node("Scene", scene_id)
+    if not props.get(cypher.END_PENDING):
         return None
-    try:
-        return form_scene(service, scene, service.memory_former, finishing=True)
-    except Exception as exc:  # any former's failure; the scene has ended either way
-        log.warning(
-            "memory_formation_failed",
-            scene_id=scene.id,
-            campaign_id=scene.campaign_id,
-            error=f"{type(exc).__name__}: {exc}",
-        )
-        return None
+    ends: list[EndToForm | None] = [*pending_ends(props)]
+    if not ends:
+        ends = [None]  # an end without a turn (a campaign without turns): it forms nothing, only finishes
+    formation = None
+    for end in ends:
+        try:
+            formation = form_scene(service, scene, service.memory_former, end=end, finishing=True)
+        except Exception as exc:  # any former's failure; the scene has ended either way
+            formation = None
+            log.warning(
+                "memory_formation_failed",
+                scene_id=scene.id,
+                campaign_id=scene.campaign_id,
+                end_seq=end.seq if end else None,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+    return formation

@@ -14,7 +14,7 @@ from schemas.recall import RecallKind
 from story import cypher
 from story.formation import ExtractiveFormer, FormedScene
 from story.recall import Recollection
-from story.scene_end import end_pending, form_scene, formed_id
+from story.scene_end import end_pending, ends_of, form_scene, formed_id
 from story.service import StoryService
 from tests.unit.test_memory_formation import _cast, _play_forge
 from tests.unit.test_story_campaign import new_campaign
@@ -80,9 +80,11 @@ def test_what_an_end_forms_is_written_once_and_a_retracted_memory_stays_withdraw
     again = form_scene(story, story.get_scene(scene_id), ExtractiveFormer())
     assert (again.summary_added, again.memories_added, again.already_there) == (False, 0, len(memories))
     assert {m.id for m in story.memories(campaign_id)} == set(memories) - {withdrawn.id}
-    # an id says what was formed: the same draft gets the same id in any formation
+    # an id says what was formed at which end: the same draft gets the same id in any formation of that end
+    (end,) = ends_of(story.story.node("Scene", scene_id))
+    assert end.turn_id == story.get_scene(scene_id).end_turn_id and end.seq is not None
     for m in memories.values():
-        assert m.id == formed_id("mem", m.anchor_turn_id, m.observer_entity_id, m.kind.value, m.text)
+        assert m.id == formed_id("mem", end.key, m.observer_entity_id, m.kind.value, m.text)
 
 
 def test_catch_up_finishes_pending_ends_and_reconciles_every_campaign(recalling_story: StoryService) -> None:
