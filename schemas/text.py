@@ -36,6 +36,7 @@ __all__ = [
     "LongText",
     "Name",
     "Note",
+    "RecordId",
     "Text",
     "TextOrEmpty",
     "TextRule",
@@ -44,6 +45,8 @@ __all__ = [
 
 NAME_MAX = 300
 """Names, titles, labels, genres: one line."""
+ID_MAX = 200
+"""A record's id as a caller names it (in a path or a tool's arguments): ours are far shorter."""
 NOTE_MAX = 2_000
 """Reasons, notes, quotes, short descriptions: a paragraph."""
 TEXT_MAX = 20_000
@@ -126,3 +129,8 @@ TextOrEmpty = Annotated[str, TextRule(TEXT_MAX, blank=True)]
 
 LongText = Annotated[str, TextRule(LONG_TEXT_MAX)]
 """Long free text that is not blank (a narration, a summary), at most 100,000 characters."""
+
+RecordId = Annotated[str, TextRule(ID_MAX)]
+"""An id a caller names (``campaign_id`` in a path, a tool's ``scene_id``): no id of ours holds a NUL, a lone
+surrogate or more than 200 characters, so such a value is refused as malformed (422 naming it) before it
+reaches a store, whose driver would otherwise answer with its own message."""

@@ -29,11 +29,12 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import Counter, Histogram
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from schemas.errors import LorekeeperError
 from schemas.knowledge import CHUNKING_DEFAULTS, LibraryType
+from schemas.text import RecordId
 from serve.auth import Principal, Unauthorized
 from serve.operations import OPERATIONS, Operation, invoke
 from serve.services import Services
@@ -140,7 +141,7 @@ def _arguments(op: Operation, arguments: dict[str, Any]) -> tuple[dict[str, str]
     Raises:
         ValidationError: an id missing or not a string, an unknown argument, or a field the model refuses.
     """
-    fields: dict[str, Any] = {name: (str, Field(min_length=1)) for name in op.ids}
+    fields: dict[str, Any] = {name: (RecordId, ...) for name in op.ids}
     ids_model = create_model(f"{op.name}_ids", __config__=ConfigDict(extra="ignore"), **fields)
     ids = ids_model.model_validate({k: v for k, v in arguments.items() if k in op.ids}).model_dump()
     if any(name not in arguments for name in op.ids):  # report a missing id with the rest of the request
@@ -166,7 +167,7 @@ def _add_tool(server: FastMCP[Any], services: Services, op: Operation) -> None:
     tool = server._tool_manager.get_tool(op.name)
     assert tool is not None
     tool.fn_metadata = _Verbatim(**{name: getattr(tool.fn_metadata, name) for name in FuncMetadata.model_fields})
-    fields: dict[str, Any] = {name: (str, Field(min_length=1)) for name in op.ids}
+    fields: dict[str, Any] = {name: (RecordId, ...) for name in op.ids}
     fields.update({name: (f.annotation, f) for name, f in op.body.model_fields.items()})
     config = ConfigDict(extra="forbid")
     tool.parameters = create_model(f"{op.name}_arguments", __config__=config, **fields).model_json_schema()

@@ -16,11 +16,12 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import structlog
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from schemas.errors import InvalidRequest, LorekeeperError
 from schemas.serving import CampaignBundle
+from schemas.text import RecordId
 from serve.deps import API, principal
 from serve.operations import OPERATIONS, Empty, Operation, invoke, stream
 
@@ -80,7 +81,7 @@ def _endpoint(op: Operation) -> Any:
     parameters = [
         inspect.Parameter("request", kind, annotation=Request),
         inspect.Parameter("caller", kind, annotation=Annotated[Any, Depends(principal)]),
-        *(inspect.Parameter(name, kind, annotation=str) for name in op.ids),
+        *(inspect.Parameter(name, kind, annotation=Annotated[RecordId, Path()]) for name in op.ids),
     ]
     request_parameter = _request_parameter(op)
     if request_parameter is not None:
