@@ -313,9 +313,14 @@ def snapshots_visible(rows: Iterable[dict[str, Any]], lineage: Lineage) -> list[
 
 
 def anchored_on(rows: Iterable[dict[str, Any]], lineage: Lineage) -> list[dict[str, Any]]:
-    """Records anchored on the lineage (memories, summaries), by depth then creation."""
+    """Records anchored on the lineage (memories, summaries), by depth then creation. What a scene's end
+    formed carries that end's commit sequence number (``seq``): cut where the state cuts the end's canon."""
     ordered = sorted(rows, key=lambda r: (int(r["depth"]), r["created_at"]))
-    return [r for r in ordered if lineage.contains(r["branch_id"], int(r["depth"]))]
+    return [r for r in ordered if lineage.contains(r["branch_id"], int(r["depth"]), _seq(r.get("seq")))]
+
+
+def _seq(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def node_props(model: Any, *, key: str = "id", **extra: Any) -> dict[str, Any]:

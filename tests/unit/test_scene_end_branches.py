@@ -5,8 +5,8 @@ end made is listed exactly where the state and recall have it (story/scene_end.p
   (its branch and commit sequence number), so the second end's are not taken for the first's.
 - An end is pending on its own: a second branch's end while the first's formation is still to do
   leaves both to be formed, each with what its branch holds.
-- ``memories()`` and ``summaries()`` cut where recall and the state cut: a child forked during the scene
-  lists nothing of the parent's later end, the parent lists all of it.
+- ``memories()`` and ``summaries()`` (and what a turn reads) cut where recall and the state cut: a child
+  forked during the scene lists nothing of the parent's later end, the parent lists all of it.
 """
 
 from __future__ import annotations
@@ -75,6 +75,10 @@ def test_a_scene_ended_on_two_branches_at_the_same_turn_forms_each_ends_memories
     assert len(_anchored(story, "Memory", told)) == 2 * len(on_main)
     assert len(_formed_on(story, "Summary", told, fork)) == 1 and len(_anchored(story, "Summary", told)) == 2
     assert not end_pending(story, scene_id)
+    # each branch lists its own end's (the lists cut as the state does)
+    assert {m.id for m in story.memories(cid)} == on_fork and len(story.summaries(cid)) == 1
+    assert {m.id for m in story.memories(cid, branch_id=main)} == on_main
+    assert len(story.summaries(cid, branch_id=main)) == 1
 
     # forming an end again (a crash after its commit) adds nothing: the same end gets the same ids
     again = form_scene(story, story.get_scene(scene_id), ExtractiveFormer())
@@ -102,3 +106,34 @@ def test_a_second_branchs_end_while_the_first_is_pending_loses_neither(service: 
     story.switch_branch(cid, main)
     recalled = _made_by_end(story.recall(cid, QUESTION, limit=100), scene_id)
     assert {h.id for h in recalled if h.kind is RecallKind.MEMORY} == on_main
+
+
+def test_listing_cuts_an_end_on_the_parent_after_a_fork_during_the_scene(service: StoryService) -> None:
+    """Fork during the scene, end it on the parent: the child lists none of that end's memories or its
+    summary (its state has none of the end's canon, and recall none of its records); the parent all."""
+    story = service
+    cid, cast, scene_id, told, main, fork = _fork_during_the_scene(story)
+    story.end_scene(scene_id, summary=GM_SUMMARY)
+    formed = _formed_on(story, "Memory", told, main)
+    (summary_id,) = _formed_on(story, "Summary", told, main)
+    assert formed
+
+    on_main = {m.id for m in story.memories(cid)}
+    assert formed <= on_main and summary_id in {s.id for s in story.summaries(cid)}
+    assert formed <= {m.id for m in story.memories(cid, branch_id=main)}
+    assert formed <= {m.id for m in story.memories(cid, turn_id=told)}  # the end turn's own line has it
+
+    for position in ({"branch_id": fork}, {}):  # the child's tip, and its head once switched to
+        if not position:
+            story.switch_branch(cid, fork)
+        assert not formed & {m.id for m in story.memories(cid, **position)}
+        assert not story.memories(cid, observer_entity_id=cast["Ayla"], **position)
+        assert summary_id not in {s.id for s in story.summaries(cid, **position)}
+    assert not any(h["title"].startswith("The caravan lost") for h in story.world_state(cid).happenings.values())
+    assert _made_by_end(story.recall(cid, QUESTION, limit=50), scene_id) == []
+    # what a turn reads (the narrator's context) lists as the listing does
+    context = story.turn_context(cid, turn=story.get_turn(told), recent=0)
+    assert not formed & {m.id for m in context.memories} and summary_id not in {s.id for s in context.summaries}
+    story.switch_branch(cid, main)
+    context = story.turn_context(cid, turn=story.get_turn(told), recent=0)
+    assert formed <= {m.id for m in context.memories} and summary_id in {s.id for s in context.summaries}
