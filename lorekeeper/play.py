@@ -230,14 +230,12 @@ def _prompted(console: Console, stdin: TextIO) -> Iterator[str]:
 
 
 @contextmanager
-def open_table(campaign_id: str | None, console: Console) -> Iterator[Table]:
-    """The services the API would use (settings from the environment), and a table on them."""
-    from schemas.serving import get_serve_settings
-    from schemas.settings import get_settings
+def open_table(campaign_id: str | None, console: Console, settings: Any, serve_settings: Any) -> Iterator[Table]:
+    """The services the API would use (on the settings the command read), and a table on them."""
     from serve.auth import Principal
     from serve.services import open_services
 
-    with open_services(get_settings(), get_serve_settings()) as services:
+    with open_services(settings, serve_settings) as services:
         caller = Principal(key_id="terminal", admin=True)
         yield Table(services=services, campaign_id=campaign_id or "", console=console, caller=caller)
 
@@ -248,9 +246,12 @@ def play_command(
     ] = None,
 ) -> None:
     """Sit at a table in the terminal: type what you do, the narrator answers (streamed); /help lists the verbs."""
+    from schemas.serving import get_serve_settings
+    from schemas.settings import get_settings
+
     console = Console(highlight=False)
     try:
-        with open_table(campaign_id, console) as table:
+        with open_table(campaign_id, console, get_settings(), get_serve_settings()) as table:
             run_table(table, _prompted(console, sys.stdin))
     except LorekeeperError as exc:
         Console(stderr=True).print(f"[red]{type(exc).__name__}[/red]: {escape(str(exc))}")

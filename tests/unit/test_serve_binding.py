@@ -24,14 +24,14 @@ def test_an_ingress_bound_to_a_public_address_without_keys_refuses(
     import ray
     from ray import serve
 
-    from schemas.serving import ServeSettings
+    from schemas.serving import EngineKind, ServeSettings
     from schemas.settings import load_settings
     from serve.deployments import AppConfig, DeploymentConfig, build_application
 
     for name in [k for k in os.environ if k.startswith("LOREKEEPER_")]:
         monkeypatch.delenv(name)  # nothing to read: whatever the replicas know, they were handed
     settings = load_settings(data_dir=tmp_path / "data")
-    public = ServeSettings(api_host="0.0.0.0", narrator_model="echo-bound")
+    public = ServeSettings(api_host="0.0.0.0", narrator_engine=EngineKind.ECHO, narrator_model="echo-bound")
     config = AppConfig(
         plugins=[],
         mcp=False,
