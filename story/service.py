@@ -278,7 +278,11 @@ class StoryService:
         return self._campaigns.export_campaign(campaign_id, dest, include_knowledge=include_knowledge)
 
     def import_campaign(self, source: Path | IO[bytes] | bytes) -> Campaign:
-        return self._campaigns.import_campaign(source)
+        """Import a campaign bundle, then index its recall from the graph (online: recall answers at once)."""
+        campaign = self._campaigns.import_campaign(source)
+        if self._recall.index is not None:
+            self.reconcile_recall(campaign.id)
+        return campaign
 
     # -- turns, takes, the head, history and state (story.timeline) -------------------------------
 
