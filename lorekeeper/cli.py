@@ -340,17 +340,18 @@ def _print_skipped(items: list[SkippedItem], recall: RecallRebuild) -> None:
     for item in items:
         err_console.print(f"skipped item {item.item_uid}: {item.problem}", markup=False, highlight=False)
     for record in recall.unreadable:
+        left = "not rebuilt" if record.campaign_id in recall.skipped_campaigns else "rebuilt without it"
         err_console.print(
-            f"campaign {record.campaign_id} not rebuilt: {record.label} {record.record_id} cannot be read "
+            f"campaign {record.campaign_id} {left}: {record.label} {record.record_id} cannot be read "
             f"({record.problem})",
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
-    if items or recall.skipped_campaigns:
+    if items or recall.unreadable:
         err_console.print(
-            f"skipped {len(items)} items and {len(recall.skipped_campaigns)} campaigns "
-            f"({len(recall.unreadable)} unreadable records); everything else was rebuilt"
+            f"skipped {len(items)} items, {len(recall.unreadable)} unreadable records and "
+            f"{len(recall.skipped_campaigns)} whole campaigns; everything else was rebuilt"
         )
 
 

@@ -16,12 +16,13 @@ branch forked at the end turn before the end never recalls it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
+from pydantic import BaseModel
 
 from schemas.errors import LorekeeperError
 from schemas.recall import RecallHit, RecallKind, RecallRecord
@@ -33,6 +34,8 @@ from story.errors import RecallUnavailable
 from story.recall_index import RecallIndex
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T", bound=BaseModel)
 
 
 def _scenes_ended_at(campaign_id: str, turn_id: str) -> cypher.Statement:
@@ -324,29 +327,30 @@ class Recollection:
 
     # -- rebuild --------------------------------------------------------------------------------------
 
-    def records_of(self, campaign_id: str) -> list[RecallRecord]:
-        """Every record the campaign's graph holds, for a rebuild (all branches)."""
+    def records_of(self, campaign_id: str, *, unreadable: Unreadable | None = None) -> list[RecallRecord]:
+        """Every record the campaign's graph holds, for a rebuild (all branches).
+
+        Args:
+            unreadable: called with (label, record id, error) for each graph record that cannot be read,
+                which is then left out (with what depends on it); without it, such a record raises.
+        """
         scene_rows = self.story.nodes(cypher.scenes_of(campaign_id))
-        scenes = {s.id: s for s in (from_props(Scene, row, key="id") for row in scene_rows)}
-        turns = {
-            t.id: t
-            for t in (
-                from_props(Turn, row, key="id") for row in self.story.nodes(cypher.turns_of_campaign(campaign_id))
-            )
-        }
-        ends = [end for row in scene_rows for end in SceneEnd.all_of(row, turns)]
+        scenes = {s.id: s for s, _ in _readable(Scene, "Scene", scene_rows, unreadable)}
+        turn_rows = self.story.nodes(cypher.turns_of_campaign(campaign_id))
+        turns = {t.id: t for t, _ in _readable(Turn, "Turn", turn_rows, unreadable)}
+        ends = [end for row in scene_rows if str(row.get("id")) in scenes for end in SceneEnd.all_of(row, turns)]
         records: list[RecallRecord] = []
         for turn in turns.values():
             scene = scenes.get(turn.scene_id) if turn.scene_id else None
             if (record := turn_record(turn, scene)) is not None:
                 records.append(record)
-        for row in self.story.nodes(cypher.anchored_of_campaign("Memory", campaign_id)):
-            memory = from_props(Memory, row, key="id")
+        memory_rows = self.story.nodes(cypher.anchored_of_campaign("Memory", campaign_id))
+        for memory, row in _readable(Memory, "Memory", memory_rows, unreadable):
             if memory.anchor_turn_id in turns and memory.retracted_at is None:
                 end = formed_at(ends, memory.anchor_turn_id, memory.created_at, row.get("seq"))
                 records.append(memory_record(memory, turns[memory.anchor_turn_id], end))
-        for row in self.story.nodes(cypher.anchored_of_campaign("Summary", campaign_id)):
-            summary = from_props(Summary, row, key="id")
+        summary_rows = self.story.nodes(cypher.anchored_of_campaign("Summary", campaign_id))
+        for summary, row in _readable(Summary, "Summary", summary_rows, unreadable):
             if summary.anchor_turn_id in turns:
                 scene = scenes.get(summary.scene_id) if summary.scene_id else None
                 end = formed_at(ends, summary.anchor_turn_id, summary.created_at, row.get("seq"))
@@ -355,13 +359,35 @@ class Recollection:
             records.extend(outcome_records(scenes[end.scene_id], turns[end.end_turn_id], end))
         return records
 
-    def rebuild(self, campaign_id: str, *, batch_size: int = 256) -> int:
-        """Drop a campaign's records from the memory index and write them again from the graph."""
+    def rebuild(self, campaign_id: str, *, batch_size: int = 256, unreadable: Unreadable | None = None) -> int:
+        """Drop a campaign's records from the memory index and write them again from the graph
+        (``unreadable``: as :meth:`records_of`, a record that cannot be read is reported and left out)."""
         if self.index is None:
             raise RecallUnavailable("no memory index is configured for this story service")
-        records = self.records_of(campaign_id)
+        records = self.records_of(campaign_id, unreadable=unreadable)
         self.index.delete_campaign(campaign_id)
         for start in range(0, len(records), batch_size):
             self.index.write(records[start : start + batch_size])
         log.info("recall_rebuilt", campaign_id=campaign_id, records=len(records))
         return len(records)
+
+
+Unreadable = Callable[[str, str, Exception], None]
+"""Told of a graph record a rebuild cannot read: its label, its id and the error reading it raised."""
+
+# what reading a broken record raises (a ValidationError is a ValueError; a JSON property that is not JSON too)
+UNREADABLE_ERRORS = (ValueError, KeyError, TypeError)
+
+
+def _readable(
+    model: type[T], label: str, rows: Iterable[dict[str, Any]], unreadable: Unreadable | None
+) -> Iterator[tuple[T, dict[str, Any]]]:
+    """Each row read as ``model`` with the row; a row that cannot be read raises, or with ``unreadable`` is
+    reported to it and left out."""
+    for row in rows:
+        try:
+            yield from_props(model, row, key="id"), row
+        except UNREADABLE_ERRORS as exc:
+            if unreadable is None:
+                raise
+            unreadable(label, str(row.get("id", row.get("uid", "?"))), exc)

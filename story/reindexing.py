@@ -2,14 +2,16 @@
 
 ``lorekeeper reindex`` runs :func:`rebuild_every_recall`. A campaign whose graph holds a record that cannot be
 read (a node a bug or a hand edit left invalid) used to stop the whole rebuild with a traceback, and no
-campaign after it was rebuilt. Now that campaign is skipped (its index is left as it was, nothing of it
-dropped), the records that cannot be read are named in a log event (``recall_record_unreadable``: label, id,
-field and problem) and counted in the report, and every other campaign is rebuilt. A store that is down still
+campaign after it was rebuilt. Now that campaign is rebuilt without the records that cannot be read (and what
+hangs on them: a broken turn's memories), each named in a log event (``recall_record_unreadable``: label, id,
+field and problem) and counted in the report, and every other campaign is rebuilt. A campaign whose rebuild
+fails otherwise on what it reads is skipped whole (its index left as it was). A store that is down still
 stops the rebuild: skipping would only hide it.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +54,8 @@ class RecallRebuild:
     campaigns: int = 0
     records: int = 0
     skipped_campaigns: list[str] = field(default_factory=list)
+    partial_campaigns: list[str] = field(default_factory=list)
+    """Rebuilt without the records that cannot be read (named in ``unreadable``)."""
     unreadable: list[UnreadableRecord] = field(default_factory=list)
 
 
@@ -69,26 +73,26 @@ def rebuild_every_recall(
         total(len(ids))
     report = RecallRebuild()
     for campaign_id in ids:
+        found: list[UnreadableRecord] = []
+        unreadable = functools.partial(_note_unreadable, found, campaign_id)
         try:
-            report.records += story.rebuild_recall(campaign_id)
+            report.records += story.rebuild_recall(campaign_id, unreadable=unreadable)
             report.campaigns += 1
-        except _UNREADABLE as exc:
-            found = unreadable_records(story, campaign_id) or [
-                UnreadableRecord(
-                    campaign_id, "?", "?", _problem(exc)
-                )  # not one of the records checked: say what failed
-            ]
-            for record in found:
-                log.warning(
-                    "recall_record_unreadable",
-                    campaign_id=campaign_id,
-                    label=record.label,
-                    record_id=record.record_id,
-                    problem=record.problem,
-                )
+            if found:
+                report.partial_campaigns.append(campaign_id)
+        except _UNREADABLE as exc:  # not one record: the rebuild of the campaign itself failed
+            found = unreadable_records(story, campaign_id) or [UnreadableRecord(campaign_id, "?", "?", _problem(exc))]
             log.warning("recall_rebuild_skipped", campaign_id=campaign_id, unreadable=len(found))
             report.skipped_campaigns.append(campaign_id)
-            report.unreadable.extend(found)
+        for record in found:
+            log.warning(
+                "recall_record_unreadable",
+                campaign_id=campaign_id,
+                label=record.label,
+                record_id=record.record_id,
+                problem=record.problem,
+            )
+        report.unreadable.extend(found)
         if on_campaign is not None:
             on_campaign(campaign_id)
     log.info(
@@ -96,9 +100,16 @@ def rebuild_every_recall(
         campaigns=report.campaigns,
         records=report.records,
         skipped_campaigns=len(report.skipped_campaigns),
+        partial_campaigns=len(report.partial_campaigns),
         unreadable_records=len(report.unreadable),
     )
     return report
+
+
+def _note_unreadable(
+    found: list[UnreadableRecord], campaign_id: str, label: str, record_id: str, exc: Exception
+) -> None:
+    found.append(UnreadableRecord(campaign_id, label, record_id, _problem(exc)))
 
 
 def unreadable_records(story: StoryService, campaign_id: str) -> list[UnreadableRecord]:

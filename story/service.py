@@ -89,7 +89,7 @@ from story.live import LiveView
 from story.memory import Memories
 from story.policy import GatePolicy
 from story.provenance import Provenance
-from story.recall import Recollection
+from story.recall import Recollection, Unreadable
 from story.recall_index import RecallIndex
 from story.recall_sync import Reconciled, reconcile, sync_scene
 from story.scene_end import Formation
@@ -533,8 +533,10 @@ class StoryService:
             limit=limit,
         )
 
-    def rebuild_recall(self, campaign_id: str) -> int:
-        return self._recall.rebuild(campaign_id)
+    def rebuild_recall(self, campaign_id: str, *, unreadable: Unreadable | None = None) -> int:
+        """Rebuild a campaign's recall from the graph (``unreadable``: told of, and skipping, a record that
+        cannot be read; without it such a record raises)."""
+        return self._recall.rebuild(campaign_id, unreadable=unreadable)
 
     def finish_scene_ends(self) -> int:
         """Finish every scene end a crash (or a failed former) left pending, in every campaign
