@@ -187,7 +187,7 @@ def sanitize_filename(filename: str, *, max_bytes: int = MAX_FILENAME_BYTES) -> 
         # No extension (or a dot file such as ".bashrc"): the whole name is the stem.
         stem, extension = name, ""
     stem, extension = _clean(stem), _clean(extension)
-    extension = _cut(extension, 16)
+    extension = _cut(extension, 16).strip("._")  # a cut may end on the "_" a run became: drop it, as _clean does
     suffix = f".{extension}" if extension else ""
     stem = _cut(stem, max(1, max_bytes - len(suffix.encode("utf-8")))).rstrip("._") or "file"
     return stem + suffix
