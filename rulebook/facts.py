@@ -29,6 +29,10 @@ their modifiers), the table's ``confidence`` for prose sentences and ``generic_c
 fields; everything times 0.95 when the kind only just reached its ``min_score``. A field's own
 ``confidence`` caps it. The gate should weigh a fact by it; the benchmark scores every fact.
 
+The text (:mod:`rulebook.entry_text`), reading one field's value (:mod:`rulebook.field_values`) and the
+readers beside labelled fields (:mod:`rulebook.unlabelled`) are their own modules; deciding the kind and
+the labelled fields of it live here.
+
 Out of reach by design: a label printed on its own line with its value on the next (a key/value table
 read row by row) and ability scores printed one per line with their save ("Str 17 +3 +3", the 2024
 layout) are not read; a row of scores that extraction shuffled is refused rather than misread.
@@ -39,30 +43,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any
 
-from rulebook.tables import FamilyTable, FieldSpec, KeyedSpec, KindSpec, group_field
+from rulebook.entry_text import Lines, entry_name, label_key, line_spans, prepare_text, section_text
+from rulebook.field_values import Fact, Read, read_field
+from rulebook.tables import FamilyTable, FieldSpec, KindSpec
+from rulebook.unlabelled import read_generic, read_lines, read_paragraphs, read_rows, read_sentences
 from schemas.common import EntityKind
 from schemas.rulefacts import (
-    DistanceValue,
     EntrySection,
     FactSubject,
-    FlagValue,
-    ListValue,
-    NumberValue,
-    RuleValue,
     SourceFact,
-    TextValue,
     ValueType,
     clean_text,
     entry_key,
-    parse_dice,
-    parse_distance,
-    parse_duration,
-    parse_list,
-    parse_number,
-    scan_value,
 )
 
 __all__ = ["GENERIC_KIND", "KindMatch", "detect_kind", "entry_name", "extract_facts", "section_text"]
@@ -72,60 +65,10 @@ GENERIC_KIND = "entry"
 
 _CONF_LINE_START = 0.97
 _CONF_INLINE = 0.93
-_RUN_ON = 0.92  # factor: the value was read, then the description runs on after it
-_PARTIAL = 0.78  # factor: the value was read, then other words that are not a new sentence
-_PAREN_FACTOR = 0.98  # a parenthetical read as its own field
-_REST_FACTOR = 0.95  # trailing words read as their own field
-_CONF_LINES = 0.95
-_CONF_ROWS = 0.93
-_CONF_PARAGRAPHS = 0.85
 
 
 # ============================================================================================
-# text
-
-
-def section_text(section: EntrySection) -> str:
-    """The section's text as the parser reads it; a fact's ``offset`` points into this text.
-
-    NFKC and the cleaning of :func:`schemas.rulefacts.clean_text`, Markdown ``**bold**`` unwrapped,
-    list bullets at line starts dropped, trailing spaces of lines removed.
-    """
-    return _prepare(section)[0]
-
-
-_MD_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
-_MD_ITALIC = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
-# list bullets, including the private-use glyphs of Symbol and Wingdings (U+F0B7, U+F0A7) that PDFs
-# made from word processors carry, alone on their line or before the item
-_BULLET_GLYPHS = "*•▪◦‣·●■□◆➢\uf0b7\uf0a7\uf076\uf0d8"
-_BULLET = re.compile(rf"(?m)^[ \t]*(?:[{_BULLET_GLYPHS}]|-(?=[ \t]))(?:[ \t]+|$)")
-
-
-def _prepare(section: EntrySection) -> tuple[str, set[str]]:
-    bold = {_label_key(t) for t in section.bold_terms if t.strip()}
-    text = clean_text(section.text.replace("\r\n", "\n").replace("\r", "\n"))
-
-    def unwrap(m: re.Match[str]) -> str:
-        inner = m.group(1) or m.group(2)
-        bold.add(_label_key(inner))
-        return inner
-
-    text = _MD_BOLD.sub(unwrap, text)
-    text = _MD_ITALIC.sub(lambda m: m.group(1), text)
-    text = _BULLET.sub("", text)
-    text = "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")
-    text = re.sub(r"\n{3,}", "\n\n", text)  # a block that was only a bullet leaves no empty paragraph
-    return text, bold
-
-
-# A section number before an entry's name ("2.3.1 Acid Arrow", "12. Goblin"): not part of the name.
-_NUMBERING = re.compile(r"^\s*\d{1,3}(?:\.\d{1,3})*\.?[ \t]+(?=[^\W\d_])")
-
-
-def entry_name(heading: str) -> str:
-    """An entry's name from its heading: cleaned, one space, without a leading section number."""
-    return " ".join(_NUMBERING.sub("", clean_text(heading)).split())
+# a kind's line run into the first label
 
 
 def _split_run_on(text: str, tables: list[FamilyTable]) -> str:
@@ -165,50 +108,6 @@ def _split_run_on(text: str, tables: list[FamilyTable]) -> str:
                     out[line_start + first - 1] = "\n"
         line_start = line_end + 1
     return "".join(out) if out is not None else text
-
-
-@lru_cache(maxsize=4096)
-def _label_key(label: str) -> str:
-    return " ".join(clean_text(label).casefold().strip(" .:").split())
-
-
-@lru_cache(maxsize=4096)
-def _slug(text: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "_", clean_text(text).casefold()).strip("_")
-    if not slug:
-        return ""
-    return slug if slug[0].isalpha() else f"field_{slug}"
-
-
-@dataclass(slots=True)
-class _Lines:
-    """Line spans of a text, to answer "where does the line holding this offset start and end"."""
-
-    starts: list[int]
-    ends: list[int]
-
-    @classmethod
-    def of(cls, text: str) -> _Lines:
-        starts = [0]
-        ends = []
-        for m in re.finditer("\n", text):
-            ends.append(m.start())
-            starts.append(m.end())
-        ends.append(len(text))
-        return cls(starts, ends)
-
-    def index(self, pos: int) -> int:
-        lo, hi = 0, len(self.starts) - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.starts[mid] <= pos:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
-    def end_of(self, pos: int) -> int:
-        return self.ends[self.index(pos)]
 
 
 # ============================================================================================
@@ -259,7 +158,7 @@ def _compiled(kind: KindSpec) -> _Compiled:
     by_label: dict[str, FieldSpec] = {}
     for spec in kind.labelled:
         for label in spec.labels:
-            by_label.setdefault(_label_key(label), spec)
+            by_label.setdefault(label_key(label), spec)
     rows = [
         (re.compile(r"(?<![\w])" + r"[\s|]*".join(re.escape(h) for h in row.header) + r"(?![\w])", re.I), row.fields)
         for row in kind.rows
@@ -281,7 +180,7 @@ def _label_scan(table: FamilyTable) -> _LabelScan:
     for kind in table.kinds.values():
         for spec in kind.labelled:
             for label in spec.labels:
-                keys.add(_label_key(label))
+                keys.add(label_key(label))
                 clean = clean_text(label).strip()
                 exact |= {clean, clean.upper()}
     line_re = inline_re = None
@@ -295,7 +194,7 @@ def _label_scan(table: FamilyTable) -> _LabelScan:
     return scan
 
 
-def _hits(table: FamilyTable, text: str, lines: _Lines) -> list[_Hit]:
+def _hits(table: FamilyTable, text: str, lines: Lines) -> list[_Hit]:
     """Every label of the table's kinds in ``text``, longest first where two start together."""
     scan = _label_scan(table)
     found: dict[int, _Hit] = {}
@@ -304,7 +203,7 @@ def _hits(table: FamilyTable, text: str, lines: _Lines) -> list[_Hit]:
             continue
         for m in regex.finditer(text):
             label = m.group("label")
-            key = _label_key(label)
+            key = label_key(label)
             start = m.start("label")
             line_start = at_line_start or not text[lines.starts[lines.index(start)] : start].strip()
             old = found.get(start)
@@ -321,182 +220,7 @@ class _Candidate:
     label: str
     line_start: bool
     end: int = 0  # where its value's extent ends (the next label on its line, or the line's end)
-    read: _Read | None = None  # its value, read once (relative confidences), when scoring its kind
-
-
-@dataclass(slots=True)
-class _Fact:
-    predicate: str
-    value: Any
-    start: int
-    end: int
-    confidence: float
-    label: str | None = None
-
-
-@dataclass(slots=True)
-class _Read:
-    facts: list[_Fact]
-    end: int
-    complete: bool
-
-
-# ============================================================================================
-# reading one field's value
-
-_PAREN = re.compile(r"[ \t]*\(((?:[^()]|\([^()]*\))*)\)")  # one level of nesting: "(a gem (consumed))"
-_TOKEN_START = re.compile(r"(?<=[\s(])(?=[^\s(])")
-_NEW_SENTENCE = re.compile(r"^[ \t]*[A-Z]")
-
-
-def _scan_typed(spec_type: ValueType, spec: FieldSpec, text: str) -> tuple[Any, int] | None:
-    """A value of ``spec_type`` at the start of ``text``, with the field's fallbacks (bare unit, words)."""
-    vocabulary = tuple(spec.vocabulary) if spec.vocabulary is not None and spec_type is ValueType.LIST else None
-    found = scan_value(spec_type, text, vocabulary=vocabulary)
-    if found is None and spec_type is ValueType.DISTANCE and spec.unit:
-        number = scan_value(ValueType.NUMBER, text)
-        if (
-            number is not None
-            and isinstance(number[0], NumberValue)
-            and number[0].unit is None
-            and number[0].value >= 0
-        ):
-            unit: Any = spec.unit
-            found = (DistanceValue(amount=number[0].value, unit=unit), number[1])
-    if found is None and spec.words and spec_type is ValueType.NUMBER:
-        m = re.match(r"\s*([A-Za-z][\w'-]*)", text)
-        if m and m.group(1).casefold() in spec.words:
-            end = m.end()
-            paren = re.match(r"\s*\(\s*[+-]?\d+\s*\)", text[end:])
-            found = (NumberValue(value=spec.words[m.group(1).casefold()]), end + (paren.end() if paren else 0))
-    return found
-
-
-def _read_sub(sub_type: ValueType, text: str) -> Any:
-    """A parenthetical or trailing words read as a sub-field's type (the whole text, or None)."""
-    text = text.strip(" \t,;.")
-    if not text:
-        return None
-    if sub_type is ValueType.LIST:
-        return parse_list(text)
-    if sub_type is ValueType.TEXT:
-        return TextValue(text=" ".join(text.split()))
-    found = scan_value(sub_type, text)
-    if found is None:
-        return None
-    value, end = found
-    rest = text[end:].strip(" \t,;.")
-    # "50 XP" reads whole; "XP 50; PB +2" does not: a sub-field is all or nothing
-    return value if not rest else None
-
-
-def _read_plain(spec: FieldSpec, text: str, start: int, end: int) -> _Read | None:
-    found = _scan_typed(spec.type, spec, text[start:end])
-    if found is None:
-        return None
-    value, used = found
-    pos = start + used
-    facts = [_Fact(spec.name, value, start, pos, 1.0)]
-    if spec.paren is not None:
-        m = _PAREN.match(text, pos, end)
-        if m:
-            sub = _read_sub(spec.paren.type, m.group(1))
-            if sub is not None:
-                facts.append(_Fact(spec.paren.field, sub, m.start(1), m.end(1), _PAREN_FACTOR))
-            pos = m.end()
-    if spec.rest is not None:
-        rest = text[pos:end]
-        sub = _read_sub(spec.rest.type, rest)
-        if sub is not None:
-            facts.append(_Fact(spec.rest.field, sub, pos + len(rest) - len(rest.lstrip()), end, _REST_FACTOR))
-            pos = end
-    remainder = text[pos:end]
-    complete = not remainder.strip(" \t.,;:")
-    if not complete:
-        penalty = _RUN_ON if _NEW_SENTENCE.match(remainder) else _PARTIAL
-        for fact in facts:
-            fact.confidence *= penalty
-    return _Read(facts, pos, complete)
-
-
-def _split_items(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    depth = 0
-    a = start
-    for i in range(start, end):
-        ch = text[i]
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth = max(0, depth - 1)
-        elif ch in ",;" and depth == 0:
-            spans.append((a, i))
-            a = i + 1
-    spans.append((a, end))
-    return spans
-
-
-def _item_key(keyed: KeyedSpec, before: str) -> str:
-    key = _label_key(re.sub(r"\([^)]*\)", " ", before)) if before.strip() else ""
-    return keyed.aliases.get(key, key)
-
-
-def _read_keyed(spec: FieldSpec, text: str, start: int, end: int) -> _Read | None:
-    keyed = spec.keyed
-    assert keyed is not None
-    facts: list[_Fact] = []
-    pos = start
-    complete = True
-    for a, b in _split_items(text, start, end):
-        item = text[a:b]
-        if not item.strip():
-            continue
-        hit = None
-        for m in _TOKEN_START.finditer(" " + item):
-            p = m.start() - 1 if m.start() else 0
-            kind = spec.type
-            if keyed.types:  # the key decides the type ("passive Perception 13" is a number)
-                kind = keyed.types.get(_item_key(keyed, item[:p]), spec.type)
-            found = _scan_typed(kind, spec, item[p:])
-            if found is not None:
-                hit = (p, _item_key(keyed, item[:p]), found)
-                break
-            if len(item[:p].split()) > 4:
-                break  # a key is a few words: this item is prose
-        if hit is None:
-            if not facts:
-                return None
-            complete = False
-            break
-        p, key, (value, used) = hit
-        value_end = a + p + used
-        rest = text[value_end:b]
-        rest_plain = re.sub(r"\([^)]*\)", " ", rest).strip(" \t.")
-        if not key and keyed.bare is None and rest_plain and len(rest_plain.split()) <= 4:
-            key = keyed.aliases.get(_label_key(rest_plain), _label_key(rest_plain))  # "+3 Fight", "Good (+3) Fight"
-            rest_plain = ""
-        predicate = keyed.name.format(key=_slug(key)) if key else keyed.bare
-        if predicate and _slug(predicate) == predicate:
-            facts.append(_Fact(predicate, value, a + p, value_end, 1.0))
-        paren = _PAREN.match(text, value_end, b)
-        pos = paren.end() if paren else value_end
-        if rest_plain:
-            complete = False
-            break
-        pos = max(pos, b if not rest.strip(" \t.()") else pos)
-    if not facts:
-        return None
-    if not complete:
-        for fact in facts:
-            fact.confidence *= _RUN_ON
-    return _Read(facts, pos, complete)
-
-
-def _read_field(spec: FieldSpec, text: str, start: int, end: int) -> _Read | None:
-    """A field's value(s) in ``text[start:end]``, with confidences relative to the label's (1.0: read whole)."""
-    if spec.keyed is not None:
-        return _read_keyed(spec, text, start, end)
-    return _read_plain(spec, text, start, end)
+    read: Read | None = None  # its value, read once (relative confidences), when scoring its kind
 
 
 # ============================================================================================
@@ -523,7 +247,7 @@ def _is_free(spec: FieldSpec) -> bool:
     )
 
 
-def _accept(cands: list[_Candidate], text: str, lines: _Lines, bold: set[str]) -> list[_Candidate]:
+def _accept(cands: list[_Candidate], text: str, lines: Lines, bold: set[str]) -> list[_Candidate]:
     accepted: list[_Candidate] = []
     for cand in cands:
         if cand.line_start:
@@ -531,20 +255,20 @@ def _accept(cands: list[_Candidate], text: str, lines: _Lines, bold: set[str]) -
             continue
         line_start = lines.starts[lines.index(cand.start)]
         prev = accepted[-1] if accepted and accepted[-1].start >= line_start else None
-        if _label_key(cand.label) in bold:
+        if label_key(cand.label) in bold:
             accepted.append(cand)
             continue
         if prev is None:
             continue
         if not _is_free(prev.spec):
-            read = _read_field(prev.spec, text, prev.value_start, cand.start)
+            read = read_field(prev.spec, text, prev.value_start, cand.start)
             if read is not None and not text[read.end : cand.start].strip(" \t,;.:"):
                 accepted.append(cand)
                 continue
         # after free text (a free field, or words trailing a value: "1 reaction, which you take when …")
         # only a value of the label's own type confirms it ("… Common Challenge 1/4", "… attack Range 30 feet")
         if not _is_free(cand.spec):
-            own = _read_field(cand.spec, text, cand.value_start, lines.end_of(cand.start))
+            own = read_field(cand.spec, text, cand.value_start, lines.end_of(cand.start))
             if own is not None:
                 accepted.append(cand)
     for n, cand in enumerate(accepted):
@@ -556,7 +280,7 @@ def _accept(cands: list[_Candidate], text: str, lines: _Lines, bold: set[str]) -
 _OPEN_ENDED = re.compile(r"(?:[,;(]|\b(?:and|or|of|the|a|an|to|from|by|with))\s*$")
 
 
-def _extent_end(text: str, lines: _Lines, start: int, most: int = 3) -> int:
+def _extent_end(text: str, lines: Lines, start: int, most: int = 3) -> int:
     """Where a value starting at ``start`` ends: its line's end, or a later line's when the value is
     visibly unfinished there (an open parenthesis, a trailing comma, "and") — PDFs wrap a value or
     split it between blocks: "M (a stone, a twig, and a bit of green" / "plant)"."""
@@ -585,22 +309,12 @@ class _KindRead:
     accepted: list[_Candidate] = field(default_factory=list)
 
 
-def _line_spans(text: str, lines: _Lines, window: int) -> list[tuple[int, int]]:
-    spans = []
-    for a, b in zip(lines.starts, lines.ends, strict=True):
-        if text[a:b].strip():
-            spans.append((a, b))
-        if len(spans) >= window:
-            break
-    return spans
-
-
 @dataclass(slots=True)
 class _Context:
     """What every kind's scoring of one section shares, computed once."""
 
     text: str
-    lines: _Lines
+    lines: Lines
     bold: set[str]
     above: list[str]  # entry keys of the headings above the entry
     heading: str  # entry key of the entry's heading
@@ -610,7 +324,7 @@ class _Context:
 
     def window(self, n: int) -> list[str]:
         if n not in self.windows:
-            self.windows[n] = [self.text[a:b].strip() for a, b in _line_spans(self.text, self.lines, n)]
+            self.windows[n] = [self.text[a:b].strip() for a, b in line_spans(self.text, self.lines, n)]
         return self.windows[n]
 
     def hits_of(self, table: FamilyTable) -> list[_Hit]:
@@ -659,7 +373,7 @@ def _score_kind(table: FamilyTable, name: str, kind: KindSpec, ctx: _Context, be
     for cand in accepted:
         if cand.spec.name in seen:
             continue
-        cand.read = _read_field(cand.spec, text, cand.value_start, cand.end)
+        cand.read = read_field(cand.spec, text, cand.value_start, cand.end)
         if cand.read is None:
             continue  # "Range of the spell…": a label whose value does not read is no cue
         seen.add(cand.spec.name)
@@ -701,7 +415,7 @@ def _tables(tables: FamilyTable | Sequence[FamilyTable]) -> list[FamilyTable]:
 
 
 def _best_kind(
-    section: EntrySection, tables: list[FamilyTable], text: str, lines: _Lines, bold: set[str]
+    section: EntrySection, tables: list[FamilyTable], text: str, lines: Lines, bold: set[str]
 ) -> _KindRead | None:
     best: _KindRead | None = None
     above = [entry_key(entry_name(h)) for h in section.heading_path[:-1]]
@@ -721,206 +435,14 @@ def detect_kind(section: EntrySection, tables: FamilyTable | Sequence[FamilyTabl
     Ties go to the table and kind listed first.
     """
     chosen = _tables(tables)
-    text, bold = _prepare(section)
+    text, bold = prepare_text(section)
     text = _split_run_on(text, chosen)
-    best = _best_kind(section, chosen, text, _Lines.of(text), bold)
+    best = _best_kind(section, chosen, text, Lines.of(text), bold)
     if best is None:
         return None
     return KindMatch(
         best.table.family, best.name, best.kind.entity_kind, best.score, best.kind.min_score, tuple(best.cues)
     )
-
-
-# ============================================================================================
-# the other readers: lines, rows, sentences, paragraphs, generic fields
-
-
-def _read_group(spec: FieldSpec, raw: str) -> Any:
-    raw = raw.strip()
-    if spec.type is ValueType.FLAG:
-        return FlagValue(value=bool(raw))
-    if spec.type is ValueType.LIST:
-        return parse_list(raw)
-    if spec.type is ValueType.TEXT:
-        return TextValue(text=raw.casefold() if raw.isupper() else raw) if raw else None
-    found = _scan_typed(spec.type, spec, raw)
-    if found is None:
-        return None
-    value, used = found
-    return value if not raw[used:].strip(" .,;") else None
-
-
-def _read_lines(kind: KindSpec, text: str, lines: _Lines, taken: list[tuple[int, int]]) -> list[_Fact]:
-    facts: list[_Fact] = []
-    got: set[str] = set()
-    spans: dict[int, list[tuple[int, int]]] = {}
-    for line in kind.lines:
-        size = line.window or kind.line_window
-        if size not in spans:
-            spans[size] = _line_spans(text, lines, size)
-        for a, b in spans[size]:
-            if _overlaps(a, b, taken):
-                continue
-            raw = text[a:b]
-            stripped = raw.strip()
-            m = line.regex.search(stripped)
-            if not m:
-                continue
-            offset = a + raw.index(stripped)
-            named: dict[str, tuple[str, int, int]] = {}
-            for group, value in m.groupdict().items():
-                if value is not None and value.strip():
-                    named.setdefault(group_field(group), (value, offset + m.start(group), offset + m.end(group)))
-            for name, constant in line.set.items():
-                named.setdefault(name, (constant, a, b))
-            for name, (raw_value, s, e) in named.items():
-                if name in got:
-                    continue
-                spec = kind.field(name)
-                value = _read_group(spec, raw_value) if (s, e) != (a, b) else _read_constant(spec, raw_value)
-                if value is not None:
-                    facts.append(_Fact(name, value, s, e, _CONF_LINES))
-                    got.add(name)
-            taken.append((a, b))
-            break
-    return facts
-
-
-def _read_constant(spec: FieldSpec, raw: str) -> Any:
-    if spec.type is ValueType.FLAG:
-        found = scan_value(ValueType.FLAG, raw)
-        return found[0] if found else None
-    return _read_group(spec, raw)
-
-
-_SEPARATOR_ROW = re.compile(r"\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?")
-_SCORE_WITH_MOD = re.compile(r"(?<![\w+-])(\d{1,2})[ \t]*\([ \t]*[+-]?[ \t]*\d+[ \t]*\)")
-_BARE_SCORE = re.compile(r"(?<![\w+-])(\d{1,2})(?![\w])")
-
-
-def _read_rows(compiled: _Compiled, text: str, taken: list[tuple[int, int]]) -> list[_Fact]:
-    facts: list[_Fact] = []
-    for regex, fields in compiled.rows:
-        m = regex.search(text)
-        if not m:
-            continue
-        window_end = min(len(text), m.end() + 60 * len(fields))
-        window = _SEPARATOR_ROW.sub(lambda s: " " * len(s.group(0)), text[m.end() : window_end])
-        scores = list(_SCORE_WITH_MOD.finditer(window))[: len(fields)]
-        confidence = _CONF_ROWS
-        if len(scores) < len(fields):
-            scores = list(_BARE_SCORE.finditer(window))[: len(fields)]
-            confidence = 0.8
-        if len(scores) < len(fields):
-            continue
-        # only a row read in one run is in order: a row split by other text (a table broken over
-        # columns) may come back with its cells shuffled, and a wrong score is worse than none
-        gaps = [window[a.end() : b.start()] for a, b in zip(scores, scores[1:], strict=False)]
-        if any(gap.strip(" \t\n|") for gap in gaps) or window[: scores[0].start()].strip(" \t\n|"):
-            continue
-        for name, score in zip(fields, scores, strict=True):
-            start = m.end() + score.start()
-            facts.append(
-                _Fact(name, NumberValue(value=float(score.group(1))), start, m.end() + score.end(), confidence)
-            )
-        taken.append((m.start(), m.end() + scores[-1].end()))
-    return facts
-
-
-def _overlaps(a: int, b: int, spans: list[tuple[int, int]]) -> bool:
-    return any(a < y and x < b for x, y in spans)
-
-
-def _read_sentences(kind: KindSpec, text: str, taken: list[tuple[int, int]], have: set[str]) -> list[_Fact]:
-    facts: list[_Fact] = []
-    flat = text.replace("\n", " ")  # a sentence wraps across lines and blocks; offsets stay the same
-    for sentence in kind.sentences:
-        collected: dict[str, list[_Fact]] = {}
-        for m in sentence.regex.finditer(flat):
-            if _overlaps(m.start(), m.end(), taken):
-                continue
-            for group, raw in m.groupdict().items():
-                name = group_field(group)
-                if raw is None or name in have or (name in collected and not sentence.all):
-                    continue
-                spec = kind.field(name)
-                value = _read_group(spec, raw)
-                if value is None and spec.words:
-                    value = _read_group(spec, str(spec.words.get(raw.casefold(), "")))
-                if value is None and spec.type is ValueType.NUMBER:
-                    value = parse_number(raw)
-                if value is not None:
-                    collected.setdefault(name, []).append(
-                        _Fact(name, value, m.start(group), m.end(group), sentence.confidence)
-                    )
-            if not sentence.all and collected:
-                break
-        for name, found in collected.items():
-            if sentence.all and isinstance(found[0].value, ListValue) and len(found) > 1:
-                items: list[str] = []
-                for f in found:
-                    items += [i for i in f.value.items if i.casefold() not in {x.casefold() for x in items}]
-                facts.append(_Fact(name, ListValue(items=items), found[0].start, found[-1].end, found[0].confidence))
-            else:
-                facts.append(found[0])
-            have.add(name)
-    return facts
-
-
-def _paragraph_spans(text: str) -> list[tuple[int, int]]:
-    spans = []
-    for m in re.finditer(r"[^\n]+(?:\n(?!\n)[^\n]+)*", text):
-        spans.append((m.start(), m.end()))
-    return spans
-
-
-def _read_paragraphs(name: str, text: str, taken: list[tuple[int, int]]) -> list[_Fact]:
-    items: list[tuple[int, int]] = [(a, b) for a, b in _paragraph_spans(text) if not _overlaps(a, b, taken)]
-    texts = [" ".join(text[a:b].split()) for a, b in items]
-    pairs = [(span, t) for span, t in zip(items, texts, strict=True) if t]
-    if not pairs:
-        return []
-    return [_Fact(name, ListValue(items=[t for _, t in pairs]), pairs[0][0][0], pairs[-1][0][1], _CONF_PARAGRAPHS)]
-
-
-_LABEL = r"(?P<label>[A-Z][\w'()/&-]*(?:[ \t][\w'()/&-]+){0,5}?)"
-_GENERIC_COLON = re.compile(rf"^{_LABEL}[ \t]*:[ \t]+(?P<value>\S.*)$", re.M)
-_GENERIC_RUN_IN = re.compile(rf"^{_LABEL}\.[ \t]+(?P<value>\S.*)$", re.M)
-
-
-def _infer(raw: str) -> RuleValue:
-    """A generic field's value: the first type it reads as whole, else text."""
-    for parse in (parse_dice, parse_distance, parse_duration, parse_number):
-        value = parse(raw)
-        if value is not None:
-            typed: RuleValue = value
-            return typed
-    return TextValue(text=raw.strip())
-
-
-def _read_generic(
-    table: FamilyTable, text: str, taken: list[tuple[int, int]], have: set[str], bold: set[str]
-) -> list[_Fact]:
-    ignore = {_label_key(x) for x in table.ignore_labels}
-    facts: list[_Fact] = []
-    found: list[tuple[int, int, str, str, int, bool]] = []
-    for m in _GENERIC_COLON.finditer(text):
-        found.append((m.start(), m.end(), m.group("label"), m.group("value"), m.start("value"), True))
-    for m in _GENERIC_RUN_IN.finditer(text):
-        if _label_key(m.group("label")) in bold:
-            found.append((m.start(), m.end(), m.group("label"), m.group("value"), m.start("value"), False))
-    for start, end, label, raw, value_start, colon in sorted(found):
-        key = _label_key(label)
-        predicate = _slug(label)
-        if not predicate or key in ignore or predicate in have or _overlaps(start, end, taken):
-            continue
-        if colon and key not in bold and len(label.split()) > 3:
-            continue  # a long unbolded "Words words words:" is a sentence, not a label
-        confidence = table.generic_confidence + (0.05 if key in bold else 0.0)
-        facts.append(_Fact(predicate, _infer(raw), value_start, end, confidence, label))
-        have.add(predicate)
-        taken.append((start, end))
-    return facts
 
 
 # ============================================================================================
@@ -941,13 +463,13 @@ def extract_facts(section: EntrySection, tables: FamilyTable | Sequence[FamilyTa
         when the entry states no field the tables know and no generic field.
     """
     chosen = _tables(tables)
-    text, bold = _prepare(section)
+    text, bold = prepare_text(section)
     if not text.strip():
         return []
     text = _split_run_on(text, chosen)
-    lines = _Lines.of(text)
+    lines = Lines.of(text)
     best = _best_kind(section, chosen, text, lines, bold)
-    facts: list[_Fact] = []
+    facts: list[Fact] = []
     taken: list[tuple[int, int]] = []
     have: set[str] = set()
     if best is not None:
@@ -957,7 +479,7 @@ def extract_facts(section: EntrySection, tables: FamilyTable | Sequence[FamilyTa
             if cand.spec.name in have:
                 continue
             base = _CONF_LINE_START if cand.line_start else _CONF_INLINE
-            if _label_key(cand.label) in bold:
+            if label_key(cand.label) in bold:
                 base = min(0.99, base + 0.02)
             read = cand.read
             if read is None:
@@ -974,17 +496,17 @@ def extract_facts(section: EntrySection, tables: FamilyTable | Sequence[FamilyTa
                     facts.append(fact)
                     have.add(fact.predicate)
             taken.append((cand.start, read.end if not _is_free(cand.spec) else cand.end))
-        for fact in _read_lines(kind, text, lines, taken):
+        for fact in read_lines(kind, text, lines, taken):
             if fact.predicate not in have:
                 facts.append(fact)
                 have.add(fact.predicate)
-        for fact in _read_rows(_compiled(kind), text, taken):
+        for fact in read_rows(_compiled(kind).rows, text, taken):
             if fact.predicate not in have:
                 facts.append(fact)
                 have.add(fact.predicate)
-        facts += _read_sentences(kind, text, taken, have)
+        facts += read_sentences(kind, text, taken, have)
         if kind.paragraphs and kind.paragraphs not in have:
-            facts += _read_paragraphs(kind.paragraphs, text, taken)
+            facts += read_paragraphs(kind.paragraphs, text, taken)
             have.add(kind.paragraphs)
         for fact in facts:
             fact.confidence = round(fact.confidence * factor, 4)
@@ -997,7 +519,7 @@ def extract_facts(section: EntrySection, tables: FamilyTable | Sequence[FamilyTa
         family_table = generic
         subject_kind, entity_kind = GENERIC_KIND, EntityKind.CONCEPT
     if family_table.generic_fields and not _reads_paragraphs(best):
-        facts += _read_generic(family_table, text, taken, have, bold)
+        facts += read_generic(family_table, text, taken, have, bold)
     if not facts:
         return []
     name = entry_name(section.heading) or " ".join(clean_text(section.heading).split())
