@@ -206,6 +206,7 @@ class ProposalStatus(StrEnum):
     PENDING = "pending"
     ACCEPTED = "accepted"
     REJECTED = "rejected"
+    SUPERSEDED = "superseded"  # proposed by a take that a retake replaced: never judged, never canon
 
 
 class ProposedChange(LorekeeperModel):

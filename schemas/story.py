@@ -14,6 +14,7 @@ module re-exports every one of them, so ``from schemas.story import X`` is the w
 """
 
 from schemas.campaign import (
+    AUTOMATIC_CHECKPOINT_KINDS,
     Branch,
     BranchDisposition,
     Campaign,
@@ -31,6 +32,7 @@ from schemas.campaign import (
     Tense,
     Turn,
     TurnStatus,
+    TurnVersion,
     World,
     WorldStateCheckpointKind,
 )
@@ -174,5 +176,7 @@ __all__ = [
     "TurnStatus",
     "World",
     "WorldStateCheckpointKind",
+    "TurnVersion",
+    "AUTOMATIC_CHECKPOINT_KINDS",
     "WorldStateView",
 ]
