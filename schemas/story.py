@@ -98,6 +98,7 @@ from schemas.proposals import (
     IssueSeverity,
     ProposalContent,
     ProposalDecision,
+    ProposalReview,
     ProposalStatus,
     ProposedChange,
     ProposedEntity,
@@ -108,6 +109,7 @@ from schemas.proposals import (
     Resolution,
     ResolutionMethod,
     ResolutionOutcome,
+    ReviewAction,
 )
 
 __all__ = [
@@ -139,6 +141,7 @@ __all__ = [
     "ProposalDecision",
     "ProvenancePassage",
     "ProposalContent",
+    "ProposalReview",
     "ProposalStatus",
     "ProposedChange",
     "ProposedEntity",
@@ -156,6 +159,7 @@ __all__ = [
     "RetrievalLeg",
     "RetrievalRecord",
     "RetrievalSource",
+    "ReviewAction",
     "Scene",
     "SceneStatus",
     "SnapshotKind",

@@ -94,6 +94,7 @@ from story.provenance import Provenance
 from story.recall import Recollection, Unreadable
 from story.recall_index import RecallIndex
 from story.recall_sync import Reconciled, reconcile, sync_scene
+from story.review import Reviews
 from story.scene_end import Formation
 from story.scenes import Scenes
 from story.snapshots import DEFAULT_SNAPSHOT_INTERVAL
@@ -144,6 +145,8 @@ class StoryService:
         self.versions = self._timeline.versions
         """Rewinds, turn versions, reverts and the checkpoints (``versions.checkpoints``): :mod:`story.versions`."""
         self._scenes = Scenes(core, self._campaigns)
+        self.reviews = Reviews(core, self._scenes)
+        """The GM's reviews of pending proposals and the queue with the gate's dry run: :mod:`story.review`."""
         self._memories = Memories(core)
         self._provenance = Provenance(core)
         self._recall = Recollection(core, recall)
@@ -402,8 +405,9 @@ class StoryService:
     def propose(self, scene_id: str, **fields: Any) -> ProposedChange:
         return self._scenes.propose(scene_id, **fields)
 
-    def review(self, proposal_id: str, reviewer: str) -> ProposedChange:
-        return self._scenes.review(proposal_id, reviewer)
+    def review(self, proposal_id: str, reviewer: str, **review: Any) -> ProposedChange:
+        """Review a pending proposal (``action``, ``rationale``, ``content``: :meth:`story.review.Reviews.review`)."""
+        return self.reviews.review(proposal_id, reviewer, **review)
 
     def get_proposal(self, proposal_id: str) -> ProposedChange:
         return self._scenes.get_proposal(proposal_id)

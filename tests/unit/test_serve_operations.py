@@ -249,7 +249,10 @@ REQUESTS: dict[str, Callable[[Table], tuple[list[str] | dict[str, str], dict[str
     "get_scene": lambda t: (["scene_id"], {}),
     "propose_change": lambda t: (["scene_id"], {"type": "event", "content": {"type": "event", "title": "Rain"}}),
     "list_proposals": lambda t: (["scene_id"], {}),
-    "review_proposal": lambda t: ({"scene_id": _active_scene(t), "proposal_id": _fresh(t, "proposal")}, {}),
+    "review_proposal": lambda t: (
+        {"scene_id": _active_scene(t), "proposal_id": _fresh(t, "proposal")},
+        {"action": "accept", "rationale": "It fits."},
+    ),
     "commit_scene": lambda t: (["scene_id"], {"proposal_ids": [_fresh(t, "proposal")]}),
     "end_scene": lambda t: (["scene_id"], {}),
     "retcon_fact": lambda t: (["fact_id"], {"campaign_id": t.ids["campaign_id"], "reason": "no", "value": "wild"}),
@@ -416,17 +419,20 @@ def test_a_player_speaks_as_themselves(table: tuple[Table, Doors]) -> None:
         assert as_gm[0] is None, (door, as_gm)
 
 
+ACCEPT = {"action": "accept", "rationale": "It fits."}
+
+
 def test_the_gm_reviews_a_proposal_of_its_scene(table: tuple[Table, Doors]) -> None:
     t, doors = table
     for door in ("rest", "mcp"):
         scene, proposal = _active_scene(t), _fresh(t, "proposal")
         code, reviewed = doors.call(
-            door, "review_proposal", t.keys["gm"], {"scene_id": scene, "proposal_id": proposal}, {}
+            door, "review_proposal", t.keys["gm"], {"scene_id": scene, "proposal_id": proposal}, ACCEPT
         )
         assert code is None and reviewed["reviewed_by"].startswith("gm:"), (door, reviewed)
         elsewhere = {"scene_id": t.ids["scene_id"], "proposal_id": _fresh(t, "proposal")}
         if elsewhere["scene_id"] != scene:
-            assert doors.call(door, "review_proposal", t.keys["gm"], elsewhere, {})[0] == "not_found"
+            assert doors.call(door, "review_proposal", t.keys["gm"], elsewhere, ACCEPT)[0] == "not_found"
 
 
 def test_a_player_adds_memories_for_their_own_character_only(table: tuple[Table, Doors]) -> None:
