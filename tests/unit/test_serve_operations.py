@@ -61,6 +61,8 @@ ROLES: dict[str, str] = {
     "create_checkpoint": "gm",
     "list_checkpoints": "player",
     "restore_checkpoint": "gm",
+    "list_turn_versions": "player",
+    "revert_turn_version": "gm",
     "get_state_as_of": "player",
     # scenes, the gate and rulings
     "start_scene": "gm",
@@ -204,6 +206,10 @@ def _fresh(t: Table, what: str) -> str:
             campaign_id=cid, observer_entity_id=t.ids["hero"], text="A spare memory.", anchor_turn_id=t.ids["head"]
         )
         return str(story.add_memory(memory).id)
+    if what == "version":  # a retake's archive of the take it replaced
+        story.versions.rewind(cid, t.ids["turn_id"])
+        story.add_take(t.ids["turn_id"], "The gate creaks again.")
+        return str(story.versions.list(cid, t.ids["turn_id"])[-1].id)
     event = {"type": "event", "title": "A bell rings"}
     return str(story.propose(_active_scene(t), type="event", content=event, authority=Authority.GM, confidence=1.0).id)
 
@@ -243,6 +249,8 @@ REQUESTS: dict[str, Callable[[Table], tuple[list[str] | dict[str, str], dict[str
     "create_checkpoint": lambda t: (["campaign_id"], {"name": "here"}),
     "list_checkpoints": lambda t: (["campaign_id"], {}),
     "restore_checkpoint": lambda t: (["campaign_id", "checkpoint_id"], {}),
+    "list_turn_versions": lambda t: (["campaign_id", "turn_id"], {}),
+    "revert_turn_version": lambda t: (["campaign_id", "turn_id", "version_id"], {}),
     "get_state_as_of": lambda t: (["campaign_id"], {"turn_id": t.ids["turn_id"]}),
     "start_scene": lambda t: (["campaign_id"], {"title": "Another"}),
     "list_scenes": lambda t: (["campaign_id"], {}),
@@ -279,7 +287,8 @@ def _request(t: Table, name: str) -> tuple[dict[str, str], dict[str, Any]]:
         return id_names, body
     ids = {}
     for id_name in id_names:
-        fresh = {"memory_id": "memory", "key_id": "key", "proposal_id": "proposal"}.get(id_name)
+        made = {"memory_id": "memory", "key_id": "key", "proposal_id": "proposal", "version_id": "version"}
+        fresh = made.get(id_name)
         ids[id_name] = _fresh(t, fresh) if fresh else t.ids[id_name]
     return ids, body
 
