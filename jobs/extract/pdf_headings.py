@@ -461,7 +461,9 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
     return levels
 
 
-def _heading_candidates(pages: list[_Page], body: Style | None, body_size: float) -> tuple[dict[int, str], dict[int, _Item]]:
+def _heading_candidates(
+    pages: list[_Page], body: Style | None, body_size: float
+) -> tuple[dict[int, str], dict[int, _Item]]:
     """The blocks that look like headings (by id: how they look, and the block), their styles and
     numbering checked against the rest of the book."""
     looks: dict[int, str] = {}
