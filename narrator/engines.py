@@ -24,6 +24,9 @@ from schemas.serving import EngineKind, ServeSettings
 
 Message = dict[str, str]
 
+EXTRACTOR_SEATS = frozenset({"extractor", "summarizer", "judge"})
+"""The seats that run on the extractor's settings: proposals, scene memories and summaries, the axiom judge."""
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:
@@ -301,10 +304,11 @@ class VLLMEngine:
 
 
 def build_engine(settings: ServeSettings, *, role: str = "narrator") -> NarratorEngine:
-    """The narrator's engine (or the extractor's, which defaults to the narrator's) from settings."""
+    """The engine of a seat from settings: the narrator's, or one of the seats that run on the extractor's
+    settings (``extractor``, ``summarizer``, ``judge``), which default to the narrator's."""
     kind = settings.narrator_engine
     base_url, model = settings.narrator_base_url, settings.narrator_model
-    if role == "extractor" and settings.extractor_engine is not None:
+    if role in EXTRACTOR_SEATS and settings.extractor_engine is not None:
         kind = settings.extractor_engine
         base_url = settings.extractor_base_url or base_url
         model = settings.extractor_model or model

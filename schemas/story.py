@@ -14,7 +14,6 @@ module re-exports every one of them, so ``from schemas.story import X`` is the w
 """
 
 from schemas.campaign import (
-    AUTOMATIC_CHECKPOINT_KINDS,
     Branch,
     BranchDisposition,
     Campaign,
@@ -32,7 +31,6 @@ from schemas.campaign import (
     Tense,
     Turn,
     TurnStatus,
-    TurnVersion,
     World,
     WorldStateCheckpointKind,
 )
@@ -98,7 +96,6 @@ from schemas.proposals import (
     IssueSeverity,
     ProposalContent,
     ProposalDecision,
-    ProposalReview,
     ProposalStatus,
     ProposedChange,
     ProposedEntity,
@@ -109,7 +106,6 @@ from schemas.proposals import (
     Resolution,
     ResolutionMethod,
     ResolutionOutcome,
-    ReviewAction,
 )
 
 __all__ = [
@@ -141,7 +137,6 @@ __all__ = [
     "ProposalDecision",
     "ProvenancePassage",
     "ProposalContent",
-    "ProposalReview",
     "ProposalStatus",
     "ProposedChange",
     "ProposedEntity",
@@ -159,7 +154,6 @@ __all__ = [
     "RetrievalLeg",
     "RetrievalRecord",
     "RetrievalSource",
-    "ReviewAction",
     "Scene",
     "SceneStatus",
     "SnapshotKind",
@@ -180,7 +174,5 @@ __all__ = [
     "TurnStatus",
     "World",
     "WorldStateCheckpointKind",
-    "TurnVersion",
-    "AUTOMATIC_CHECKPOINT_KINDS",
     "WorldStateView",
 ]

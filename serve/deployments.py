@@ -50,6 +50,7 @@ from schemas.serving import ServeSettings, get_serve_settings
 from schemas.settings import Settings, VectorBackend, get_settings
 from schemas.story import GateReport
 from search.metrics import SEARCH_DURATION
+from serve.seats import EngineFactory
 from story.lineage import Lineage
 from story.recall_index import RecallIndex
 
@@ -129,9 +130,9 @@ class AppConfig(BaseModel):
 class NarratorReplica:
     """One narrator engine (vLLM on a GPU, an OpenAI-compatible client, or echo) per replica."""
 
-    def __init__(self, settings: ServeSettings) -> None:
+    def __init__(self, settings: ServeSettings, engines: EngineFactory = build_engine) -> None:
         self.settings = settings
-        self.engine: NarratorEngine = build_engine(self.settings)
+        self.engine: NarratorEngine = engines(self.settings)
         self.model = self.engine.model
         log.info("narrator_replica_started", engine=self.settings.narrator_engine.value, model=self.model)
 
@@ -226,19 +227,33 @@ class SearchReplica:
 class GateReplica:
     """The scene-end gate on the graph: commits are serialised per campaign inside the story service.
 
+    Its story service is built by the one builder of the direct path (:func:`serve.seats.open_story`):
+    with a model configured, the axioms are judged and the memories and summary formed by it here too.
     What a scene's end adds to recall (its canon outcomes, the memories and summary formed) goes to
     the memory index of the Search deployment (``search``).
     """
 
-    def __init__(self, settings: Settings, search: DeploymentHandle | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        search: DeploymentHandle | None = None,
+        serve_settings: ServeSettings | None = None,
+        engines: EngineFactory = build_engine,
+    ) -> None:
+        from serve.seats import open_story
         from serve.services import LocalGate
         from stores.factory import open_blob_store, open_graph_store
-        from story.service import StoryService
 
+        self._stack = ExitStack()  # the model seats' engines and loops
         self.graph, self.blobs = open_graph_store(settings), open_blob_store(settings)
-        story = StoryService(self.graph, self.blobs, recall=RemoteRecallIndex(search) if search else None)
-        story.prepare()
-        self.gate = LocalGate(story)
+        recall = RemoteRecallIndex(search) if search else None
+        self.story = open_story(self.graph, self.blobs, serve_settings, self._stack, recall=recall, engines=engines)
+        self.gate = LocalGate(self.story)
+        log.info(
+            "gate_replica_started",
+            memory_former=type(self.story.memory_former).__name__,
+            axiom_judge=type(self.story.axiom_judge).__name__ if self.story.axiom_judge else None,
+        )
 
     def commit(self, scene_id: str, proposal_ids: Sequence[str]) -> GateReport:
         return self.gate.commit(scene_id, proposal_ids)
@@ -247,6 +262,9 @@ class GateReplica:
         return self.gate.end_scene(scene_id, summary=summary)
 
     def __del__(self) -> None:
+        stack = getattr(self, "_stack", None)
+        if stack is not None:
+            stack.close()
         for store in (getattr(self, "graph", None), getattr(self, "blobs", None)):
             if store is not None:  # None when the constructor failed
                 store.close()
@@ -266,10 +284,9 @@ class RemoteSearch:
     ) -> list[SearchHit]:
         started = time.perf_counter()
         hits: list[SearchHit] = self.handle.search.remote(query, filters, limit, rerank).result()
-        # The Search replicas time each leg and each whole search in their own registries, which the
-        # ingress's /metrics does not serve: the ingress times the whole search (the hop included) for its
-        # own /metrics, kept out of Ray's export where the replica's own timing is.
-        SEARCH_DURATION.labels(search_type="hybrid").observe(time.perf_counter() - started, export=False)
+        # The Search replicas time each leg in their own registries, which the ingress's /metrics does
+        # not serve: the ingress times the whole search (the hop included) where it is scraped.
+        SEARCH_DURATION.labels(search_type="hybrid").observe(time.perf_counter() - started)
         return hits
 
 
@@ -385,8 +402,10 @@ class IngressReplica:
         settings: Settings,
         plugins: Sequence[str] = DEFAULT_PLUGINS,
         mcp: bool = True,
+        engines: EngineFactory = build_engine,
     ) -> None:
         self.handles = (narrator, search, gate)
+        self.engines = engines
         self.serve_settings = serve_settings
         self.settings = settings
         self.plugins = list(plugins)
@@ -409,6 +428,7 @@ class IngressReplica:
                 narrator=RemoteNarrator(narrator, model),
                 recall=RemoteRecallIndex(search),
                 catch_up=False,
+                engines=self.engines,
             )
         )
         # the remote recall index answers through blocking calls, which Ray refuses on the event loop
@@ -423,11 +443,13 @@ class IngressReplica:
 # -- builders -------------------------------------------------------------------------------------
 
 
-def build_narrator(config: DeploymentConfig, settings: ServeSettings) -> Application:
+def build_narrator(
+    config: DeploymentConfig, settings: ServeSettings, engines: EngineFactory = build_engine
+) -> Application:
     """Narrator replicas, with requests routed by campaign (:mod:`serve.routing`)."""
     router = RequestRouterConfig(request_router_class="serve.routing:CampaignAffinityRouter")  # type: ignore[arg-type]
     deployment = serve.deployment(name="Narrator", request_router_config=router, **config.options())(NarratorReplica)
-    return deployment.bind(settings)
+    return deployment.bind(settings, engines)
 
 
 def build_search(config: DeploymentConfig, settings: Settings) -> Application:
@@ -439,9 +461,20 @@ def build_search(config: DeploymentConfig, settings: Settings) -> Application:
     return serve.deployment(name="Search", **options)(SearchReplica).bind(settings)
 
 
-def build_gate(config: DeploymentConfig, settings: Settings, search: Application | None = None) -> Application:
-    """Gate replicas; given the Search application, a scene's end reaches the memory index through it."""
-    return serve.deployment(name="Gate", **config.options())(GateReplica).bind(settings, search)
+def build_gate(
+    config: DeploymentConfig,
+    settings: Settings,
+    search: Application | None = None,
+    serve_settings: ServeSettings | None = None,
+    engines: EngineFactory = build_engine,
+) -> Application:
+    """Gate replicas; given the Search application, a scene's end reaches the memory index through it.
+
+    ``serve_settings`` and ``engines`` bind the model seats of the gate (the memory former and the
+    axiom judge) as on the direct path; without serving settings the gate has neither.
+    """
+    deployment = serve.deployment(name="Gate", **config.options())(GateReplica)
+    return deployment.bind(settings, search, serve_settings, engines)
 
 
 def build_ingress(
@@ -452,25 +485,33 @@ def build_ingress(
     *,
     serve_settings: ServeSettings,
     settings: Settings,
+    engines: EngineFactory = build_engine,
 ) -> Application:
     deployment = serve.deployment(name="Ingress", **config.ingress.options())(IngressReplica)
-    return deployment.bind(narrator, search, gate, serve_settings, settings, config.plugins, config.mcp)
+    return deployment.bind(narrator, search, gate, serve_settings, settings, config.plugins, config.mcp, engines)
 
 
-def build_application(config: AppConfig, settings: Settings, serve_settings: ServeSettings) -> Application:
+def build_application(
+    config: AppConfig, settings: Settings, serve_settings: ServeSettings, *, engines: EngineFactory = build_engine
+) -> Application:
     """The four deployments with ``settings`` (the stores) and ``serve_settings`` bound into every replica,
     so what the caller decided (host, keys, engines, stores) is what each replica sees; no replica reads
     the environment for them. An embedded data folder is made absolute first: it is one folder for every
-    replica, whatever each one's working folder is."""
+    replica, whatever each one's working folder is.
+
+    ``engines`` builds every seat's engine in every replica (the narrator's, the ingress's extractor,
+    the gate's memory former and axiom judge): production's ``build_engine``, or a test's factory
+    bound the same way."""
     settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
     search = build_search(config.search, settings)
     return build_ingress(
         config,
-        build_narrator(config.narrator, serve_settings),
+        build_narrator(config.narrator, serve_settings, engines),
         search,
-        build_gate(config.gate, settings, search),
+        build_gate(config.gate, settings, search, serve_settings, engines),
         serve_settings=serve_settings,
         settings=settings,
+        engines=engines,
     )
 
 

@@ -27,16 +27,15 @@ import numpy as np
 import structlog
 
 from models.embedding import Embedder
-from narrator.axioms import LLMAxiomJudge
 from narrator.engines import NarratorEngine, build_engine
-from narrator.formation import LLMFormer
 from narrator.turn import SearchBackend, TurnFlow
 from schemas.errors import ConfigError, InvalidRequest, LorekeeperError
 from schemas.search import SearchFilters, SearchHit
-from schemas.serving import EngineKind, ServeSettings
+from schemas.serving import ServeSettings
 from schemas.settings import Settings
 from schemas.story import GateReport
 from serve.auth import OPEN, ApiKeys, Principal
+from serve.seats import EngineFactory, open_story
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
 from stores.source_facts import SourceFactStore
@@ -293,15 +292,16 @@ def open_services(
     recall: RecallIndex | None = None,
     with_recall: bool = True,
     catch_up: bool = True,
+    engines: EngineFactory = build_engine,
 ) -> Iterator[Services]:
     """Open the stores and compose the services; the stores close when the block ends.
 
     Backends not given are built in this process from settings: the hybrid searcher on the
     configured stores (unless ``with_search`` is false), the campaign memory index (unless
     ``with_recall`` is false), the story service's gate, and the narrator engine of
-    ``LOREKEEPER_NARRATOR_ENGINE``. The searcher and the memory index built here share one embedding
-    model (:class:`SharedQueries`): one model load per process, and a turn's input embedded once for
-    both.
+    ``LOREKEEPER_NARRATOR_ENGINE`` (``engines`` builds each seat's engine; a test binds its own). The
+    searcher and the memory index built here share one embedding model (:class:`SharedQueries`): one
+    model load per process, and a turn's input embedded once for both.
 
     With ``catch_up`` the story catches up before the services are handed out
     (:meth:`~story.service.StoryService.catch_up`: the scene ends a crash cut short finished, every
@@ -325,26 +325,16 @@ def open_services(
 
             recall = open_recall_index(settings, embedder=embedder)
             stack.callback(recall.close)
-        story = StoryService(graph, blobs, recall=recall)
-        story.prepare()
+        # the one builder of the story service, the Gate replica's too: the former and the judge bound
+        story = open_story(graph, blobs, serve, stack, recall=recall, engines=engines)
         keys = ApiKeys(graph, keys_file=serve.api_keys_file)
         if narrator is None:
-            engine = build_engine(serve)
+            engine = engines(serve)
             stack.callback(close_engine, engine)
             narrator = SingleEngine(engine)
         if extractor is None and serve.extractor_engine is not None:
-            extractor = build_engine(serve, role="extractor")
+            extractor = engines(serve, role="extractor")
             stack.callback(close_engine, extractor)
-        if serve.extractor_engine is EngineKind.VLLM:  # not a second in-process model just for scene ends
-            log.info("memory_formation_extractive", reason="an in-process vLLM extractor is not shared with scene ends")
-        elif serve.extractor_engine is not None:  # scenes end in worker threads: an engine and a loop of its own
-            former = LLMFormer(build_engine(serve, role="extractor"), max_tokens=serve.extractor_max_tokens)
-            stack.callback(former.close)
-            story.memory_former = former
-            # the gate runs in worker threads too: the axiom judge has an engine and a loop of its own
-            judge = LLMAxiomJudge(build_engine(serve, role="extractor"), max_tokens=serve.extractor_max_tokens)
-            stack.callback(judge.close)
-            story.axiom_judge = judge
         if catch_up:
             story.catch_up()
         flow = TurnFlow(

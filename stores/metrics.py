@@ -1,9 +1,8 @@
-"""Prometheus metrics of the stores, recorded where the store calls are made (exported through Ray
-from a worker or replica: :mod:`stores.metric_export`)."""
+"""Prometheus metrics of the stores, recorded where the store calls are made."""
 
 from __future__ import annotations
 
-from stores.metric_export import Counter, Histogram
+from prometheus_client import Counter, Histogram
 
 S3_OPERATIONS = Counter("lorekeeper_s3_operations_total", "Object-store operations.", ["operation", "status"])
 GRAPH_QUERY_DURATION = Histogram(

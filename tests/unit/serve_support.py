@@ -76,11 +76,12 @@ def running(app: Any) -> Iterator[str]:
 
 
 @contextmanager
-def on_local_ray(config: Any, settings: Any, serve_settings: Any) -> Iterator[str]:
+def on_local_ray(config: Any, settings: Any, serve_settings: Any, engines: Any = None) -> Iterator[str]:
     """The Ray Serve application of ``config`` (an ``AppConfig``) on a local Ray; yields its base URL.
 
     ``settings`` and ``serve_settings`` are bound into every replica (no replica reads the
-    environment for them); Ray and Serve stop when the block ends.
+    environment for them), and ``engines`` (an engine factory) when given; Ray and Serve stop when
+    the block ends.
     """
     import os
 
@@ -94,7 +95,8 @@ def on_local_ray(config: Any, settings: Any, serve_settings: Any) -> Iterator[st
     try:
         port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        app = build_application(config, settings, serve_settings)
+        bound = {"engines": engines} if engines is not None else {}
+        app = build_application(config, settings, serve_settings, **bound)
         serve.run(app, name="lorekeeper", route_prefix="/", blocking=False)
         yield f"http://127.0.0.1:{port}"
     finally:

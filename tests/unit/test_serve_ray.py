@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.unit.seat_engines import SCRIPTED_SUMMARY, ScriptedSeats
 from tests.unit.serve_support import on_local_ray, sse_events
 
 pytestmark = [pytest.mark.servers, pytest.mark.ray, pytest.mark.slow]
@@ -20,12 +21,13 @@ pytestmark = [pytest.mark.servers, pytest.mark.ray, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from schemas.serving import ServeSettings
+    from schemas.serving import EngineKind, ServeSettings
     from schemas.settings import load_settings
     from serve.deployments import AppConfig, DeploymentConfig
 
     settings = load_settings(data_dir=Path(tmp_path_factory.mktemp("served")))
-    serve_settings = ServeSettings(narrator_model="echo-on-ray")
+    # every model seat configured, and bound to a test's engines the way production binds build_engine
+    serve_settings = ServeSettings(narrator_model="echo-on-ray", extractor_engine=EngineKind.ECHO)
     config = AppConfig(
         plugins=[],
         narrator=DeploymentConfig(num_replicas=2, num_cpus=0.5),
@@ -33,7 +35,7 @@ def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         gate=DeploymentConfig(num_cpus=0.25),
         ingress=DeploymentConfig(num_cpus=0.25),
     )
-    with on_local_ray(config, settings, serve_settings) as url:
+    with on_local_ray(config, settings, serve_settings, ScriptedSeats()) as url:
         yield url
 
 
@@ -70,6 +72,26 @@ def test_the_deployments_serve_a_table(app_url: str) -> None:
         assert "lorekeeper_narrator_time_to_first_token_seconds_count" in metrics
         chat = http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
         assert chat.json()["model"] == "echo-on-ray"
+
+
+def test_on_ray_the_model_extracts_judges_an_axiom_broken_and_summarises(app_url: str) -> None:
+    """The extractor (in the ingress), the axiom judge and the memory former (in the Gate replica) all run
+    on the bound engines: a creature the world's axiom forbids, extracted from the narration, is rejected
+    at scene end."""
+    with httpx.Client(base_url=app_url, timeout=120) as http:
+        world = http.post("/api/v1/worlds", json={"name": "Skyless", "axioms": ["No dragon lives here."]}).json()
+        body = {"world_id": world["id"], "name": "Ash", "profile": {"genre": "fantasy"}}
+        campaign = http.post("/api/v1/campaigns", json=body).json()["id"]
+        scene = http.post(f"/api/v1/campaigns/{campaign}/scenes", json={"title": "The tower"}).json()["id"]
+        turn = http.post(f"/api/v1/campaigns/{campaign}/turns", json={"text": "A Dragon lands on the tower."})
+        assert turn.status_code == 201, turn.text
+        (proposal,) = turn.json()["proposal_ids"]  # the extractor's, in the ingress
+        report = http.post(f"/api/v1/scenes/{scene}/end").json()  # the judge's and the former's, in the Gate
+        (decision,) = report["decisions"]
+        assert decision["proposal_id"] == proposal and decision["status"] == "rejected", decision
+        assert "No dragon lives here." in decision["rationale"] and report["unchecked_axioms"] == []
+        summaries = http.get(f"/api/v1/campaigns/{campaign}/summaries").json()
+        assert [s["text"] for s in summaries] == [SCRIPTED_SUMMARY]
 
 
 def test_a_campaign_stays_on_one_narrator_replica(app_url: str) -> None:
