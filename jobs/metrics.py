@@ -6,7 +6,7 @@ so the process that serves ``/metrics`` (the API, or the CLI) counts everything 
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from stores.metric_export import Counter, Histogram
 
 INGEST_JOBS = Counter("lorekeeper_ingest_jobs_total", "Ingest jobs by final status.", ["status"])
 INGEST_DURATION = Histogram(

@@ -473,45 +473,9 @@ def extract_facts(section: EntrySection, tables: FamilyTable | Sequence[FamilyTa
     taken: list[tuple[int, int]] = []
     have: set[str] = set()
     if best is not None:
-        kind = best.kind
-        factor = 0.95 if best.score < kind.min_score + 1.0 else 1.0
-        for cand in best.accepted:
-            if cand.spec.name in have:
-                continue
-            base = _CONF_LINE_START if cand.line_start else _CONF_INLINE
-            if label_key(cand.label) in bold:
-                base = min(0.99, base + 0.02)
-            read = cand.read
-            if read is None:
-                continue
-            have.add(cand.spec.name)
-            cap = cand.spec.confidence if cand.spec.confidence is not None else 1.0
-            for fact in read.facts:
-                fact.label = cand.label
-                fact.confidence = min(cap, base * fact.confidence)
-                if fact.predicate == cand.spec.name:
-                    fact.start = cand.start  # its raw text is the whole field: "Hit Points 7 (2d6)"
-                    facts.append(fact)
-                elif fact.predicate not in have:
-                    facts.append(fact)
-                    have.add(fact.predicate)
-            taken.append((cand.start, read.end if not _is_free(cand.spec) else cand.end))
-        for fact in read_lines(kind, text, lines, taken):
-            if fact.predicate not in have:
-                facts.append(fact)
-                have.add(fact.predicate)
-        for fact in read_rows(_compiled(kind).rows, text, taken):
-            if fact.predicate not in have:
-                facts.append(fact)
-                have.add(fact.predicate)
-        facts += read_sentences(kind, text, taken, have)
-        if kind.paragraphs and kind.paragraphs not in have:
-            facts += read_paragraphs(kind.paragraphs, text, taken)
-            have.add(kind.paragraphs)
-        for fact in facts:
-            fact.confidence = round(fact.confidence * factor, 4)
+        facts = _kind_facts(best, text, lines, bold, taken, have)
         family_table = best.table
-        subject_kind, entity_kind = best.name, kind.entity_kind
+        subject_kind, entity_kind = best.name, best.kind.entity_kind
     else:
         generic = next((t for t in chosen if t.generic_fields), None)
         if generic is None:
@@ -530,7 +494,7 @@ def extract_facts(section: EntrySection, tables: FamilyTable | Sequence[FamilyTa
         entity_kind=entity_kind,
         heading_path=[" ".join(clean_text(h).split()) for h in section.heading_path],
     )
-    out = [
+    return [
         SourceFact(
             subject=subject,
             predicate=f.predicate,
@@ -545,7 +509,52 @@ def extract_facts(section: EntrySection, tables: FamilyTable | Sequence[FamilyTa
         )
         for f in sorted(facts, key=lambda f: (f.start, f.predicate))
     ]
-    return out
+
+
+def _kind_facts(
+    best: _KindRead, text: str, lines: Lines, bold: set[str], taken: list[tuple[int, int]], have: set[str]
+) -> list[Fact]:
+    """The facts of the chosen kind: its labelled fields, then its lines, rows, sentences and paragraphs
+    (``taken`` and ``have`` gather the spans read and the predicates found, for the generic fields after)."""
+    kind = best.kind
+    facts: list[Fact] = []
+    factor = 0.95 if best.score < kind.min_score + 1.0 else 1.0
+    for cand in best.accepted:
+        if cand.spec.name in have:
+            continue
+        base = _CONF_LINE_START if cand.line_start else _CONF_INLINE
+        if label_key(cand.label) in bold:
+            base = min(0.99, base + 0.02)
+        read = cand.read
+        if read is None:
+            continue
+        have.add(cand.spec.name)
+        cap = cand.spec.confidence if cand.spec.confidence is not None else 1.0
+        for fact in read.facts:
+            fact.label = cand.label
+            fact.confidence = min(cap, base * fact.confidence)
+            if fact.predicate == cand.spec.name:
+                fact.start = cand.start  # its raw text is the whole field: "Hit Points 7 (2d6)"
+                facts.append(fact)
+            elif fact.predicate not in have:
+                facts.append(fact)
+                have.add(fact.predicate)
+        taken.append((cand.start, read.end if not _is_free(cand.spec) else cand.end))
+    for fact in read_lines(kind, text, lines, taken):
+        if fact.predicate not in have:
+            facts.append(fact)
+            have.add(fact.predicate)
+    for fact in read_rows(_compiled(kind).rows, text, taken):
+        if fact.predicate not in have:
+            facts.append(fact)
+            have.add(fact.predicate)
+    facts += read_sentences(kind, text, taken, have)
+    if kind.paragraphs and kind.paragraphs not in have:
+        facts += read_paragraphs(kind.paragraphs, text, taken)
+        have.add(kind.paragraphs)
+    for fact in facts:
+        fact.confidence = round(fact.confidence * factor, 4)
+    return facts
 
 
 def _reads_paragraphs(best: _KindRead | None) -> bool:

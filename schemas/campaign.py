@@ -43,6 +43,8 @@ __all__ = [
     "TurnStatus",
     "World",
     "WorldStateCheckpointKind",
+    "TurnVersion",
+    "AUTOMATIC_CHECKPOINT_KINDS",
 ]
 
 
@@ -326,6 +328,18 @@ class WorldStateCheckpointKind(StrEnum):
     AFTER_CHARACTER_ROUND = "after_character_round"
     BEFORE_OOC_MUTATION = "before_ooc_mutation"  # before an out-of-character edit of canon
     MANUAL = "manual"  # named by a user
+    BEFORE_RESTORE = "before_restore"  # the world a restore (a retake, a revert) found, so a revert brings it back
+
+
+#: The kinds taken by the story itself at a turn's boundaries and restores (pruned); the others are named.
+AUTOMATIC_CHECKPOINT_KINDS = frozenset(
+    {
+        WorldStateCheckpointKind.BEFORE_USER_INPUT,
+        WorldStateCheckpointKind.AFTER_USER_INPUT,
+        WorldStateCheckpointKind.AFTER_CHARACTER_ROUND,
+        WorldStateCheckpointKind.BEFORE_RESTORE,
+    }
+)
 
 
 class SnapshotKind(StrEnum):
@@ -350,6 +364,36 @@ class Checkpoint(LorekeeperModel):
         default=None, description="The (:Snapshot) node of the state taken with the checkpoint, if any."
     )
     description: Note | None = None
+    automatic: bool = Field(
+        default=False, description="Taken by the story at a turn's boundary or a restore (pruned); false: named."
+    )
+    depth: int | None = Field(
+        default=None, ge=-1, description="Depth of the position on its branch (a turn's, or its parent's before input)."
+    )
+    seq: NonNegativeInt | None = Field(
+        default=None,
+        description="The campaign's commit sequence number when it was taken: the state is the events on the "
+        "position's lineage up to it (none: all of them, a checkpoint taken before restores rewound).",
+    )
+    created_at: UtcDatetime = Field(default_factory=utc_now)
+
+
+class TurnVersion(LorekeeperModel):
+    """A take of a turn that a retake (or a revert) replaced, archived with what went with it."""
+
+    id: Id = default_id("tver")
+    campaign_id: Id
+    turn_id: Id
+    take_id: Id = Field(description="The take replaced (it stays among the turn's takes).")
+    narration: LongText
+    replaced_by: Id | None = Field(default=None, description="The take that replaced it, once told.")
+    proposal_ids: list[Id] = Field(
+        default_factory=list, description="What the take proposed that was pending: marked superseded."
+    )
+    checkpoint_id: Id | None = Field(
+        default=None, description="The world as the replacement found it; a revert restores it while not pruned."
+    )
+    reverted_at: UtcDatetime | None = Field(default=None, description="When a revert brought this version back.")
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
 

@@ -17,7 +17,7 @@ from schemas.common import (
     UtcDatetime,
     utc_now,
 )
-from schemas.proposals import DiceRoll
+from schemas.proposals import DiceRoll, ProposalReview
 from schemas.story_ids import default_id
 from schemas.text import LongText, Name, Note, Text
 from schemas.visibility import Visibility
@@ -305,3 +305,8 @@ class TurnProvenance(LorekeeperModel):
     retrievals: list[RetrievalRecord] = Field(default_factory=list)
     passages: list[ProvenancePassage] = Field(default_factory=list)
     canon_event_ids: list[Id] = Field(default_factory=list, description="Committed events anchored at the turn.")
+    reviews: list[ProposalReview] = Field(
+        default_factory=list,
+        description="The GM's reviews of the proposals the turn made or of those whose canon is anchored at it, "
+        "oldest first (who, when, what and why).",
+    )

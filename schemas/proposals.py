@@ -43,9 +43,11 @@ __all__ = [
     "ProposedFact",
     "ProposedRelationship",
     "ProposedStateChange",
+    "ProposalReview",
     "Resolution",
     "ResolutionMethod",
     "ResolutionOutcome",
+    "ReviewAction",
 ]
 
 
@@ -176,6 +178,9 @@ class ProposedRelationship(LorekeeperModel):
     target_entity_id: Id
     kind: Name
     description: Text | None = None
+    visibility: Visibility | None = Field(
+        default=None, description="Who at the table may see the relationship (a secret tie: 'gm'); unset: public."
+    )
 
 
 class ProposedStateChange(LorekeeperModel):
@@ -206,6 +211,34 @@ class ProposalStatus(StrEnum):
     PENDING = "pending"
     ACCEPTED = "accepted"
     REJECTED = "rejected"
+    SUPERSEDED = "superseded"  # proposed by a take that a retake replaced: never judged, never canon
+
+
+class ReviewAction(StrEnum):
+    """What a GM's review does to a pending proposal."""
+
+    ACCEPT = "accept"  # canon as proposed, on the GM's authority, at the next commit or the scene's end
+    REJECT = "reject"  # never canon
+    EDIT = "edit"  # canon with the GM's content in place of the proposed one
+
+
+class ProposalReview(LorekeeperModel):
+    """A GM's review of a pending proposal: accepted, rejected or edited (new typed content), with why, by whom
+    and when. The gate applies the latest review of a proposal when it judges it."""
+
+    id: Id = default_id("rev")
+    proposal_id: Id
+    action: ReviewAction
+    content: ProposalContent | None = Field(default=None, description="The GM's content (action 'edit' only).")
+    rationale: Note = Field(description="Why the GM accepted, rejected or edited it.")
+    reviewer: Name = Field(description="Who reviewed it: the caller's key.")
+    reviewed_at: UtcDatetime = Field(default_factory=utc_now)
+
+    @model_validator(mode="after")
+    def _check_content(self) -> Self:
+        if (self.action is ReviewAction.EDIT) != (self.content is not None):
+            raise ValueError("an edit carries the new content; accept and reject carry none")
+        return self
 
 
 class ProposedChange(LorekeeperModel):
@@ -229,6 +262,9 @@ class ProposedChange(LorekeeperModel):
     )
     reviewed_by: Name | None = Field(
         default=None, description="Who reviewed and approved it (lets a low-confidence system proposal through)."
+    )
+    review: ProposalReview | None = Field(
+        default=None, description="The GM's latest review (accept, reject or edit), applied by the gate."
     )
     status: ProposalStatus = ProposalStatus.PENDING
     rationale: LongText | None = Field(
@@ -315,6 +351,11 @@ class GateReport(LorekeeperModel):
     events_committed: NonNegativeInt = 0
     version: NonNegativeInt | None = Field(default=None, description="Campaign version written (null: none).")
     already_completed: bool = Field(default=False, description="The scene had already ended: nothing changed.")
+    awaiting_review: list[Id] = Field(
+        default_factory=list,
+        description="Proposals left pending for the GM's review (a system proposal below the confidence "
+        "threshold): they stay in the queue, after the scene's end too, until reviewed and committed.",
+    )
     unchecked_axioms: list[Text] = Field(
         default_factory=list,
         description="The world's axioms the gate could not check the proposals against (no axiom judge "

@@ -177,6 +177,13 @@ class Settings(BaseSettings):
         description="Folders the ingest API may read paths from, separated by ':' (default: the working folder).",
     )
 
+    checkpoints_kept: int = Field(
+        default=20,
+        ge=1,
+        le=100_000,
+        description="Automatic world-state checkpoints kept per branch (the newest); named ones are always kept.",
+    )
+
     rule_facts: bool = Field(
         default=True,
         description="Read rulebook entries (stat blocks, spells, items …) into typed source facts at ingest.",

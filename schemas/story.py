@@ -14,6 +14,7 @@ module re-exports every one of them, so ``from schemas.story import X`` is the w
 """
 
 from schemas.campaign import (
+    AUTOMATIC_CHECKPOINT_KINDS,
     Branch,
     BranchDisposition,
     Campaign,
@@ -31,6 +32,7 @@ from schemas.campaign import (
     Tense,
     Turn,
     TurnStatus,
+    TurnVersion,
     World,
     WorldStateCheckpointKind,
 )
@@ -96,6 +98,7 @@ from schemas.proposals import (
     IssueSeverity,
     ProposalContent,
     ProposalDecision,
+    ProposalReview,
     ProposalStatus,
     ProposedChange,
     ProposedEntity,
@@ -106,6 +109,7 @@ from schemas.proposals import (
     Resolution,
     ResolutionMethod,
     ResolutionOutcome,
+    ReviewAction,
 )
 
 __all__ = [
@@ -137,6 +141,7 @@ __all__ = [
     "ProposalDecision",
     "ProvenancePassage",
     "ProposalContent",
+    "ProposalReview",
     "ProposalStatus",
     "ProposedChange",
     "ProposedEntity",
@@ -154,6 +159,7 @@ __all__ = [
     "RetrievalLeg",
     "RetrievalRecord",
     "RetrievalSource",
+    "ReviewAction",
     "Scene",
     "SceneStatus",
     "SnapshotKind",
@@ -174,5 +180,7 @@ __all__ = [
     "TurnStatus",
     "World",
     "WorldStateCheckpointKind",
+    "TurnVersion",
+    "AUTOMATIC_CHECKPOINT_KINDS",
     "WorldStateView",
 ]

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from models.stemming import singular, stem
 from schemas.knowledge import ChunkStatus, normalize_name
+from search.events import graph_query
 from stores.graph.base import GraphStore
 
 _WORD_RE = re.compile(r"[\w][\w'’\-]*")
@@ -490,7 +491,7 @@ class GraphLeg:
         ]
         if not spans:
             return []
-        rows = self.graph.run(_CONCEPTS_BY_NAME, {"names": sorted({s.name for s in spans})})
+        rows = graph_query(self.graph, _CONCEPTS_BY_NAME, {"names": sorted({s.name for s in spans})}, name="concepts")
         by_name: dict[str, list[tuple[str, str]]] = {}
         for row in rows:
             by_name.setdefault(str(row["normalized_name"]), []).append((str(row["uid"]), str(row["name"])))
@@ -510,7 +511,8 @@ class GraphLeg:
         to the strongest edge among them."""
         if not named or self.config.neighbours == 0 or self.config.neighbour_weight == 0:
             return []
-        rows = self.graph.run(_NEIGHBOURS, {"uids": [c.uid for c in named], "limit": self.config.neighbours * 8})
+        params = {"uids": [c.uid for c in named], "limit": self.config.neighbours * 8}
+        rows = graph_query(self.graph, _NEIGHBOURS, params, name="neighbours")
         rows = [r for r in rows if not self.is_common(str(r["uid"]))]
         strongest = max((float(r["weight"] or 0) for r in rows), default=0.0) or 1.0
         out: dict[str, MatchedConcept] = {}
@@ -539,7 +541,8 @@ class GraphLeg:
         related = self.neighbours(named)
         concepts = {c.uid: c for c in [*named, *related]}
         rows = (
-            self.graph.run(
+            graph_query(
+                self.graph,
                 _CHUNKS,
                 {
                     "concepts": list(concepts),
@@ -547,6 +550,7 @@ class GraphLeg:
                     "items": sorted(items) if restricted else None,
                     "per": self.config.chunks_per_concept,
                 },
+                name="chunks",
             )
             if concepts
             else []

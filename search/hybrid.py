@@ -10,6 +10,7 @@ chunks stay in the graph for the citations that point at them.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,6 +25,7 @@ from models.fusion import Fused, rrf
 from models.rerank import Reranker
 from schemas.errors import ConfigError, NotFound
 from schemas.search import LegWeights, SearchFilters, SearchHit, SearchRequest
+from search import events
 from search.coverage import coverage_ranking
 from search.graph import GraphLeg, GraphLegConfig, GraphLegResult
 from search.metrics import RERANK_DURATION, SEARCH_DURATION
@@ -185,7 +187,8 @@ class HybridSearcher:
     def _submit(self, fn: Callable[[], T]) -> Future[T]:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="search-leg")
-        return self._pool.submit(fn)
+        # the leg logs in the caller's context (the MCP call id it was bound to)
+        return self._pool.submit(contextvars.copy_context().run, fn)
 
     def library_uid(self, name_or_uid: str) -> str:
         """The uid of the library with this uid or name (for filters typed by people).
@@ -262,14 +265,7 @@ class HybridSearcher:
         hits = hits[:limit]
         elapsed = time.perf_counter() - started
         SEARCH_DURATION.labels(search_type="hybrid").observe(elapsed)
-        log.info(
-            "search_completed",
-            legs={leg: len(h) for leg, h in hits_by_leg.items()},
-            fused=len(fused),
-            returned=len(hits),
-            reranker=model,
-            ms=round(elapsed * 1000, 2),
-        )
+        events.search_completed({leg: len(h) for leg, h in hits_by_leg.items()}, len(fused), len(hits), model, elapsed)
         return hits
 
     def search_many(
@@ -305,14 +301,15 @@ class HybridSearcher:
         for leg, runner in runners.items():
             if weights[leg] > 0 and self.config.parallel:
                 futures[leg] = self._submit(runner)
-        vector_hits: list[VectorHit] = self._vector_leg(query, filters, depth) if weights["vector"] > 0 else []
+        vector_hits, vector_seconds = self._vector_leg(query, filters, depth) if weights["vector"] > 0 else ([], 0.0)
         results: dict[str, Any] = {}
         for leg, runner in runners.items():
             if weights[leg] > 0:
                 results[leg] = futures[leg].result() if leg in futures else runner()
 
         if "text" in results:
-            text_hits: list[TextHit] = results["text"]
+            text_hits: list[TextHit]
+            text_hits, text_seconds = results["text"]
             legs["text"] = []
             for hit in text_hits:
                 item_uid = str(hit.fields.get("item", ""))
@@ -328,6 +325,7 @@ class HybridSearcher:
                     heading_path=tuple(hit.data.get("heading_path") or ()),
                     highlights=tuple(hit.highlights),
                 )
+            events.leg_results("text", [score for _, score in legs["text"]], text_seconds)
         if weights["vector"] > 0:
             legs["vector"] = []
             for vhit in vector_hits:
@@ -344,6 +342,7 @@ class HybridSearcher:
                         page_end=payload.get("page_end"),
                         heading_path=tuple(payload.get("heading_path") or ()),
                     )
+            events.leg_results("vector", [score for _, score in legs["vector"]], vector_seconds)
         if "graph" in results:
             graph_result: GraphLegResult = results["graph"]
             legs["graph"] = []
@@ -364,37 +363,36 @@ class HybridSearcher:
         ranked = coverage_ranking(query, [d.id for d in fused], texts, pair_weight=self.config.coverage_pair_weight)
         elapsed = time.perf_counter() - started
         SEARCH_DURATION.labels(search_type="coverage").observe(elapsed)
-        log.debug("search_coverage_ranked", candidates=len(ranked), ms=round(elapsed * 1000, 2))
+        log.debug("search_coverage_ranked", candidates=len(ranked), duration_ms=round(elapsed * 1000, 2))
         return ranked
 
-    def _text_leg(self, query: str, filters: SearchFilters | None, depth: int) -> list[TextHit]:
-        hits, elapsed = _timed("text", lambda: self.text.search(query, filters=filters, limit=depth, highlight=True))
-        log.debug("search_text_results", count=len(hits), ms=round(elapsed * 1000, 2))
-        return hits
+    def _text_leg(self, query: str, filters: SearchFilters | None, depth: int) -> tuple[list[TextHit], float]:
+        events.fulltext_query(query, index=self.text.name, filters=filters, limit=depth)
+        return _timed("text", lambda: self.text.search(query, filters=filters, limit=depth, highlight=True))
 
-    def _vector_leg(self, query: str, filters: SearchFilters | None, depth: int) -> list[VectorHit]:
+    def _vector_leg(self, query: str, filters: SearchFilters | None, depth: int) -> tuple[list[VectorHit], float]:
         def run() -> list[VectorHit]:
             vector = self.embedder.embed_query(query)
+            events.vector_query(
+                query, dimensions=len(vector), filters=filters, limit=depth, collection=self.config.collection
+            )
             try:
                 return self.vectors.search(self.config.collection, vector.tolist(), filters=filters, limit=depth)
             except NotFound:  # nothing ingested yet: the collection does not exist
                 return []
 
-        hits, elapsed = _timed("vector", run)
-        log.debug("search_vector_results", count=len(hits), ms=round(elapsed * 1000, 2))
-        return hits
+        return _timed("vector", run)
 
     def _graph_leg(self, query: str, scope: Scope, depth: int) -> GraphLegResult:
         result, elapsed = _timed(
             "graph",
             lambda: self.graph_leg.search(query, items=scope.items.keys(), restricted=scope.restricted, limit=depth),
         )
-        log.debug(
-            "search_graph_traverse",
-            concepts=[c.name for c in result.named],
-            neighbours=[c.name for c in result.neighbours],
-            chunks=len(result.hits),
-            ms=round(elapsed * 1000, 2),
+        events.graph_traverse(
+            [(c.uid, c.name) for c in result.named],
+            [(c.uid, c.name, c.via) for c in result.neighbours],
+            len(result.hits),
+            elapsed,
         )
         return result
 
@@ -433,7 +431,7 @@ class HybridSearcher:
         by_id = {d.id: float(s) for d, s in zip(docs, scores, strict=True)}
         # Stable: equal re-ranker scores keep the fused order.
         ordered = sorted(docs, key=lambda d: -by_id[d.id])
-        log.debug("search_rerank", model=model, candidates=len(docs), ms=round(elapsed * 1000, 2))
+        events.rerank(model, len(docs), len(ordered), elapsed)
         return ordered, by_id
 
     @staticmethod

@@ -8,9 +8,9 @@ routes without a tool are listed in :data:`serve.operations.REST_ONLY_ROUTES` wi
 Resources: ``lorekeeper://library-types`` and ``lorekeeper://libraries``.
 
 Auth is the REST API's: the same ``Authorization: Bearer KEY``, checked before a request reaches the
-MCP session. Every call is logged at debug level (``mcp_tool_called`` … ``mcp_tool_response`` with
-sizes and durations) and counted (``lorekeeper_mcp_tool_invocations_total{tool,status}``,
-``lorekeeper_mcp_tool_duration_seconds{tool}``).
+MCP session. Every call is logged at debug level (``mcp_tool_called`` with its arguments,
+``mcp_tool_response`` with sizes and durations; docs/ingest-events.md) and counted
+(``lorekeeper_mcp_tool_invocations_total{tool,status}``, ``lorekeeper_mcp_tool_duration_seconds{tool}``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import asyncio
 import functools
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -28,7 +29,6 @@ from fastapi import FastAPI
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
 from mcp.server.transport_security import TransportSecuritySettings
-from prometheus_client import Counter, Histogram
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -36,18 +36,11 @@ from schemas.errors import LorekeeperError
 from schemas.knowledge import CHUNKING_DEFAULTS, LibraryType
 from schemas.text import RecordId
 from serve.auth import Principal, Unauthorized
+from serve.metrics import MCP_CALLS, MCP_DURATION
 from serve.operations import OPERATIONS, Operation, invoke
 from serve.services import Services
 
 log = structlog.get_logger(__name__)
-
-MCP_CALLS = Counter("lorekeeper_mcp_tool_invocations_total", "MCP tool calls by tool and outcome.", ["tool", "status"])
-MCP_DURATION = Histogram(
-    "lorekeeper_mcp_tool_duration_seconds",
-    "MCP tool call time.",
-    ["tool"],
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-)
 
 T = TypeVar("T")
 _PRINCIPAL = "lorekeeper.principal"
@@ -61,34 +54,76 @@ def _caller(ctx: Context[Any, Any, Any]) -> Principal:
     return principal  # type: ignore[no-any-return]
 
 
+_ARGUMENT_PREVIEW = 200
+
+
+def _logged(value: Any) -> Any:
+    """An argument as ``mcp_tool_called`` logs it: a long text (an imported bundle) cut to its start."""
+    if isinstance(value, str) and len(value) > _ARGUMENT_PREVIEW:
+        return f"{value[:_ARGUMENT_PREVIEW]}… ({len(value)} characters)"
+    if isinstance(value, dict):
+        return {key: _logged(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_logged(item) for item in value[:50]]
+    return value
+
+
+def _items(result: object) -> int:
+    """How many records a tool's answer holds: a list's length, or the longest list an object carries."""
+    try:
+        data = json.loads(result) if isinstance(result, str) else result
+    except ValueError:
+        return 1
+    if isinstance(data, list):
+        return len(data)
+    if isinstance(data, dict):
+        return max((len(v) for v in data.values() if isinstance(v, list)), default=1)
+    return 1
+
+
 def _tool(name: str) -> Callable[[Callable[..., Awaitable[T]]], Callable[..., Awaitable[T]]]:
-    """Log, time and count a tool; turn a Lorekeeper error into the tool's error message."""
+    """Log, time and count a tool; turn a Lorekeeper error into the tool's error message.
+
+    ``mcp_tool_called`` carries every argument (secrets masked by the log configuration), and what the
+    tool's search logs (``mcp_search_…``, ``mcp_graph_…``) carries the same ``mcp_call_id``;
+    ``mcp_tool_response`` the answer's size in bytes and records, or the error's code, and the time.
+    """
 
     def wrap(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
         @functools.wraps(fn)
         async def call(*args: Any, **kwargs: Any) -> T:
             started = time.perf_counter()
-            log.debug("mcp_tool_called", tool=name, arguments=sorted(k for k in kwargs if k != "ctx"))
-            status = "ok"
-            try:
-                result = await fn(*args, **kwargs)
-            except LorekeeperError as exc:
-                status = exc.code
-                raise ValueError(f"{exc.code}: {exc.client_message}") from None
-            except ValidationError as exc:  # the arguments broke the request model: as REST's 422
-                status = "validation_failed"
-                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:20])
-                raise ValueError(f"validation_failed: {problems}") from None
-            except Exception:
-                status = "error"
-                raise
-            finally:
-                elapsed = time.perf_counter() - started
-                MCP_CALLS.labels(tool=name, status=status).inc()
-                MCP_DURATION.labels(tool=name).observe(elapsed)
-            size = len(result) if isinstance(result, str) else len(json.dumps(result, default=str))
-            log.debug("mcp_tool_response", tool=name, status=status, bytes=size, duration_ms=round(elapsed * 1000, 2))
-            return result
+            arguments = kwargs.get("arguments") or {}
+            with structlog.contextvars.bound_contextvars(mcp_call_id=uuid.uuid4().hex[:16]):
+                log.debug("mcp_tool_called", tool=name, arguments=_logged(arguments))
+                status, result, size, items = "ok", None, 0, 0
+                try:
+                    result = await fn(*args, **kwargs)
+                    size = len(result) if isinstance(result, str) else len(json.dumps(result, default=str))
+                    items = _items(result)
+                except LorekeeperError as exc:
+                    status = exc.code
+                    raise ValueError(f"{exc.code}: {exc.client_message}") from None
+                except ValidationError as exc:  # the arguments broke the request model: as REST's 422
+                    status = "validation_failed"
+                    problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:20])
+                    raise ValueError(f"validation_failed: {problems}") from None
+                except Exception:
+                    status = "error"
+                    raise
+                finally:
+                    elapsed = time.perf_counter() - started
+                    MCP_CALLS.labels(tool=name, status=status).inc()
+                    MCP_DURATION.labels(tool=name).observe(elapsed)
+                    log.debug(
+                        "mcp_tool_response",
+                        tool=name,
+                        status=status,
+                        bytes=size,
+                        items=items,
+                        duration_ms=round(elapsed * 1000, 2),
+                    )
+            return result  # type: ignore[return-value]  # set unless the call raised
 
         return call
 

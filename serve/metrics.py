@@ -1,8 +1,9 @@
-"""Prometheus metrics of the serving layer (scraped at ``/metrics``)."""
+"""Prometheus metrics of the serving layer: ``/metrics`` of the process, and Ray's export from a replica
+(:mod:`stores.metric_export`)."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from stores.metric_export import Counter, Histogram
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -16,3 +17,10 @@ GATE_DECISIONS = Counter(
     ["decision", "authority"],
 )
 TURNS_REFUSED = Counter("lorekeeper_turns_refused_total", "Turns refused with 429 (over capacity).")
+MCP_CALLS = Counter("lorekeeper_mcp_tool_invocations_total", "MCP tool calls by tool and outcome.", ["tool", "status"])
+MCP_DURATION = Histogram(
+    "lorekeeper_mcp_tool_duration_seconds",
+    "MCP tool call time.",
+    ["tool"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)

@@ -1,8 +1,9 @@
-"""Prometheus metrics of the stores, recorded where the store calls are made."""
+"""Prometheus metrics of the stores, recorded where the store calls are made (exported through Ray
+from a worker or replica: :mod:`stores.metric_export`)."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from stores.metric_export import Counter, Histogram
 
 S3_OPERATIONS = Counter("lorekeeper_s3_operations_total", "Object-store operations.", ["operation", "status"])
 GRAPH_QUERY_DURATION = Histogram(

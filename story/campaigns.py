@@ -402,17 +402,22 @@ def write_branch(ctx: CampaignContext, writes: Writes) -> tuple[str, dict[str, A
     return branch.id, {"active_branch_id": branch.id}
 
 
-def queue_branch(ctx: CampaignContext, writes: Writes, branch: Branch, *, fork_depth: int, previous: str) -> None:
-    """Queue a new active branch, retaining the previous one, and update ``ctx`` to match."""
-    props = node_props(branch, fork_depth=fork_depth, fork_seq=ctx.event_seq, tip_depth=fork_depth)
+def queue_branch(
+    ctx: CampaignContext, writes: Writes, branch: Branch, *, fork_depth: int, previous: str, fork_seq: int | None = None
+) -> None:
+    """Queue a new active branch, retaining the previous one, and update ``ctx`` to match.
+
+    ``fork_seq``: the commit sequence number its ancestors are seen up to (default: now; a restore gives
+    its checkpoint's, so canon committed since stays out of the new branch).
+    """
+    fork_seq = ctx.event_seq if fork_seq is None else fork_seq
+    props = node_props(branch, fork_depth=fork_depth, fork_seq=fork_seq, tip_depth=fork_depth)
     writes.add(*cypher.create_branch(ctx.id, props))
     if branch.fork_turn_id is not None:
         writes.add(*cypher.link_nodes("Branch", "FORKED_AT", "Turn", [(branch.id, branch.fork_turn_id)]))
     writes.add(*cypher.retain_branch(previous))
     ctx.branches[branch.id] = branch
-    ctx.lines[branch.id] = BranchLine(
-        branch.id, branch.parent_branch_id, branch.fork_turn_id, fork_depth, ctx.event_seq
-    )
+    ctx.lines[branch.id] = BranchLine(branch.id, branch.parent_branch_id, branch.fork_turn_id, fork_depth, fork_seq)
     ctx.tip_depth[branch.id] = fork_depth
     ctx.campaign = ctx.campaign.validated_copy(active_branch_id=branch.id)
 

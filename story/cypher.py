@@ -218,7 +218,8 @@ def archive_branch(branch_id: str, archived: bool) -> Statement:
 def count_on_branch(label: str, campaign_id: str, branch_id: str) -> Statement:
     """How many records of ``label`` are anchored on a branch (``n``)."""
     return (
-        f"MATCH (n:{label} {{campaign_id: $c, branch_id: $b}}) RETURN count(n) AS n",
+        f"MATCH (n:{label} {{campaign_id: $c, branch_id: $b}}) WHERE coalesce(n.automatic, false) = false "
+        "RETURN count(n) AS n",
         {"c": campaign_id, "b": branch_id},
     )
 
@@ -231,6 +232,8 @@ def delete_branch(branch_id: str) -> list[Statement]:
     """Delete a branch with its own turns and their takes."""
     return [
         ("MATCH (k:Take)-[:TAKE_OF]->(:Turn {branch_id: $b}) DETACH DELETE k", {"b": branch_id}),
+        ("MATCH (v:TurnVersion)-[:VERSION_OF]->(:Turn {branch_id: $b}) DETACH DELETE v", {"b": branch_id}),
+        ("MATCH (k:Checkpoint {branch_id: $b, automatic: true}) DETACH DELETE k", {"b": branch_id}),
         ("MATCH (t:Turn {branch_id: $b}) DETACH DELETE t", {"b": branch_id}),
         ("MATCH (b:Branch {uid: $b}) DETACH DELETE b", {"b": branch_id}),
     ]

@@ -25,20 +25,25 @@ from typing import Any
 from schemas.common import Authority, utc_now
 from schemas.events import BaseStateEvent, FactAdded
 from schemas.story import (
+    Axiom,
     Evidence,
     ProposalDecision,
+    ProposalReview,
     ProposalStatus,
     ProposedChange,
     Resolution,
+    ReviewAction,
     Scene,
 )
 from stores.catalog import from_props
+from stores.graph.base import GraphStore
 from story import cypher
-from story.citations import Citations
+from story.axioms import AxiomJudge, AxiomRulings, rule_on_axioms
+from story.citations import Citations, read_citations
 from story.graph import CampaignContext, Writes, commit_uid
-from story.policy import GatePolicy, authority_verdict, proposal_events, resolve_contradictions
+from story.policy import GatePolicy, authority_verdict, awaits_review, proposal_events, resolve_contradictions
 from story.rules import check_events
-from story.source_check import HouseRuleDraft, SourceFacts, SourceVerdict, check_proposal
+from story.source_check import HouseRuleDraft, SourceFacts, SourceVerdict, check_proposal, read_source_facts
 from story.state import WorldState
 
 #: Canon node label per event kind, and the event field holding the node's id.
@@ -70,6 +75,7 @@ class CanonBatch:
         source: SourceVerdict | None = None,
         ruled_by: str | None = None,
         depth: int | None = None,
+        review: ProposalReview | None = None,
     ) -> None:
         """Add ``events`` with what justifies them; ``depth`` anchors them at a turn's depth instead of the
         batch's (a mid-scene commit anchors a proposal at the turn it names: :func:`write_canon`)."""
@@ -88,6 +94,7 @@ class CanonBatch:
                     "house_rule": rules.get(event.event_id),
                     "ruled_by": ruled_by,
                     "depth": depth,
+                    "review": review,
                 }
             )
 
@@ -124,9 +131,9 @@ def judge(
     batch = CanonBatch()
     seq = first_seq
     for proposal in proposals:
-        refusal = citations.verdict(proposal) or authority_verdict(proposal, policy)
-        if refusal is not None:
-            decisions.append(_rejected(proposal, refusal))
+        early = _before_canon_checks(proposal, citations, policy)
+        if early is not None:
+            decisions.append(early)
             continue
         events = proposal_events(proposal, turn_id=head_turn_id, scene_id=scene_id)
         settled = resolve_contradictions(events, state, proposal.authority, policy)
@@ -164,8 +171,11 @@ def judge(
             source=source,
             ruled_by=proposal.proposed_by or proposal.authority.value,
             depth=(anchors or {}).get(proposal.id),
+            review=proposal.review,
         )
         why = f"accepted on {proposal.authority.value} authority"
+        if proposal.review is not None:
+            why += f" ({proposal.review.action.value}ed on review by {proposal.review.reviewer})"
         decisions.append(
             ProposalDecision(
                 proposal_id=proposal.id,
@@ -178,6 +188,56 @@ def judge(
             )
         )
     return decisions, batch, state
+
+
+def judge_pending(
+    graph: GraphStore,
+    ctx: CampaignContext,
+    state: WorldState,
+    scene_id: str,
+    pending: list[ProposedChange],
+    *,
+    policy: GatePolicy,
+    axioms: Sequence[Axiom],
+    axiom_judge: AxiomJudge | None,
+    anchors: Mapping[str, int] | None,
+) -> tuple[list[ProposalDecision], CanonBatch, WorldState, AxiomRulings]:
+    """:func:`judge` the scene's ``pending`` proposals (in order, reviews applied) against ``state``, the world
+    at the head of ``ctx``, with what they cite, the rulebook's facts and the axiom judge's rulings read for
+    them: what a commit or a scene's end writes, and what the review queue's dry run shows. Writes nothing."""
+    citations = read_citations(graph, ctx.id, pending, ctx.campaign.library_pins)
+    source_facts = read_source_facts(graph, pending, state, ctx.campaign.library_pins)
+    rulings = rule_on_axioms(axiom_judge, axioms, pending, state)
+    decisions, batch, after = judge(
+        pending,
+        state,
+        policy,
+        head_turn_id=ctx.head.id if ctx.head else None,
+        scene_id=scene_id,
+        first_seq=ctx.event_seq + 1,
+        citations=citations,
+        source_facts=source_facts,
+        axiom_violations=rulings.violations,
+        anchors=anchors,
+    )
+    return decisions, batch, after, rulings
+
+
+def _before_canon_checks(proposal: ProposedChange, citations: Citations, policy: GatePolicy) -> ProposalDecision | None:
+    """The decision on ``proposal`` before canon is consulted, if that settles it: the GM rejected it on review,
+    its evidence does not hold, it waits for the GM's review (left pending), or its authority is not enough."""
+    review = proposal.review
+    if review is not None and review.action is ReviewAction.REJECT:
+        return _rejected(proposal, f"rejected on review by {review.reviewer}: {review.rationale}")
+    refusal = citations.verdict(proposal)
+    if refusal is None:
+        waiting = awaits_review(proposal, policy)
+        if waiting is not None:
+            return ProposalDecision(
+                proposal_id=proposal.id, status=ProposalStatus.PENDING, rationale=waiting, authority=proposal.authority
+            )
+        refusal = authority_verdict(proposal, policy)
+    return None if refusal is None else _rejected(proposal, refusal)
 
 
 def _rejected(proposal: ProposedChange, why: str, source_fact_ids: Sequence[str] = ()) -> ProposalDecision:
@@ -205,6 +265,7 @@ class _CanonRows:
     replaces: list[tuple[str, str]] = field(default_factory=list)
     depends: list[tuple[str, str]] = field(default_factory=list)
     from_proposal: list[tuple[str, str]] = field(default_factory=list)
+    from_review: list[tuple[str, str]] = field(default_factory=list)
     source_links: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)  # (label, rel)
 
 
@@ -249,10 +310,16 @@ def write_canon(
         rows.events.append(row)
         if meta["proposal_id"]:
             rows.from_proposal.append((event.event_id, meta["proposal_id"]))
+        review: ProposalReview | None = meta.get("review")
+        if review is not None:  # canon a GM's review let through (or edited) names the review
+            row.update(review_uid=review.id, reviewed_by=review.reviewer)
+            rows.from_review.append((event.event_id, review.id))
         if payload["kind"] in CANON_NODES:
             node = _canon_node(ctx, payload, meta, branch_id=branch_id, depth=at, seq=seq, at=now)
             node["established_by"] = event.event_id
             node.update(_source_props(meta, now))
+            if review is not None:
+                node.update(proposal_uid=meta["proposal_id"], review_uid=review.id, reviewed_by=review.reviewer)
             _gather_canon(rows, CANON_NODES[payload["kind"]][0], event, meta, node, scene_id)
     _queue_canon(writes, rows, commit, branch_id)
 
@@ -366,6 +433,8 @@ def _queue_canon(writes: Writes, rows: _CanonRows, commit: str, branch_id: str) 
     writes.add(*cypher.link_nodes("StateEvent", "COMMITTED_IN", "Commit", [(r["uid"], commit) for r in rows.events]))
     if rows.from_proposal:
         writes.add(*cypher.link_nodes("StateEvent", "FROM_PROPOSAL", "ProposedChange", rows.from_proposal))
+    if rows.from_review:
+        writes.add(*cypher.link_nodes("StateEvent", "FROM_REVIEW", "ProposalReview", rows.from_review))
     for label, nodes in rows.canon.items():
         writes.add(*cypher.merge_nodes(label, nodes))
         writes.add(*cypher.link_nodes(label, "ESTABLISHED_BY", "StateEvent", rows.established[label]))
@@ -400,6 +469,7 @@ def decision_writes(
     rows = [
         {"uid": d.proposal_id, "props": {"status": d.status.value, "rationale": d.rationale, "decided_at": now}}
         for d in decisions
+        if d.status is not ProposalStatus.PENDING  # left pending for the GM's review: nothing decided
     ]
     if rows:
         writes.add(*cypher.decide_proposals(rows))

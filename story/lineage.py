@@ -109,3 +109,27 @@ def lineage_of(branches: Mapping[str, BranchLine], branch_id: str, depth: int) -
         depth = min(depth, line.fork_depth)
         current = line.parent_branch_id
     return Lineage(tuple(segments))
+
+
+LINEAGE_LEVELS = 25  # depths up to 2**24 - 1 (16.7 M turns on one line)
+
+
+def lineage_keys(branch_id: str, depth: int) -> list[str]:
+    """The keys of a record anchored at ``(branch_id, depth)``: one per dyadic block holding ``depth``."""
+    if not 0 <= depth < 1 << (LINEAGE_LEVELS - 1):
+        raise ValueError(f"depth {depth} is outside 0..{(1 << (LINEAGE_LEVELS - 1)) - 1}")
+    return [f"{branch_id}:{level}:{depth >> level}" for level in range(LINEAGE_LEVELS)]
+
+
+def lineage_cover(lineage: Lineage) -> list[str]:
+    """The keys whose union is every position on ``lineage``: per segment, blocks tiling ``[0, max_depth]``."""
+    keys: list[str] = []
+    for segment in lineage.segments:
+        end = segment.max_depth + 1  # depths 0 .. max_depth
+        start = 0
+        for level in range(LINEAGE_LEVELS - 1, -1, -1):
+            size = 1 << level
+            if start + size <= end:
+                keys.append(f"{segment.branch_id}:{level}:{start >> level}")
+                start += size
+    return keys

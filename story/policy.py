@@ -121,6 +121,19 @@ def authority_verdict(proposal: ProposedChange, policy: GatePolicy) -> str | Non
     return f"unknown authority {proposal.authority!r}"  # pragma: no cover - the enum is closed
 
 
+def awaits_review(proposal: ProposedChange, policy: GatePolicy) -> str | None:
+    """Why ``proposal`` waits for the GM's review, or None: a system proposal below the confidence threshold
+    that nobody approved stays pending (the gate leaves it in the queue) instead of being rejected."""
+    if proposal.authority is not Authority.SYSTEM or proposal.reviewed_by:
+        return None
+    if proposal.confidence >= policy.system_confidence_threshold:
+        return None
+    return (
+        f"awaiting the GM's review: system confidence {proposal.confidence:.2f} is below the threshold "
+        f"{policy.system_confidence_threshold:.2f}"
+    )
+
+
 def proposal_events(proposal: ProposedChange, *, turn_id: str | None, scene_id: str) -> list[BaseStateEvent]:
     """The typed state events that accepting ``proposal`` would commit (before contradiction checks)."""
     turn = proposal.turn_id or turn_id
@@ -175,6 +188,7 @@ def proposal_events(proposal: ProposedChange, *, turn_id: str | None, scene_id: 
                 target_entity_id=content.target_entity_id,
                 relationship_kind=content.kind,
                 description=content.description,
+                visibility=content.visibility,
             )
         ]
     if isinstance(content, ProposedStateChange):

@@ -26,6 +26,7 @@ from story.core import StoryCore
 from story.errors import StoryInvalid
 from story.gate import scene_of
 from story.graph import node_props
+from story.review import reviews_at_turn
 
 
 class Provenance:
@@ -110,6 +111,7 @@ class Provenance:
             retrievals=retrievals,
             passages=passages,
             canon_event_ids=[r["uid"] for r in events],
+            reviews=reviews_at_turn(self.story, turn_id),
         )
 
     def note_extraction(self, turn_id: str, notes: Sequence[str]) -> None:

@@ -15,7 +15,6 @@ from pydantic import ValidationError
 
 from schemas.common import Authority, utc_now
 from schemas.events import BaseStateEvent, FactAdded, FactInvalidated, FactInvalidation, SceneEnded, SceneSet
-from schemas.proposals import ProposedStateChange
 from schemas.story import (
     Evidence,
     GateReport,
@@ -29,19 +28,20 @@ from schemas.story import (
 from stores.catalog import from_props
 from story import cypher
 from story.anchors import anchor_proposals
-from story.axioms import AxiomJudge, rule_on_axioms
+from story.axioms import AxiomJudge
 from story.campaigns import Campaigns, write_branch
 from story.citations import read_citations
 from story.core import SKIP, StoryCore
 from story.errors import InvalidReference, StoryInvalid, StoryNotFound, validation_message
-from story.gate import CanonBatch, decision_writes, judge, scene_of, scene_outcomes, write_canon
+from story.gate import CanonBatch, decision_writes, judge_pending, scene_of, scene_outcomes, write_canon
 from story.graph import CampaignContext, Writes, node_props
 from story.policy import AUTHORITY_RANK
 from story.recall import end_mark
 from story.references import check_scene_refs
+from story.review import as_reviewed, refuse_late_commit, refuse_scene_end
 from story.rules import check_events
-from story.source_check import read_source_facts
 from story.state import WorldState
+from story.viewer import told_to_table
 
 
 class Scenes:
@@ -219,10 +219,7 @@ class Scenes:
             proposal = ProposedChange.model_validate({**fields, "scene_id": scene_id, "status": "pending"})
         except ValidationError as exc:
             raise StoryInvalid(f"malformed proposal: {validation_message(exc)}") from None
-        if isinstance(proposal.content, ProposedStateChange):
-            for index, event in enumerate(proposal.content.events):
-                if isinstance(event, SceneEnded):  # the end judges the scene's proposals: it is no proposal
-                    raise InvalidReference(f"content.events[{index}]", "a scene ends by end_scene, not by a proposal")
+        refuse_scene_end(proposal.content)
         chunks, turns = read_citations(self.graph, scene.campaign_id, [proposal]).missing(proposal)
         if turns:
             raise StoryNotFound(f"the proposal cites turns not in this campaign: {', '.join(turns)}")
@@ -231,14 +228,6 @@ class Scenes:
         props = node_props(proposal, campaign_id=scene.campaign_id, scene_uid=scene_id)
         self.graph.run(*cypher.create_proposal(scene_id, props))
         return proposal
-
-    def review(self, proposal_id: str, reviewer: str) -> ProposedChange:
-        """Record that someone reviewed and approved a pending proposal (lets a system proposal through)."""
-        proposal = self.get_proposal(proposal_id)
-        if proposal.status is not ProposalStatus.PENDING:
-            raise StoryInvalid(f"proposal {proposal_id!r} is already {proposal.status.value}")
-        self.graph.run(*cypher.set_reviewer(proposal_id, reviewer))
-        return proposal.validated_copy(reviewed_by=reviewer)
 
     def get_proposal(self, proposal_id: str) -> ProposedChange:
         return from_props(ProposedChange, self.story.node("ProposedChange", proposal_id), key="id")
@@ -250,7 +239,8 @@ class Scenes:
     # -- the gate ---------------------------------------------------------------------------------
 
     def commit(self, scene_id: str, proposal_ids: Sequence[str]) -> GateReport:
-        """Mid-scene commit: judge the given pending proposals now."""
+        """Mid-scene commit: judge the given pending proposals now. After the scene's end on this branch, a
+        commit takes the proposals the end left pending that the GM has reviewed since (:mod:`story.review`)."""
         if not proposal_ids:
             raise StoryInvalid("name the proposals to commit (or end the scene to judge them all)")
         return self._gate(scene_id, list(proposal_ids), end=False)
@@ -290,8 +280,10 @@ class Scenes:
                     branch = ctx.campaign.active_branch_id
                     report = GateReport(scene_id=scene_id, campaign_id=ctx.id, branch_id=branch, already_completed=True)
                     return report, SKIP
-                raise StoryInvalid(f"scene {scene_id!r} has ended on this branch; nothing more can be committed in it")
-            pending, skipped = self._pending(scene_id, ids)
+                pending, skipped = self._pending(scene_id, ids)
+                refuse_late_commit(scene_id, pending)  # after the end: only what the GM reviewed since
+            else:
+                pending, skipped = self._pending(scene_id, ids)
             anchored = anchor_proposals(self.story, ctx.lineage(), pending, built.state)
             if anchored.off_line and ids is not None:
                 raise StoryInvalid(
@@ -301,21 +293,17 @@ class Scenes:
             pending = anchored.judged  # the others wait for their own line
             first_seq = ctx.event_seq + 1
             head = ctx.head.id if ctx.head else None
-            citations = read_citations(self.graph, ctx.id, pending, ctx.campaign.library_pins)
-            source_facts = read_source_facts(self.graph, pending, built.state, ctx.campaign.library_pins)
-            axioms = self.campaigns.axioms(ctx.campaign.world_id) if pending else []
-            rulings = rule_on_axioms(self.axiom_judge, axioms, pending, built.state)
-            decisions, batch, state = judge(
-                pending,
+            # a scene's end is canon at the end
+            decisions, batch, state, rulings = judge_pending(
+                self.graph,
+                ctx,
                 built.state,
-                self.core.policy,
-                head_turn_id=head,
-                scene_id=scene_id,
-                first_seq=first_seq,
-                citations=citations,
-                source_facts=source_facts,
-                axiom_violations=rulings.violations,
-                anchors=None if end else anchored.depths,  # a scene's end is canon at the end
+                scene_id,
+                pending,
+                policy=self.core.policy,
+                axioms=self.campaigns.axioms(ctx.campaign.world_id) if pending else [],
+                axiom_judge=self.axiom_judge,
+                anchors=None if end else anchored.depths,
             )
             canon = len(batch.events)
             if end:  # the scene ends on this branch only: a branch that shares it keeps it open
@@ -341,7 +329,7 @@ class Scenes:
                 # the end takes a sequence number of its own even without canon, and the node says where each
                 # end was committed: the records an end makes (story.recall) are cut where its canon is
                 event_seq = ctx.event_seq + max(len(batch.events), 1)
-                ended = _ended(ctx, scene, pending, decisions, summary)
+                ended = _ended(ctx, scene, pending, decisions, summary, state)
                 placed = end_mark(row, len(scene.canonical_outcomes), ended, branch_id=branch_id, seq=event_seq)
                 writes.add(*cypher.update_scene(scene_id, {**ended, **placed}))
             after.update(
@@ -361,6 +349,7 @@ class Scenes:
                 events_committed=canon,
                 version=ctx.version + 1,
                 unchecked_axioms=rulings.unchecked,
+                awaiting_review=[d.proposal_id for d in decisions if d.status is ProposalStatus.PENDING],
             )
             return report, {**fork, "event_seq": event_seq}
 
@@ -380,7 +369,7 @@ class Scenes:
             if missing:
                 raise StoryNotFound(f"no proposal {', '.join(map(repr, missing))} in scene {scene_id!r}")
         wanted = ids if ids is not None else list(known)
-        pending = [known[i] for i in wanted if known[i].status is ProposalStatus.PENDING]
+        pending = [as_reviewed(known[i]) for i in wanted if known[i].status is ProposalStatus.PENDING]
         pending.sort(key=lambda p: (p.created_at, p.id))
         return pending, [i for i in wanted if known[i].status is not ProposalStatus.PENDING]
 
@@ -539,13 +528,16 @@ def _ended(
     pending: list[ProposedChange],
     decisions: list[ProposalDecision],
     summary: str | None,
+    state: WorldState,
 ) -> dict[str, Any]:
     """What a scene's node says once it ends: completed, and its end not finished until the memories and
-    summary it forms are written (:mod:`story.scene_end`), so a crash in between leaves that to do."""
+    summary it forms are written (:mod:`story.scene_end`), so a crash in between leaves that to do. Its
+    outcomes in words are the table's: no secret's (:func:`story.viewer.told_to_table`)."""
+    told, decided = told_to_table(pending, decisions, state.entities)
     props: dict[str, Any] = {
         "status": SceneStatus.COMPLETED.value,
         "ended_at": utc_now().isoformat(),
-        "canonical_outcomes": [*scene.canonical_outcomes, *scene_outcomes(pending, decisions)],
+        "canonical_outcomes": [*scene.canonical_outcomes, *scene_outcomes(told, decided)],
         cypher.END_PENDING: True,
     }
     if ctx.head is not None:

@@ -66,6 +66,7 @@ from schemas.story import (
     Turn,
     TurnPresentation,
     TurnProvenance,
+    TurnVersion,
     World,
     WorldStateCheckpointKind,
     WorldStateView,
@@ -77,6 +78,7 @@ from story import scene_end
 from story.axioms import AxiomJudge
 from story.bundle import BundleSummary
 from story.campaigns import Campaigns
+from story.checkpoints import DEFAULT_KEPT, Checkpoints
 from story.context import TurnContext
 from story.core import Build, StoryCore
 from story.errors import StoryInvalid
@@ -92,12 +94,14 @@ from story.provenance import Provenance
 from story.recall import Recollection, Unreadable
 from story.recall_index import RecallIndex
 from story.recall_sync import Reconciled, reconcile, sync_scene
+from story.review import Reviews
 from story.scene_end import Formation
 from story.scenes import Scenes
 from story.snapshots import DEFAULT_SNAPSHOT_INTERVAL
 from story.state import WorldState
 from story.timeline import Timeline
 from story.transcripts import Transcript
+from story.versions import Versions
 
 T = TypeVar("T")
 
@@ -126,6 +130,7 @@ class StoryService:
         snapshot_interval: int = DEFAULT_SNAPSHOT_INTERVAL,
         max_retries: int = 200,
         recall: RecallIndex | None = None,
+        checkpoints_kept: int = DEFAULT_KEPT,
     ) -> None:
         core = StoryCore(
             graph, blobs, policy=policy or GatePolicy(), snapshot_interval=snapshot_interval, max_retries=max_retries
@@ -136,8 +141,12 @@ class StoryService:
         self.story = core.story
         self.snapshots = core.snapshots
         self._campaigns = Campaigns(core)
-        self._timeline = Timeline(core)
+        self._timeline = Timeline(core, Versions(core, Checkpoints(core, keep=checkpoints_kept)))
+        self.versions = self._timeline.versions
+        """Rewinds, turn versions, reverts and the checkpoints (``versions.checkpoints``): :mod:`story.versions`."""
         self._scenes = Scenes(core, self._campaigns)
+        self.reviews = Reviews(core, self._scenes)
+        """The GM's reviews of pending proposals and the queue with the gate's dry run: :mod:`story.review`."""
         self._memories = Memories(core)
         self._provenance = Provenance(core)
         self._recall = Recollection(core, recall)
@@ -261,13 +270,18 @@ class StoryService:
         kind: WorldStateCheckpointKind = WorldStateCheckpointKind.MANUAL,
         description: str | None = None,
     ) -> Checkpoint:
-        return self._campaigns.create_checkpoint(campaign_id, name, turn_id=turn_id, kind=kind, description=description)
+        return self.versions.checkpoints.create(campaign_id, name, turn_id=turn_id, kind=kind, description=description)
 
-    def checkpoints(self, campaign_id: str) -> list[Checkpoint]:
-        return self._campaigns.checkpoints(campaign_id)
+    def checkpoints(self, campaign_id: str, *, automatic: bool | None = None) -> list[Checkpoint]:
+        return self.versions.checkpoints.list(campaign_id, automatic=automatic)
 
     def restore_checkpoint(self, campaign_id: str, checkpoint_id: str) -> Campaign:
-        return self._campaigns.restore_checkpoint(campaign_id, checkpoint_id)
+        return self.versions.checkpoints.restore(campaign_id, checkpoint_id)
+
+    def revert_turn_version(self, campaign_id: str, turn_id: str, version_id: str) -> TurnVersion:
+        version = self.versions.revert(campaign_id, turn_id, version_id)
+        self._recall.turn_told(turn_id)
+        return version
 
     def prune_checkpoints(self, campaign_id: str, *, keep_turns: int = 20) -> int:
         return self._campaigns.prune_checkpoints(campaign_id, keep_turns=keep_turns)
@@ -391,8 +405,9 @@ class StoryService:
     def propose(self, scene_id: str, **fields: Any) -> ProposedChange:
         return self._scenes.propose(scene_id, **fields)
 
-    def review(self, proposal_id: str, reviewer: str) -> ProposedChange:
-        return self._scenes.review(proposal_id, reviewer)
+    def review(self, proposal_id: str, reviewer: str, **review: Any) -> ProposedChange:
+        """Review a pending proposal (``action``, ``rationale``, ``content``: :meth:`story.review.Reviews.review`)."""
+        return self.reviews.review(proposal_id, reviewer, **review)
 
     def get_proposal(self, proposal_id: str) -> ProposedChange:
         return self._scenes.get_proposal(proposal_id)

@@ -13,7 +13,6 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from schemas.common import utc_now
 from schemas.story import (
     Campaign,
     InputMode,
@@ -24,11 +23,13 @@ from schemas.story import (
     Take,
     Turn,
     TurnStatus,
+    WorldStateCheckpointKind,
     WorldStateView,
 )
 from stores.catalog import from_props
 from story import cypher
 from story.campaigns import write_branch
+from story.checkpoints import Checkpoints, queue_checkpoint
 from story.context import TurnContext
 from story.core import StoryCore, lineage_at, tip_turn_id
 from story.errors import StoryInvalid, StoryNotFound
@@ -39,6 +40,7 @@ from story.memory import held
 from story.references import check_speaker
 from story.snapshots import StateAt
 from story.state import WorldState
+from story.versions import Versions
 
 _VIEW_CACHE_SIZE = 64  # typed views of recent folds kept per service (a view of a large world costs ~30 ms)
 
@@ -46,9 +48,11 @@ _VIEW_CACHE_SIZE = 64  # typed views of recent folds kept per service (a view of
 class Timeline:
     """Turns, takes, the head, history and state."""
 
-    def __init__(self, core: StoryCore) -> None:
+    def __init__(self, core: StoryCore, versions: Versions | None = None) -> None:
         self.core = core
         self.story = core.story
+        self.versions = versions or Versions(core, Checkpoints(core))
+        self.checkpoints = self.versions.checkpoints
         self._views: OrderedDict[tuple[Any, ...], WorldStateView] = OrderedDict()
         self._views_lock = threading.Lock()
 
@@ -104,9 +108,21 @@ class Timeline:
                 writes.add(*cypher.create_nodes("Take", [node_props(take, campaign_id=ctx.id, turn_uid=turn.id)]))
                 writes.add(*cypher.link_nodes("Take", "TAKE_OF", "Turn", [(take.id, turn.id)]))
             writes.add(*cypher.set_branch_tip(branch_id, turn.id, turn.depth))
+            self._queue_boundaries(ctx, writes, turn, told=take is not None)
             return turn, {"head_turn_id": turn.id, "active_branch_id": branch_id, **fork}
 
         return self.core.mutate(campaign_id, "turn", build)
+
+    def _queue_boundaries(self, ctx: CampaignContext, writes: Writes, turn: Turn, *, told: bool) -> None:
+        """The automatic checkpoints of a turn as it is recorded (before and after its input, and after its
+        narration when it comes with one), and the pruning of its branch's oldest: the story moved on."""
+        kinds = [(WorldStateCheckpointKind.BEFORE_USER_INPUT, turn.depth - 1)]
+        kinds.append((WorldStateCheckpointKind.AFTER_USER_INPUT, turn.depth))
+        if told:
+            kinds.append((WorldStateCheckpointKind.AFTER_CHARACTER_ROUND, turn.depth))
+        self.checkpoints.queue_prune(ctx, writes, turn.branch_id, adding=len(kinds))
+        for kind, depth in kinds:
+            queue_checkpoint(ctx, writes, turn_id=turn.id, branch_id=turn.branch_id, depth=depth, kind=kind)
 
     def get_turn(self, turn_id: str) -> Turn:
         return self.story.turn(turn_id)
@@ -114,9 +130,10 @@ class Timeline:
     def add_take(self, turn_id: str, narration: str, *, generation: Any = None, select: bool = True) -> Take:
         """Record a narration of a turn as a new take (a retry adds one); nothing is replaced.
 
-        A retry (any take after the first) rejects the proposals still pending from the turn: they
-        were extracted from a narration that is no longer the one told. Selecting an older take
-        again (:meth:`select_take`) is how a revert brings back an archived version.
+        A retry (any take after the first) archives the take it replaces as a turn version and marks the
+        proposals still pending from it superseded (:mod:`story.versions`; the GM's stay): they were
+        extracted from a narration that is no longer the one told. A revert brings a version back. The
+        turn's ``after_character_round`` checkpoint is taken with the take.
         """
         turn = self.story.turn(turn_id)
 
@@ -125,12 +142,16 @@ class Timeline:
             take = Take(turn_id=turn_id, index=int(count), narration=narration, selected=select, generation=generation)
             writes.add(*cypher.create_nodes("Take", [node_props(take, campaign_id=ctx.id, turn_uid=turn_id)]))
             writes.add(*cypher.link_nodes("Take", "TAKE_OF", "Turn", [(take.id, turn_id)]))
+            if count and select:
+                # a regeneration: the replaced narration is archived, what it proposed no longer stands
+                self.versions.queue_archive(ctx, writes, self.story.turn(turn_id), replaced_by=take.id)
             if select:
                 writes.extend(cypher.select_take(turn_id, take.id, take.narration, TurnStatus.ACCEPTED.value))
-            if count:
-                # a regeneration: what the replaced narration proposed no longer stands
-                why = f"the turn was regenerated (take {take.index})"
-                writes.add(*cypher.reject_pending_of_turn(turn_id, why, utc_now().isoformat()))
+            # told at the head (a retake's rewind may have forked there): the world of the head's branch
+            at_head = ctx.head is not None and ctx.head.id == turn_id
+            branch = ctx.campaign.active_branch_id if at_head else turn.branch_id
+            kind = WorldStateCheckpointKind.AFTER_CHARACTER_ROUND
+            queue_checkpoint(ctx, writes, turn_id=turn_id, branch_id=branch, depth=turn.depth, kind=kind)
             return take, {}
 
         return self.core.mutate(turn.campaign_id, "take", build)

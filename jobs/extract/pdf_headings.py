@@ -440,6 +440,32 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
     if toc_by_page:
         _split_at_titles(pages, toc_by_page)
     _split_numbered(pages)
+    looks, items = _heading_candidates(pages, body, body_size)
+    levels, anchors = _outline_levels(pages, toc_by_page)
+    matched = sum(1 for i in looks if i in levels)
+    if matched >= 10 and matched >= _FULL_OUTLINE * len(looks):
+        # The outline names nearly every block that looks like a heading: it is the book's full
+        # list of headings, and a bold or large line it leaves out ("Sage Advice", "Spell
+        # Scroll (table)") is emphasis, not a heading.
+        # A title set larger than every heading it names stays (the book's own title).
+        largest = max(items[i].size for i in looks if i in levels)
+        looks = {i: kind for i, kind in looks.items() if i in levels or items[i].size > largest}
+    captions = _captions(pages, looks)
+    for page in pages:
+        for it in page.items:
+            if id(it) in captions and id(it) not in levels:
+                it.kind = BlockKind.CAPTION
+                looks.pop(id(it), None)
+
+    _style_levels(pages, looks, items, levels, anchors)
+    return levels
+
+
+def _heading_candidates(
+    pages: list[_Page], body: Style | None, body_size: float
+) -> tuple[dict[int, str], dict[int, _Item]]:
+    """The blocks that look like headings (by id: how they look, and the block), their styles and
+    numbering checked against the rest of the book."""
     looks: dict[int, str] = {}
     items: dict[int, _Item] = {}
     for page in pages:
@@ -460,9 +486,15 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
         for i in numbered:
             if i not in keep_numbers:
                 looks.pop(i)
+    return looks, items
 
+
+def _outline_levels(
+    pages: list[_Page], toc_by_page: dict[int, dict[str, int]]
+) -> tuple[dict[int, int], dict[tuple[Any, ...], Counter[int]]]:
+    """Levels from the outline, where an entry's title matches a short block of the page it points to,
+    and per style the outline levels its blocks took."""
     levels: dict[int, int] = {}
-    # 1. The outline, where an entry's title matches a short block of the page it points to.
     anchors: dict[tuple[Any, ...], Counter[int]] = {}
     if toc_by_page:
         for page in pages:
@@ -477,22 +509,18 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
                     levels[id(it)] = min(level, _MAX_LEVELS)
                     if it.style is not None or it.size:
                         anchors.setdefault(_level_key(it), Counter())[level] += 1
+    return levels, anchors
 
-    matched = sum(1 for i in looks if i in levels)
-    if matched >= 10 and matched >= _FULL_OUTLINE * len(looks):
-        # The outline names nearly every block that looks like a heading: it is the book's full
-        # list of headings, and a bold or large line it leaves out ("Sage Advice", "Spell
-        # Scroll (table)") is emphasis, not a heading.
-        # A title set larger than every heading it names stays (the book's own title).
-        largest = max(items[i].size for i in looks if i in levels)
-        looks = {i: kind for i, kind in looks.items() if i in levels or items[i].size > largest}
-    captions = _captions(pages, looks)
-    for page in pages:
-        for it in page.items:
-            if id(it) in captions and id(it) not in levels:
-                it.kind = BlockKind.CAPTION
-                looks.pop(id(it), None)
 
+def _style_levels(
+    pages: list[_Page],
+    looks: dict[int, str],
+    items: dict[int, _Item],
+    levels: dict[int, int],
+    anchors: dict[tuple[Any, ...], Counter[int]],
+) -> None:
+    """Level the candidates the outline did not place (into ``levels``): typographic style, ranked and
+    anchored to the outline's levels, then numbering."""
     # 2. Typographic style, ranked, anchored to the outline's levels.
     counts: Counter[tuple[Any, ...]] = Counter(_level_key(items[i]) for i in looks)
     ranked = sorted(counts, key=lambda k: (-k[1], not k[2], k[3], not k[4], counts[k], str(k[0])))
@@ -533,4 +561,3 @@ def _assign_levels(pages: list[_Page], toc: list[list[Any]]) -> dict[int, int]:
             # "2.3.1 Cover" sits at depth 3 whatever its size says
             level = max(1, min(depth + offset, _MAX_LEVELS))
         levels[item_id] = level
-    return levels

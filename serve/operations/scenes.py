@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from schemas.errors import NotFound
+from schemas.review import QueuedProposal, ReviewRequest
 from schemas.serving import CommitRequest, EndSceneRequest, ProposalCreate, RetconAnswer, RetconRequest, SceneCreate
 from schemas.story import GateReport, ProposalStatus, ProposedChange, ResolutionMethod, Scene
 from serve.auth import Forbidden
@@ -110,11 +111,18 @@ async def propose_change(call: Call[ProposalCreate]) -> ProposedChange:
     rest=Rest("GET", "/scenes/{scene_id}/proposals"),
     ids=("scene_id",),
     body=ProposalsQuery,
-    output=list[ProposedChange],
+    output=list[QueuedProposal],
 )
-async def list_proposals(call: Call[ProposalsQuery]) -> list[ProposedChange]:
-    """The proposals of a scene, optionally of one status (pending, accepted, rejected …)."""
-    return await call.run(call.ctx.story.proposals, call.id("scene_id"), call.body.status)  # type: ignore[no-any-return]
+async def list_proposals(call: Call[ProposalsQuery]) -> list[QueuedProposal]:
+    """The proposals of a scene, optionally of one status (pending, accepted, rejected …); for the GM, the review
+    queue: each pending one with what the gate would decide now and why (a dry run that writes nothing).
+
+    A player key gets the proposals without verdicts or reviews (a verdict may name canon the player may not see).
+    """
+    gm = call.caller.runs(call.campaign_id or "")
+    queue = call.ctx.story.reviews.queue
+    found: list[QueuedProposal] = await call.run(queue, call.id("scene_id"), call.body.status, dry_run=gm)
+    return found if gm else [p.model_copy(update={"verdict": None, "review": None}) for p in found]
 
 
 @operation(
@@ -122,17 +130,23 @@ async def list_proposals(call: Call[ProposalsQuery]) -> list[ProposedChange]:
     access=GM_ON_SCENE,
     rest=Rest("POST", "/scenes/{scene_id}/proposals/{proposal_id}/review"),
     ids=("scene_id", "proposal_id"),
+    body=ReviewRequest,
     output=ProposedChange,
 )
-async def review_proposal(call: Call[Any]) -> ProposedChange:
-    """Approve a pending proposal as reviewed (the GM's): lets a system proposal below the confidence threshold
-    through the gate; the reviewer recorded is the caller's key."""
+async def review_proposal(call: Call[ReviewRequest]) -> ProposedChange:
+    """Review a pending proposal (the GM's): accept it, reject it, or edit it (typed content, checked as a new
+    proposal's), with a rationale. The gate applies the review at the next commit naming it or at the scene's end:
+    accepted or edited, it is judged on the GM's authority; rejected, it never becomes canon. A proposal the end
+    left pending for review is made canon after the end by a commit naming it. The reviewer is the caller's key."""
     proposal: ProposedChange | None = None
     with contextlib.suppress(NotFound):
         proposal = await call.run(call.ctx.story.get_proposal, call.id("proposal_id"))
     if proposal is None or proposal.scene_id != call.id("scene_id"):  # another scene's answers like a missing one
         raise NotFound("story", f"no proposal {call.id('proposal_id')!r} on scene {call.id('scene_id')!r}")
-    return await call.run(call.ctx.story.review, proposal.id, call.caller.label)  # type: ignore[no-any-return]
+    b = call.body
+    return await call.run(  # type: ignore[no-any-return]
+        call.ctx.story.review, proposal.id, call.caller.label, action=b.action, rationale=b.rationale, content=b.content
+    )
 
 
 @operation(
@@ -144,7 +158,8 @@ async def review_proposal(call: Call[Any]) -> ProposedChange:
     output=GateReport,
 )
 async def commit_scene(call: Call[CommitRequest]) -> GateReport:
-    """Judge the named pending proposals now, mid-scene (the GM's): the accepted become canon."""
+    """Judge the named pending proposals now, mid-scene (the GM's): the accepted become canon. After the scene's
+    end, the proposals it left pending for review that the GM has reviewed since."""
     return _count(await call.run(call.ctx.gate.commit, call.id("scene_id"), call.body.proposal_ids))
 
 

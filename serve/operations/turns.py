@@ -72,7 +72,11 @@ async def turn_events(call: Call[TurnRequest]) -> AsyncIterator[dict[str, Any]]:
 
 
 async def retake_events(call: Call[Any]) -> AsyncIterator[dict[str, Any]]:
-    return call.ctx.flow.retake(call.id("campaign_id"), call.id("turn_id"))
+    """The events of a retake, once the world is rewound to where it stood when the turn was recorded (the
+    new take is told from it; the replaced take is archived as a version when the new one is kept)."""
+    campaign_id, turn_id = call.id("campaign_id"), call.id("turn_id")
+    await call.run(call.ctx.story.versions.rewind, campaign_id, turn_id)
+    return call.ctx.flow.retake(campaign_id, turn_id)
 
 
 @operation(
@@ -120,9 +124,15 @@ async def list_turns(call: Call[TurnsQuery]) -> list[Turn]:
     stream=retake_events,
 )
 async def retake_turn(call: Call[TakeRequest]) -> TurnOutcome:
-    """Narrate a turn again as a new take, selected (the GM's: it withdraws the old take's pending proposals)."""
+    """Narrate a turn again as a new take, selected, from the world rewound to before it (the GM's: the replaced
+    take is archived as a turn version and its pending proposals superseded; revert_turn_version brings it back)."""
     slot = take_slot(call)
-    return await _outcome(await retake_events(call), slot)
+    try:
+        events = await retake_events(call)
+    except BaseException:
+        slot.release()
+        raise
+    return await _outcome(events, slot)
 
 
 @operation(

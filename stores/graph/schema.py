@@ -29,6 +29,7 @@ NODE_LABELS: tuple[str, ...] = (
     "Scene",
     "Checkpoint",
     "ProposedChange",
+    "ProposalReview",
     "StateEvent",
     "Commit",
     "Resolution",
@@ -69,6 +70,7 @@ INDEXED_PROPERTIES: tuple[tuple[str, str], ...] = (
     ("Checkpoint", "campaign_id"),
     ("ProposedChange", "scene_uid"),
     ("ProposedChange", "status"),
+    ("ProposalReview", "proposal_uid"),  # a proposal's reviews (provenance)
     ("StateEvent", "turn_uid"),
     ("StateEvent", "branch_id"),  # replay: the events of one segment of a lineage
     ("StateEvent", "campaign_id"),

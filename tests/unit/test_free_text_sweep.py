@@ -41,7 +41,18 @@ WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 # POST routes and tools that read: they store nothing (their text is a query)
 READS = {"search_knowledge", "search_by_category", "recall"}
 # keys whose string values are not free text: enum values and ids
-NOT_TEXT = {"type", "kind", "authority", "input_mode", "use", "point_of_view", "tense", "role", "library_type"}
+NOT_TEXT = {
+    "type",
+    "kind",
+    "authority",
+    "input_mode",
+    "use",
+    "point_of_view",
+    "tense",
+    "role",
+    "library_type",
+    "action",
+}
 
 
 @dataclass
@@ -97,6 +108,8 @@ def setup_table(services: Any) -> dict[str, str]:
     memory = story.add_memory(
         Memory(campaign_id=campaign.id, observer_entity_id=ayla, text="Ayla fears the ford.", anchor_turn_id=turn.id)
     )
+    flood = {"type": "event", "title": "The ford rises"}
+    pending = story.propose(scene.id, type="event", content=flood, authority="gm", confidence=1.0)
     (row,) = story.graph.run("MATCH (f:Fact) WHERE f.campaign_id = $c RETURN f.uid AS uid", {"c": campaign.id})
     return {
         "world_id": world.id,
@@ -107,6 +120,7 @@ def setup_table(services: Any) -> dict[str, str]:
         "fact_id": str(row["uid"]),
         "memory_id": memory.id,
         "scene_id": scene.id,
+        "proposal_id": pending.id,
     }
 
 
@@ -156,6 +170,17 @@ def cases(t: dict[str, str]) -> list[Case]:
             {"type": "entity", "content": entity, "authority": "gm", "evidence": {"quote": "a ferryman"}},
         ),
         Case(
+            "review_proposal",
+            "POST",
+            "/scenes/{scene_id}/proposals/{proposal_id}/review",
+            {"scene_id": t["scene_id"], "proposal_id": t["proposal_id"]},
+            {
+                "action": "edit",
+                "content": {"type": "event", "title": "The ford floods", "description": "Brown water to the knee."},
+                "rationale": "A flood is what the scene needs.",
+            },
+        ),
+        Case(
             "retcon_fact",
             "POST",
             "/facts/{fact_id}/retcon",
@@ -187,7 +212,6 @@ NO_FREE_TEXT = {
     "revoke_key",
     "revoke_player_key",
     "commit_scene",
-    "review_proposal",
     "undo",
     "redo",
     "switch_branch",

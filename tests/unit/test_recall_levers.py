@@ -27,6 +27,7 @@ from story.recall_cues import (
     time_range,
     without_names,
 )
+from story.recall_documents import vector_payload
 from story.recall_index import Candidates, RecallConfig, RecallIndex
 
 pytestmark = pytest.mark.unit
@@ -158,7 +159,7 @@ def test_a_vector_payload_holds_the_record_as_json_and_an_older_object_still_rea
     assert RecallRecord.model_validate_json(stored).model_dump(exclude={"context"}) == new.model_dump(
         exclude={"context"}
     )
-    payload = {**index._payload(old), "record": old.model_dump(mode="json", exclude={"context"})}  # the older form
+    payload = {**vector_payload(old), "record": old.model_dump(mode="json", exclude={"context"})}  # the older form
     vector = np.ones(index.embedder.dim, dtype=np.float32) / np.sqrt(index.embedder.dim)
     index.vectors.upsert(index.collection, [VectorPoint(id=old.id, vector=vector.tolist(), payload=payload)])
     found = index.gather("c", "lantern", lineage=lineage, kinds=[RecallKind.TURN], query_vector=vector)
@@ -175,7 +176,7 @@ def test_a_payload_written_before_records_had_a_commit_sequence_still_reads(inde
     index.ensure()
     stored = old.model_dump(mode="json", exclude={"context", "seq"})
     assert "seq" not in stored
-    payload = {**index._payload(old), "record": json.dumps(stored)}
+    payload = {**vector_payload(old), "record": json.dumps(stored)}
     vector = np.ones(index.embedder.dim, dtype=np.float32) / np.sqrt(index.embedder.dim)
     index.vectors.upsert(index.collection, [VectorPoint(id=old.id, vector=vector.tolist(), payload=payload)])
     lineage = Lineage(segments=(Segment(branch_id="b", max_depth=3, seq_cutoff=0),))

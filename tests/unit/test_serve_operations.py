@@ -61,6 +61,8 @@ ROLES: dict[str, str] = {
     "create_checkpoint": "gm",
     "list_checkpoints": "player",
     "restore_checkpoint": "gm",
+    "list_turn_versions": "player",
+    "revert_turn_version": "gm",
     "get_state_as_of": "player",
     # scenes, the gate and rulings
     "start_scene": "gm",
@@ -204,6 +206,10 @@ def _fresh(t: Table, what: str) -> str:
             campaign_id=cid, observer_entity_id=t.ids["hero"], text="A spare memory.", anchor_turn_id=t.ids["head"]
         )
         return str(story.add_memory(memory).id)
+    if what == "version":  # a retake's archive of the take it replaced
+        story.versions.rewind(cid, t.ids["turn_id"])
+        story.add_take(t.ids["turn_id"], "The gate creaks again.")
+        return str(story.versions.list(cid, t.ids["turn_id"])[-1].id)
     event = {"type": "event", "title": "A bell rings"}
     return str(story.propose(_active_scene(t), type="event", content=event, authority=Authority.GM, confidence=1.0).id)
 
@@ -243,13 +249,18 @@ REQUESTS: dict[str, Callable[[Table], tuple[list[str] | dict[str, str], dict[str
     "create_checkpoint": lambda t: (["campaign_id"], {"name": "here"}),
     "list_checkpoints": lambda t: (["campaign_id"], {}),
     "restore_checkpoint": lambda t: (["campaign_id", "checkpoint_id"], {}),
+    "list_turn_versions": lambda t: (["campaign_id", "turn_id"], {}),
+    "revert_turn_version": lambda t: (["campaign_id", "turn_id", "version_id"], {}),
     "get_state_as_of": lambda t: (["campaign_id"], {"turn_id": t.ids["turn_id"]}),
     "start_scene": lambda t: (["campaign_id"], {"title": "Another"}),
     "list_scenes": lambda t: (["campaign_id"], {}),
     "get_scene": lambda t: (["scene_id"], {}),
     "propose_change": lambda t: (["scene_id"], {"type": "event", "content": {"type": "event", "title": "Rain"}}),
     "list_proposals": lambda t: (["scene_id"], {}),
-    "review_proposal": lambda t: ({"scene_id": _active_scene(t), "proposal_id": _fresh(t, "proposal")}, {}),
+    "review_proposal": lambda t: (
+        {"scene_id": _active_scene(t), "proposal_id": _fresh(t, "proposal")},
+        {"action": "accept", "rationale": "It fits."},
+    ),
     "commit_scene": lambda t: (["scene_id"], {"proposal_ids": [_fresh(t, "proposal")]}),
     "end_scene": lambda t: (["scene_id"], {}),
     "retcon_fact": lambda t: (["fact_id"], {"campaign_id": t.ids["campaign_id"], "reason": "no", "value": "wild"}),
@@ -276,7 +287,8 @@ def _request(t: Table, name: str) -> tuple[dict[str, str], dict[str, Any]]:
         return id_names, body
     ids = {}
     for id_name in id_names:
-        fresh = {"memory_id": "memory", "key_id": "key", "proposal_id": "proposal"}.get(id_name)
+        made = {"memory_id": "memory", "key_id": "key", "proposal_id": "proposal", "version_id": "version"}
+        fresh = made.get(id_name)
         ids[id_name] = _fresh(t, fresh) if fresh else t.ids[id_name]
     return ids, body
 
@@ -416,17 +428,20 @@ def test_a_player_speaks_as_themselves(table: tuple[Table, Doors]) -> None:
         assert as_gm[0] is None, (door, as_gm)
 
 
+ACCEPT = {"action": "accept", "rationale": "It fits."}
+
+
 def test_the_gm_reviews_a_proposal_of_its_scene(table: tuple[Table, Doors]) -> None:
     t, doors = table
     for door in ("rest", "mcp"):
         scene, proposal = _active_scene(t), _fresh(t, "proposal")
         code, reviewed = doors.call(
-            door, "review_proposal", t.keys["gm"], {"scene_id": scene, "proposal_id": proposal}, {}
+            door, "review_proposal", t.keys["gm"], {"scene_id": scene, "proposal_id": proposal}, ACCEPT
         )
         assert code is None and reviewed["reviewed_by"].startswith("gm:"), (door, reviewed)
         elsewhere = {"scene_id": t.ids["scene_id"], "proposal_id": _fresh(t, "proposal")}
         if elsewhere["scene_id"] != scene:
-            assert doors.call(door, "review_proposal", t.keys["gm"], elsewhere, {})[0] == "not_found"
+            assert doors.call(door, "review_proposal", t.keys["gm"], elsewhere, ACCEPT)[0] == "not_found"
 
 
 def test_a_player_adds_memories_for_their_own_character_only(table: tuple[Table, Doors]) -> None:

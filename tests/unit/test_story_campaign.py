@@ -212,7 +212,7 @@ def test_named_checkpoints_are_created_and_restored(story: StoryService) -> None
     play(story, campaign.id, "leave the door alone")  # ...until a divergent write forks
     assert texts(story, campaign.id) == ["enter the dungeon", "find a door", "leave the door alone"]
     assert len(story.branches(campaign.id)) == 2
-    assert [c.name for c in story.checkpoints(campaign.id)] == ["before the door"]
+    assert [c.name for c in story.checkpoints(campaign.id, automatic=False)] == ["before the door"]
     assert checkpoint.snapshot_id is not None
 
 
@@ -584,7 +584,7 @@ def test_a_regeneration_drops_what_the_old_narration_proposed(story: StoryServic
     )
     story.add_take(turn.id, "You find nothing.")  # regenerate
     proposal = story.get_proposal(key.id)
-    assert proposal.status is ProposalStatus.REJECTED and "regenerated" in (proposal.rationale or "")
+    assert proposal.status is ProposalStatus.SUPERSEDED and "replaced" in (proposal.rationale or "")
     assert story.end_scene(scene.id).decisions == []
     assert story.state(campaign.id).entities == []
 
@@ -595,6 +595,6 @@ def test_automatic_checkpoints_are_pruned_once_the_story_moves_on(story: StorySe
         play(story, campaign.id, f"turn {i}")
         story.create_checkpoint(campaign.id, f"auto {i}", kind="before_user_input")
     story.create_checkpoint(campaign.id, "named", turn_id=story.history(campaign.id)[0].id)
-    assert story.prune_checkpoints(campaign.id, keep_turns=2) == 3
-    assert [c.name for c in story.checkpoints(campaign.id)] == ["auto 3", "auto 4", "auto 5", "named"]
+    assert story.prune_checkpoints(campaign.id, keep_turns=2) >= 3  # the turns' own automatic ones too
+    assert [c.name for c in story.checkpoints(campaign.id, automatic=False)] == ["auto 3", "auto 4", "auto 5", "named"]
     assert story.prune_checkpoints(campaign.id, keep_turns=2) == 0

@@ -106,12 +106,14 @@ def test_the_gate_judges_each_proposal_by_its_authority(story: StoryService) -> 
         "gm": ProposalStatus.ACCEPTED,
         "player_no_roll": ProposalStatus.REJECTED,
         "player_roll": ProposalStatus.ACCEPTED,
-        "system_low": ProposalStatus.REJECTED,
+        "system_low": ProposalStatus.PENDING,  # waits for the GM's review, after the end too
         "system_high": ProposalStatus.ACCEPTED,
         "system_reviewed": ProposalStatus.ACCEPTED,
     }
+    assert report.awaiting_review == [made["system_low"].id]
+    assert [p.id for p in story.proposals(scene_id, ProposalStatus.PENDING)] == [made["system_low"].id]
     rejected = story.proposals(scene_id, ProposalStatus.REJECTED)
-    assert {p.id for p in rejected} == {made["player_no_roll"].id, made["system_low"].id}
+    assert {p.id for p in rejected} == {made["player_no_roll"].id}
     for proposal in rejected:
         assert proposal.rationale and proposal.decided_at is not None  # rejected ones keep their rationale
     scene = story.get_scene(scene_id)
