@@ -38,9 +38,24 @@ CONTRACT: dict[str, tuple[str, frozenset[str]]] = {
     "lorekeeper_http_request_duration_seconds": ("histogram", frozenset({"route"})),
     "lorekeeper_mcp_tool_invocations_total": ("counter", frozenset({"tool", "status"})),
     "lorekeeper_mcp_tool_duration_seconds": ("histogram", frozenset({"tool"})),
+    # the ingest contract's (../shared/docs/ingest-contract.md, "Metrics")
+    "lorekeeper_ingest_jobs_total": ("counter", frozenset({"status"})),
+    "lorekeeper_ingest_duration_seconds": ("histogram", frozenset({"library_type"})),
+    "lorekeeper_chunks_created_total": ("counter", frozenset({"library_type"})),
+    "lorekeeper_concepts_extracted_total": ("counter", frozenset()),
+    "lorekeeper_embeddings_generated_total": ("counter", frozenset({"model"})),
+    "lorekeeper_embedding_duration_seconds": ("histogram", frozenset({"model"})),
+    "lorekeeper_search_results_total": ("counter", frozenset({"search_type"})),
+    "lorekeeper_graph_query_duration_seconds": ("histogram", frozenset({"query_type"})),
+    "lorekeeper_s3_operations_total": ("counter", frozenset({"operation", "status"})),
 }
+# What the scrape of Ray's export really carries (tests/unit/test_ingest_events.py scrapes it after a real
+# ingest): Ray names our metrics ray_<name>, which the chart's ServiceMonitor renames back to <name>.
+RAY_EXPORT_RELABEL = {"sourceLabels": ["__name__"], "regex": "ray_(lorekeeper_.+)", "targetLabel": "__name__"}
 # Labels Prometheus adds when it scrapes (target labels of the ServiceMonitor) and the buckets' le.
-SCRAPE_LABELS = frozenset({"namespace", "pod", "service", "instance", "job", "container", "endpoint"})
+SCRAPE_LABELS = frozenset({"namespace", "pod", "service", "instance", "job", "container", "endpoint"}) | frozenset(
+    {"Component", "NodeAddress", "SessionName", "Version", "WorkerId"}  # Ray's export adds these
+)
 # What the dashboard must show (the issue's list): each group needs at least one of its metrics.
 REQUIRED = {
     "ingest throughput": {"lorekeeper_chunks_created_total", "lorekeeper_embeddings_generated_total"},
@@ -270,3 +285,26 @@ def test_the_chart_renders_it_as_a_config_map_for_grafanas_sidecar(enabled: bool
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert config_map["metadata"]["annotations"] == {"grafana_folder": "Lorekeeper"}
     assert json.loads(config_map["data"]["lorekeeper.json"]) == json.loads(DASHBOARD.read_text())
+
+
+def test_the_chart_scrapes_rays_export_under_the_projects_names() -> None:
+    """Every process on Ray exports Lorekeeper's metrics through Ray's agent as ``ray_lorekeeper_*``; the
+    ServiceMonitor renames them to the names the dashboard queries, and scrapes the API's own /metrics no
+    more (its counts are in the export: scraping both would count each ingress twice)."""
+    values = yaml.safe_load((CHART / "ci" / "external-stores-values.yaml").read_text())
+    values["metrics"]["serviceMonitor"]["enabled"] = True
+    with helm.Chart.load(CHART) as chart:
+        rendered = chart.render(values=values, name="lorekeeper", namespace="lore", is_install=True)
+    (monitor,) = [
+        doc
+        for path, text in rendered.items()
+        if path.endswith(".yaml")
+        for doc in deploy.load_documents(text)
+        if doc["kind"] == "ServiceMonitor"
+    ]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == "metrics"
+    (rule,) = endpoint["metricRelabelings"]
+    assert RAY_EXPORT_RELABEL.items() <= rule.items() and rule["replacement"] == "$1"
+    assert re.fullmatch(rule["regex"], "ray_lorekeeper_chunks_created_total")
+    assert not re.fullmatch(rule["regex"], "ray_serve_num_http_requests_total")
