@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import structlog
 from pydantic import BaseModel, Field
 
-from narrator.context import Assembled, PromptAssembler, estimate_tokens
+from narrator.context import Assembled, PromptAssembler, estimate_tokens, for_viewer
 from narrator.engines import NarratorEngine
 from narrator.extraction import extraction_messages, extraction_schema, parse_extraction
 from narrator.metrics import NARRATOR_OUTPUT_TOKENS, NARRATOR_REQUESTS, NARRATOR_TTFT
@@ -34,6 +34,7 @@ from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, TurnRequest
 from schemas.story import GenerationMetadata, Turn, WorldStateView
 from story.service import StoryService
+from story.viewer import Viewer
 
 log = structlog.get_logger(__name__)
 
@@ -88,27 +89,37 @@ class TurnFlow:
         # what the campaign draws on (its library pins; none: the whole library), read each turn
         self.campaign_filters = campaign_filters or story.knowledge_filters
 
-    async def play(self, campaign_id: str, request: TurnRequest) -> AsyncIterator[dict[str, Any]]:
-        """Events of one turn: ``turn`` (recorded), ``delta`` (narration pieces), ``done`` (the outcome)."""
+    async def play(
+        self, campaign_id: str, request: TurnRequest, *, viewer: Viewer | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Events of one turn: ``turn`` (recorded), ``delta`` (narration pieces), ``done`` (the outcome).
+
+        ``viewer``: the seat the turn is narrated from (:func:`narrator.context.for_viewer`). The narration is
+        read by the whole table, so the API narrates every turn from the table's seat (public records only);
+        None (the CLI's table, its operator's own) narrates from everything."""
         turn = await asyncio.to_thread(
             self.story.add_turn, campaign_id, request.text, input_mode=request.input_mode, speaker=request.speaker
         )
         yield {"event": "turn", "turn_id": turn.id, "branch_id": turn.branch_id, "depth": turn.depth}
-        async for event in self._narrate(campaign_id, turn, request.text):
+        async for event in self._narrate(campaign_id, turn, request.text, viewer):
             yield event
 
-    async def retake(self, campaign_id: str, turn_id: str) -> AsyncIterator[dict[str, Any]]:
-        """Narrate a turn again as a new take (a retry); the old takes stay."""
+    async def retake(
+        self, campaign_id: str, turn_id: str, *, viewer: Viewer | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Narrate a turn again as a new take (a retry); the old takes stay. ``viewer`` as for :meth:`play`."""
         turn = await asyncio.to_thread(self.story.get_turn, turn_id)
         if turn.campaign_id != campaign_id:
             raise NotFound("story", f"no turn {turn_id!r} in campaign {campaign_id!r}")
         yield {"event": "turn", "turn_id": turn.id, "branch_id": turn.branch_id, "depth": turn.depth}
-        async for event in self._narrate(campaign_id, turn, turn.text):
+        async for event in self._narrate(campaign_id, turn, turn.text, viewer):
             yield event
 
-    async def _narrate(self, campaign_id: str, turn: Turn, text: str) -> AsyncIterator[dict[str, Any]]:
+    async def _narrate(
+        self, campaign_id: str, turn: Turn, text: str, viewer: Viewer | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         engine = self.narrator_for(campaign_id)
-        assembled, state = await asyncio.to_thread(self._assemble, campaign_id, turn, text, engine.model)
+        assembled, state = await asyncio.to_thread(self._assemble, campaign_id, turn, text, engine.model, viewer)
         started = time.perf_counter()
         first: float | None = None
         pieces: list[str] = []
@@ -171,8 +182,11 @@ class TurnFlow:
 
     # -- the blocking parts (run in a worker thread) ---------------------------------------------
 
-    def _assemble(self, campaign_id: str, turn: Turn, text: str, model: str) -> tuple[Assembled, WorldStateView]:
-        """The prompt, and the state it shows (the extractor reuses it).
+    def _assemble(
+        self, campaign_id: str, turn: Turn, text: str, model: str, viewer: Viewer | None = None
+    ) -> tuple[Assembled, WorldStateView]:
+        """The prompt, and the state it shows (the extractor reuses it): for a player's turn (``viewer``), only
+        the records that player may see.
 
         Everything the story holds for the turn comes in one call (:meth:`StoryService.turn_context`,
         a few graph round trips); the knowledge search and the recall (one embedding of the input,
@@ -187,6 +201,9 @@ class TurnFlow:
             # the turn itself and the recent turns are in the prompt verbatim already
             verbatim = {turn.id, *(t.id for t in context.recent)}
             recalled = [h for h in recalled if not (h.kind is RecallKind.TURN and h.turn_id in verbatim)]
+        if viewer is not None:  # before the cut: a hidden record does not take a shown one's place
+            context, recalled = for_viewer(viewer, context, recalled)
+        if recalled is not None:
             recalled = recalled[: self.settings.recall_hits]
         assembled = self.assembler.assemble(
             turn=turn,
