@@ -153,6 +153,10 @@ class ExtractStage:
         self.chunking = fit_chunking(library.effective_chunking(), max_model_tokens)
 
     def __del__(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the stage's stores (idempotent; the in-process run closes them as it ends)."""
         for target in (getattr(self, "catalog", None), getattr(self, "blob", None)):
             target = getattr(target, "graph", target)
             if target is not None:
@@ -524,6 +528,10 @@ class WriteStage:
     def __del__(self) -> None:
         # Ray Data deletes the UDF when it shuts the actor down gracefully: flush and close the stores
         # here, in order, so an embedded index is complete on disk before its folder lock is released.
+        self.close()
+
+    def close(self) -> None:
+        """Close the stage's stores in order (idempotent; the in-process run closes them as it ends)."""
         for store in ("vectors", "text", "catalog", "blob"):
             target = getattr(self, store, None)
             target = getattr(target, "graph", target)
