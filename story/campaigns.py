@@ -322,8 +322,10 @@ class Campaigns:
                 kind=kind,
                 snapshot_id=snapshot_id,
                 description=description,
+                depth=lineage.depth,
+                seq=ctx.event_seq,  # its world: the events up to now (a restore forks past what comes after)
             )
-            writes.add(*cypher.create_nodes("Checkpoint", [node_props(checkpoint, depth=lineage.depth)]))
+            writes.add(*cypher.create_nodes("Checkpoint", [node_props(checkpoint)]))
             writes.add(*cypher.link_nodes("Checkpoint", "AT_TURN", "Turn", [(checkpoint.id, target)]))
             return checkpoint, {}
 

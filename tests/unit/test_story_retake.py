@@ -23,6 +23,10 @@ def _names(story: StoryService, campaign_id: str) -> set[str]:
     return {e.name for e in story.state(campaign_id).entities}
 
 
+def _values(story: StoryService, campaign_id: str) -> list[Any]:
+    return [f.value for f in story.state(campaign_id).facts if f.status.value == "active"]
+
+
 def _retake(story: StoryService, campaign_id: str, turn_id: str) -> dict[str, Any]:
     """A retake as the operation runs it: rewind, then narrate the turn again."""
     flow = TurnFlow(story, EchoEngine("echo-narrator"), settings=SETTINGS)
@@ -172,3 +176,20 @@ def test_the_number_kept_is_read_from_the_settings_at_the_entry_point(tmp_path: 
     monkeypatch.setenv("LOREKEEPER_CHECKPOINTS_KEPT", "0")
     with pytest.raises(ValidationError, match="checkpoints_kept"):
         Settings(data_dir=tmp_path)
+
+
+def test_the_checkpoint_a_retcon_takes_first_restores_the_world_before_it(story: StoryService) -> None:
+    story.memory_former = None
+    campaign = new_campaign(story)
+    story.add_turn(campaign.id, "We meet the queen.", narration="She smiles.")
+    scene = story.start_scene(campaign.id)
+    queen = gm_entity(story, scene.id, "character", "Queen")
+    content = {"subject_entity_id": queen, "predicate": "mood", "value": "calm"}
+    story.propose(scene.id, type="fact", content=content, authority="gm", confidence=1.0)
+    story.end_scene(scene.id)
+    (fact,) = story.state(campaign.id).facts
+    story.retcon(campaign.id, fact.id, reason="she was furious", value="furious")
+    assert _values(story, campaign.id) == ["furious"]
+    (before,) = [c for c in story.checkpoints(campaign.id) if c.kind is WorldStateCheckpointKind.BEFORE_OOC_MUTATION]
+    story.restore_checkpoint(campaign.id, before.id)
+    assert _values(story, campaign.id) == ["calm"]  # the retcon is on the old line only
