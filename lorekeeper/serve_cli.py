@@ -54,6 +54,14 @@ def serve_command(
 GRACE_SECONDS = 20
 
 
+def _worker_logging() -> dict[str, object]:
+    """The replicas log as this command does (schemas.logs): the same JSON lines from every process."""
+    from schemas.logs import worker_setup_hook
+
+    hook = worker_setup_hook()
+    return {"runtime_env": {"worker_process_setup_hook": hook}} if hook is not None else {}
+
+
 def _serve_direct(settings, serve_settings) -> None:  # noqa: ANN001 - settings types are imported lazily
     import uvicorn
 
@@ -123,9 +131,10 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
                 num_cpus=max(4, os.cpu_count() or 1),
                 include_dashboard=False,
                 configure_logging=False,
+                **_worker_logging(),
             )
         else:
-            stopping.init_ray(address=cluster)
+            stopping.init_ray(address=cluster, **_worker_logging())
     except stopping.Interrupted:
         console.print("Lorekeeper API stopped before it started")
         return
