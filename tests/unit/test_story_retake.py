@@ -27,9 +27,9 @@ def _values(story: StoryService, campaign_id: str) -> list[Any]:
     return [f.value for f in story.state(campaign_id).facts if f.status.value == "active"]
 
 
-def _retake(story: StoryService, campaign_id: str, turn_id: str) -> dict[str, Any]:
+def _retake(story: StoryService, campaign_id: str, turn_id: str, settings: ServeSettings = SETTINGS) -> dict[str, Any]:
     """A retake as the operation runs it: rewind, then narrate the turn again."""
-    flow = TurnFlow(story, EchoEngine("echo-narrator"), settings=SETTINGS)
+    flow = TurnFlow(story, EchoEngine("echo-narrator"), settings=settings)
 
     async def run() -> dict[str, Any]:
         await asyncio.to_thread(story.versions.rewind, campaign_id, turn_id)
@@ -38,7 +38,7 @@ def _retake(story: StoryService, campaign_id: str, turn_id: str) -> dict[str, An
     return asyncio.run(run())
 
 
-def _table(story: StoryService) -> tuple[str, str, str]:
+def _table(story: StoryService, text: str = "I look at the sky.") -> tuple[str, str, str]:
     """The Old Mill is canon before the turn; the Dragon becomes canon after it was narrated (a scene ended
     at it). Returns the campaign, the turn and the scene of the turn's own proposals."""
     story.memory_former = None
@@ -47,7 +47,7 @@ def _table(story: StoryService) -> tuple[str, str, str]:
     cast = story.start_scene(campaign.id, title="Cast")
     gm_entity(story, cast.id, "location", "Old Mill")
     story.end_scene(cast.id)
-    turn = story.add_turn(campaign.id, "I look at the sky.", narration="A shadow passes over the mill.")
+    turn = story.add_turn(campaign.id, text, narration="A shadow passes over the mill.")
     scene = story.start_scene(campaign.id, title="The shadow")
     gm_entity(story, scene.id, "creature", "Dragon")
     story.end_scene(scene.id)  # canon committed after the turn was told, anchored at it
@@ -67,6 +67,16 @@ def test_a_retake_prompt_shows_the_world_rewound_to_before_the_turn(story: Story
     assert "Dragon" not in _names(story, cid) and "Old Mill" in _names(story, cid)
     live = {n["name"] for n in story.live_world(cid).entities.values()}
     assert live == _names(story, cid)  # the live world went along in the same transaction
+
+
+def test_a_retake_recalls_nothing_committed_at_or_after_the_turn(recalling_story: StoryService) -> None:
+    story = recalling_story
+    cid, turn_id, _ = _table(story, "Is that a dragon in the sky?")
+    assert any("Dragon" in h.text for h in story.recall(cid, "dragon", limit=10))  # recalled at the head
+    _retake(story, cid, turn_id, SETTINGS.model_copy(update={"recall_hits": 5}))
+    prompt = story.provenance(turn_id).prompt_text or ""
+    assert "Old Mill" in prompt
+    assert "Dragon" not in prompt  # neither in the state nor recalled (the rewound head's line)
 
 
 def test_a_retake_supersedes_what_the_replaced_take_proposed_and_it_never_reaches_canon(story: StoryService) -> None:
