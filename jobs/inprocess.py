@@ -21,8 +21,10 @@ interrupted, as on Ray.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -39,6 +41,8 @@ from stores.catalog import Catalog
 
 log = structlog.get_logger(__name__)
 
+T = TypeVar("T")
+
 
 def run_in_process(
     runnable: list[SourceRow],
@@ -54,8 +58,8 @@ def run_in_process(
     timeline = report.timeline
     plan = plan_stages(available_cpus(), 0.0, embedded_stores=True)
     tally = Tally(catalog, report, notify)
-    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ingest-local")
-    model = pool.submit(_load_model, options, report)
+    model = _in_daemon_thread(_load_model, options, report)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-extract")
     extract: ExtractStage | None = None
     write: WriteStage | None = None
     error: str | None = None
@@ -82,11 +86,26 @@ def run_in_process(
         error = failure_reason(exc)
         log.error("ingest_pipeline_failed", error=error, executor="local")
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=True, cancel_futures=True)  # a file being extracted finishes its writes
         for stage in (extract, write):  # the stores close before the vector index is optimized
             if stage is not None:
                 stage.close()
     tally.close_unfinished(runnable, error)
+
+
+def _in_daemon_thread(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """``fn(*args)`` in a daemon thread: a run stopped by SIGTERM while the model loads exits at once
+    instead of waiting for the load (it writes nothing), which a pool thread would make it do."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="ingest-model-load", daemon=True).start()
+    return future
 
 
 def _load_model(options: IngestOptions, report: IngestReport) -> EmbedStage:

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -36,6 +36,7 @@ from schemas.settings import Settings
 from schemas.story import GateReport
 from serve.auth import OPEN, ApiKeys, Principal
 from serve.seats import EngineFactory, open_story
+from serve.warming import Warming
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
 from stores.source_facts import SourceFactStore
@@ -211,6 +212,8 @@ class Services:
     capacity: Capacity
     open: bool = False
     """True when the API runs without keys (loopback only)."""
+    warming: Warming = field(default_factory=Warming)
+    """What is still loading in the background (``/health`` lists it; ready once empty)."""
 
     async def authenticate(self, key: str | None) -> Principal:
         """The caller behind ``key``; without one, open only while no key exists (the first key closes it).
