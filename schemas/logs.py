@@ -120,4 +120,8 @@ def applied() -> LogConfig | None:
 def worker_setup_hook() -> Callable[[], None] | None:
     """What a Ray worker runs at start-up to log as this process does (``runtime_env``'s
     ``worker_process_setup_hook``), or None when this process configured nothing."""
-    return functools.partial(apply, _APPLIED) if _APPLIED is not None else None
+    if _APPLIED is None:
+        return None
+    hook = functools.partial(apply, _APPLIED)
+    hook.__name__ = "apply_log_config"  # type: ignore[attr-defined]  # Ray names the hook by it
+    return hook

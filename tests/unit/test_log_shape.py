@@ -51,7 +51,7 @@ def test_a_line_carries_the_process_and_masks_secrets_at_any_depth(tmp_path: Pat
 def test_a_worker_started_with_the_hook_logs_as_the_driver_does(tmp_path: Path) -> None:
     lorekeeper.logs.configure_logging("INFO", json=True, directory=str(tmp_path))
     hook = schemas.logs.worker_setup_hook()
-    assert hook is not None
+    assert hook is not None and hook.__name__  # type: ignore[attr-defined]  # Ray names an exported hook by it
     # Ray pickles the hook to every worker it starts; a fresh process runs it, then logs
     script = (
         "import pickle, sys, structlog\n"
