@@ -363,10 +363,17 @@ app = typer.Typer(
 
 
 @app.callback()
-def main() -> None:
+def main(
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "WARNING",
+    log_json: Annotated[bool, typer.Option("--log-json", help="Logs as JSON lines.")] = False,
+) -> None:
     """Lorekeeper ingestion jobs (the Ray Job entrypoint)."""
     # A callback keeps `ingest` a subcommand: with one command and none, Typer would make the app that
-    # command, and `python -m jobs ingest s3://…` would take "ingest" for a path.
+    # command, and `python -m jobs ingest s3://…` would take "ingest" for a path. It also configures the
+    # logs as `lorekeeper` does; the stage actors then log the same way (schemas.logs).
+    from schemas.logs import LogConfig, apply
+
+    apply(LogConfig(level=log_level, json_lines=log_json))
 
 
 app.command("ingest")(ingest)

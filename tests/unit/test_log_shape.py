@@ -68,3 +68,16 @@ def test_a_worker_started_with_the_hook_logs_as_the_driver_does(tmp_path: Path) 
     assert len(theirs) == 1 and theirs[0] == [stderr_line]  # its own file, the same line as on its stderr
     assert stderr_line["event"] == "embed_task_started" and stderr_line["job_id"] == "ingest_x"
     assert {"level", "logger", "timestamp", "host", "pid"} <= set(stderr_line) and stderr_line["pid"] != os.getpid()
+
+
+def test_the_ray_job_entrypoint_configures_the_same_logs(tmp_path: Path) -> None:
+    """``python -m jobs --log-json ingest …`` logs as ``lorekeeper --log-json`` does, so its stage actors do too."""
+    from typer.testing import CliRunner
+
+    from jobs.cli import app
+
+    arguments = ["--log-json", "--log-level", "INFO", "ingest", str(tmp_path / "none"), "--library", "x"]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code != 0  # no such path: the options were taken all the same
+    assert schemas.logs.applied() == schemas.logs.LogConfig(level="INFO", json_lines=True)
+    assert schemas.logs.worker_setup_hook() is not None
