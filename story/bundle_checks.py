@@ -61,7 +61,7 @@ CAMPAIGN_LABELS = frozenset(
     {
         "Campaign", "Branch", "Turn", "Take", "Scene", "Checkpoint", "ProposedChange", "ProposalReview", "Resolution",
         "StateEvent", "Commit", "Entity", "Fact", "Relationship", "StoryThread", "Happening", "Memory",
-        "Summary", "Snapshot", "PromptSnapshot", "Retrieval", "MediaAsset", "LiveEntity",
+        "Summary", "Snapshot", "PromptSnapshot", "Retrieval", "MediaAsset", "LiveEntity", "TurnVersion",
     }
 )  # fmt: skip
 
@@ -84,6 +84,7 @@ EDGE_TYPES: dict[str, frozenset[tuple[str, str]]] = {
     "OF_CAMPAIGN": frozenset({("Branch", "Campaign"), ("Scene", "Campaign")}),
     "CHILD_OF": frozenset({("Turn", "Turn")}),
     "TAKE_OF": frozenset({("Take", "Turn")}),
+    "VERSION_OF": frozenset({("TurnVersion", "Turn")}),
     "FORKED_AT": frozenset({("Branch", "Turn")}),
     "PROPOSED_IN": frozenset({("ProposedChange", "Scene")}),
     "RESOLVES": frozenset({("Resolution", "ProposedChange")}),

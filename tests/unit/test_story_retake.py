@@ -203,3 +203,21 @@ def test_the_checkpoint_a_retcon_takes_first_restores_the_world_before_it(story:
     (before,) = [c for c in story.checkpoints(campaign.id) if c.kind is WorldStateCheckpointKind.BEFORE_OOC_MUTATION]
     story.restore_checkpoint(campaign.id, before.id)
     assert _values(story, campaign.id) == ["calm"]  # the retcon is on the old line only
+
+
+def test_a_retaken_campaign_round_trips_with_its_versions_and_checkpoints(story: StoryService, tmp_path: Any) -> None:
+    import io
+
+    from tests.unit.test_story_bundle import _stores
+
+    cid, turn_id, _ = _table(story)
+    _retake(story, cid, turn_id)
+    buffer = io.BytesIO()
+    story.export_campaign(cid, buffer)
+    with _stores(tmp_path / "other") as other:
+        other.import_campaign(buffer.getvalue())
+        (version,) = other.versions.list(cid, turn_id)
+        assert version == story.versions.list(cid, turn_id)[0]
+        assert other.checkpoints(cid) == story.checkpoints(cid)
+        other.revert_turn_version(cid, turn_id, version.id)  # the world that went with it, in the new store too
+        assert "Dragon" in _names(other, cid)
