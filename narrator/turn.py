@@ -19,16 +19,18 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
 from pydantic import BaseModel, Field
 
 from narrator.context import Assembled, PromptAssembler, estimate_tokens, for_viewer
-from narrator.engines import NarratorEngine
-from narrator.extraction import extraction_messages, extraction_schema, parse_extraction
+from narrator.engines import AnswerTruncated, NarratorEngine
+from narrator.extraction import extraction_messages, extraction_schema, extractor_budget, parse_extraction
 from narrator.metrics import NARRATOR_OUTPUT_TOKENS, NARRATOR_REQUESTS, NARRATOR_TTFT
 from schemas.errors import LorekeeperError, NotFound
+from schemas.model_roles import ModelCall, Seat
 from schemas.recall import RecallHit, RecallKind
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, TurnRequest
@@ -45,6 +47,16 @@ class SearchBackend(Protocol):
     def search(
         self, query: str, *, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
     ) -> list[SearchHit]: ...
+
+
+@dataclass(frozen=True)
+class TurnEngines:
+    """The engines that narrate and extract a campaign's turn, with their names on the server."""
+
+    narrator: NarratorEngine
+    extractor: NarratorEngine
+    narrator_name: str = "narrator"
+    extractor_name: str = "narrator"
 
 
 class TurnOutcome(BaseModel):
@@ -77,11 +89,14 @@ class TurnFlow:
         searcher: SearchBackend | None = None,
         campaign_filters: Callable[[str], SearchFilters] | None = None,
         narrator_for: Callable[[str], NarratorEngine] | None = None,
+        engines_for: Callable[[str], TurnEngines] | None = None,
     ) -> None:
         self.story = story
         self.narrator = narrator
         self.extractor = extractor
         self.narrator_for = narrator_for or (lambda campaign_id: narrator)
+        # which engines play the campaign's narrator and extractor (its model roles; a blocking read)
+        self.engines_for = engines_for or self._deployment_engines
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="turn-context")
         self.searcher = searcher
         self.settings = settings
@@ -118,8 +133,10 @@ class TurnFlow:
     async def _narrate(
         self, campaign_id: str, turn: Turn, text: str, viewer: Viewer | None = None
     ) -> AsyncIterator[dict[str, Any]]:
-        engine = self.narrator_for(campaign_id)
+        engines = await asyncio.to_thread(self.engines_for, campaign_id)
+        engine = engines.narrator
         assembled, state = await asyncio.to_thread(self._assemble, campaign_id, turn, text, engine.model, viewer)
+        assembled.snapshot.calls = self._calls(engines)
         started = time.perf_counter()
         first: float | None = None
         pieces: list[str] = []
@@ -155,7 +172,7 @@ class TurnFlow:
             prompt_snapshot_id=assembled.snapshot.id,
         )
         take = await asyncio.to_thread(self._keep, turn, narration, generation, assembled)
-        proposal_ids, dropped = await self._extract(campaign_id, turn, text, narration, state, self.extractor or engine)
+        proposal_ids, dropped = await self._extract(campaign_id, turn, text, narration, state, engines.extractor)
         if dropped:
             await asyncio.to_thread(self.story.note_extraction, turn.id, dropped)
         log.info(
@@ -179,6 +196,31 @@ class TurnFlow:
             recall_error=assembled.recall.error if assembled.recall else None,
         )
         yield {"event": "done", **outcome.model_dump(mode="json")}
+
+    def _deployment_engines(self, campaign_id: str) -> TurnEngines:
+        narrator = self.narrator_for(campaign_id)
+        if self.extractor is None:
+            return TurnEngines(narrator, narrator)
+        return TurnEngines(narrator, self.extractor, extractor_name="extractor")
+
+    def _calls(self, engines: TurnEngines) -> list[ModelCall]:
+        """The model calls of a turn (the narration, the extraction), as its prompt snapshot records them."""
+        s = self.settings
+        narrate = ModelCall(
+            seat=Seat.NARRATOR,
+            engine=engines.narrator_name,
+            model=engines.narrator.model,
+            max_tokens=s.narrator_max_tokens,
+            temperature=s.narrator_temperature,
+        )
+        extract = ModelCall(
+            seat=Seat.EXTRACTOR,
+            engine=engines.extractor_name,
+            model=engines.extractor.model,
+            max_tokens=extractor_budget(s, engines.extractor),
+            temperature=0.0,
+        )
+        return [narrate, extract]
 
     # -- the blocking parts (run in a worker thread) ---------------------------------------------
 
@@ -283,8 +325,10 @@ class TurnFlow:
         messages = extraction_messages(state, text, narration)
         try:
             raw = await extractor.structured(
-                messages, schema=extraction_schema(), max_tokens=self.settings.extractor_max_tokens
+                messages, schema=extraction_schema(), max_tokens=extractor_budget(self.settings, extractor)
             )
+        except AnswerTruncated as exc:  # a cut document is no answer: say so, never read it as "nothing found"
+            return [], [f"extractor answer cut short: {exc.detail}"]
         except LorekeeperError as exc:
             return [], [f"extractor unavailable: {exc.message}"]
         batch, dropped = parse_extraction(raw)

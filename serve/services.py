@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import structlog
@@ -35,7 +35,7 @@ from schemas.serving import ServeSettings
 from schemas.settings import Settings
 from schemas.story import GateReport
 from serve.auth import OPEN, ApiKeys, Principal
-from serve.seats import EngineFactory, open_story
+from serve.seats import EngineFactory, NamedNarrators, open_story, turn_engines
 from serve.warming import Warming
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
@@ -340,6 +340,10 @@ def open_services(
             stack.callback(close_engine, extractor)
         if catch_up:
             story.catch_up()
+        # the Narrator replicas build a campaign's named narrator themselves
+        remote = cast("NamedNarrators", narrator) if hasattr(narrator, "named") else None
+        engines_for, named = turn_engines(story, serve, narrator.for_campaign, extractor, engines, remote=remote)
+        stack.callback(named.close, close_engine)
         flow = TurnFlow(
             story,
             narrator.default,
@@ -347,6 +351,7 @@ def open_services(
             extractor=extractor,
             searcher=search,
             narrator_for=narrator.for_campaign,
+            engines_for=engines_for,
         )
         yield Services(
             settings=settings,
