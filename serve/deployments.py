@@ -261,7 +261,15 @@ class GateReplica:
         self._stack = ExitStack()  # the model seats' engines and loops
         self.graph, self.blobs = open_graph_store(settings), open_blob_store(settings)
         recall = RemoteRecallIndex(search) if search else None
-        self.story = open_story(self.graph, self.blobs, serve_settings, self._stack, recall=recall, engines=engines)
+        self.story = open_story(
+            self.graph,
+            self.blobs,
+            serve_settings,
+            self._stack,
+            recall=recall,
+            engines=engines,
+            checkpoints_kept=settings.checkpoints_kept,
+        )
         self.gate = LocalGate(self.story)
         log.info(
             "gate_replica_started",

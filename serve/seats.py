@@ -40,6 +40,7 @@ from schemas.story import Axiom, Scene, Turn
 from stores.blob.base import BlobStore
 from stores.graph.base import GraphStore
 from story.axioms import AxiomJudge, AxiomRulings, ProposalText
+from story.checkpoints import DEFAULT_KEPT
 from story.formation import FormedScene, NamedEntity, SceneMemoryFormer
 from story.recall_index import RecallIndex
 from story.service import StoryService
@@ -327,6 +328,7 @@ def open_story(
     *,
     recall: RecallIndex | None = None,
     engines: EngineFactory = build_engine,
+    checkpoints_kept: int = DEFAULT_KEPT,
 ) -> StoryService:
     """The story service on these stores, prepared, with its model seats bound (:func:`bind_scene_seats`).
 
@@ -334,7 +336,7 @@ def open_story(
     Without serving settings (a gate built with none bound) it has no model seats: extractive memories,
     axioms reported unchecked.
     """
-    story = StoryService(graph, blobs, recall=recall)
+    story = StoryService(graph, blobs, recall=recall, checkpoints_kept=checkpoints_kept)
     story.prepare()
     if serve is not None:
         bind_scene_seats(story, serve, stack, engines)

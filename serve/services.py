@@ -329,7 +329,8 @@ def open_services(
             recall = open_recall_index(settings, embedder=embedder)
             stack.callback(recall.close)
         # the one builder of the story service, the Gate replica's too: the former and the judge bound
-        story = open_story(graph, blobs, serve, stack, recall=recall, engines=engines)
+        kept = settings.checkpoints_kept
+        story = open_story(graph, blobs, serve, stack, recall=recall, engines=engines, checkpoints_kept=kept)
         keys = ApiKeys(graph, keys_file=serve.api_keys_file)
         if narrator is None:
             engine = engines(serve)
