@@ -66,3 +66,15 @@ def test_a_gm_retakes_a_turn_from_the_rewound_world_and_reverts_it(door: str, ta
     # reverting the version that is selected already is refused, and changes nothing
     error, _ = doors.call(door, "revert_turn_version", key, {**ids, "version_id": version["id"]}, {})
     assert error is not None
+
+
+def test_the_served_story_keeps_the_number_of_checkpoints_the_settings_say(monkeypatch: pytest.MonkeyPatch) -> None:
+    from schemas.settings import get_settings
+
+    monkeypatch.setenv("LOREKEEPER_CHECKPOINTS_KEPT", "5")
+    get_settings.cache_clear()
+    try:
+        with api_services() as services:
+            assert services.story.versions.checkpoints.keep == 5
+    finally:
+        get_settings.cache_clear()
