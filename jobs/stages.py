@@ -14,6 +14,7 @@ status rows through untouched.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -89,9 +90,8 @@ def retrying(operation: str, fn: Callable[[], T]) -> T:
 
 def node_id() -> str:
     """The Ray node this stage runs on (for the job's stage report); "" outside Ray."""
-    import ray
-
-    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+    ray = sys.modules.get("ray")  # never imported here: the in-process run would pay seconds for ""
+    return ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else ""
 
 
 def _actors(size: int) -> Any:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Phases in the order a reader expects them; the summary shows those that ran.
+#: The phases an ingest reports (those that ran, in the order they started; ties in this order).
 PHASES = (
     "store_opening",
     "discovery",
@@ -66,11 +66,12 @@ class Timeline:
             self.moments.setdefault(moment, self.now())
 
     def to_dict(self, total: float) -> dict[str, Any]:
-        """``{"phases": {phase: {"start_s", "end_s", "seconds"}}, moment_s…, "total_s"}``, rounded."""
+        """``{"phases": {phase: {"start_s", "end_s", "seconds"}}, moment_s…, "total_s"}``, rounded; phases
+        in the order they started."""
         order = {name: i for i, name in enumerate(PHASES)}
         phases = {
             name: {"start_s": round(a, 2), "end_s": round(b, 2), "seconds": round(b - a, 2)}
-            for name, (a, b) in sorted(self.spans.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[1][0]))
+            for name, (a, b) in sorted(self.spans.items(), key=lambda kv: (kv[1][0], order.get(kv[0], len(order))))
         }
         out: dict[str, Any] = {"phases": phases}
         for moment in MOMENTS:
