@@ -220,3 +220,23 @@ def test_a_campaign_bundle_carries_the_reviews(story: StoryService, other_story:
     assert other_story.get_proposal(low).review == story.get_proposal(low).review
     query = "MATCH (h:Happening)-[:ESTABLISHED_BY]->(:StateEvent)-[:FROM_REVIEW]->(r:ProposalReview) RETURN r.uid AS r"
     assert other_story.graph.run(query) == story.graph.run(query) != []
+
+
+def test_a_review_racing_the_gate_is_judged_with_it_or_not_at_all(story: StoryService) -> None:
+    """Another process's GM rejects a proposal while this one's scene end is about to commit: the end's commit
+    loses the race to the review (the campaign's version moved), reads again and rejects it; canon never holds
+    what the GM rejected, nor is a review left on a proposal the gate decided without it."""
+    campaign_id, scene_id, turn_id, _ = _table(story)
+    high = _extracted(story, scene_id, turn_id, 0.92, title="The roof caves in")
+    elsewhere = StoryService(story.graph, story.blobs)  # another process: no lock shared with this one
+    commit, raced = story.story.commit, []
+
+    def racing_commit(ctx, writes, *, kind, **props):  # type: ignore[no-untyped-def]
+        if kind == "gate" and not raced:
+            raced.append(elsewhere.review(high, "gm:bo", action=ReviewAction.REJECT, rationale="No."))
+        return commit(ctx, writes, kind=kind, **props)
+
+    story.story.commit = racing_commit  # type: ignore[method-assign]
+    report = story.end_scene(scene_id)
+    assert raced and [(d.proposal_id, d.status) for d in report.decisions] == [(high, ProposalStatus.REJECTED)]
+    assert story.graph.run("MATCH (h:Happening) RETURN count(h) AS n") == [{"n": 0}]
