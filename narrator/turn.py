@@ -235,7 +235,7 @@ class TurnFlow:
         shared, which releases the GIL, and two index queries each) run beside it.
         """
         search = self._pool.submit(self._knowledge, campaign_id, text)
-        recall = self._pool.submit(self._recall, campaign_id, turn, text)
+        recall = self._pool.submit(self._recall, campaign_id, turn, text, filtered=viewer is not None)
         context = self.story.turn_context(campaign_id, turn=turn, recent=self.settings.recent_turns)
         hits, retrieval_error = search.result()
         recalled, recall_error = recall.result()
@@ -282,17 +282,22 @@ class TurnFlow:
             log.warning("turn_search_failed", campaign_id=campaign_id, error=exc.message)
             return [], f"knowledge search failed: {exc.client_message}"
 
-    def _recall(self, campaign_id: str, turn: Turn, text: str) -> tuple[list[RecallHit] | None, str | None]:
+    def _recall(
+        self, campaign_id: str, turn: Turn, text: str, *, filtered: bool = False
+    ) -> tuple[list[RecallHit] | None, str | None]:
         """What the campaign recalls for the input on the turn's line, or None and why it could not.
 
         None without an input, a memory index or ``recall_hits`` (the prompt then lists the line's
         memories instead). Recall is a help, like knowledge: when it fails the turn goes on without
-        it (event ``recall_failed``), and its record and the response say why.
+        it (event ``recall_failed``), and its record and the response say why. ``filtered``: the hits
+        will be cut to what a seat may see, so four times as many are asked for (as the API's recall does).
         """
         if self.story.recall_index is None or not text.strip() or not self.settings.recall_hits:
             return None, None
-        # enough to fill the section after the recent turns (already in the prompt) are taken out
-        limit = min(100, self.settings.recall_hits + self.settings.recent_turns + 1)
+        # enough to fill the section after the recent turns (already in the prompt) and, for a seat, the
+        # records hidden from it are taken out
+        wanted = self.settings.recall_hits * (4 if filtered else 1)
+        limit = min(100, wanted + self.settings.recent_turns + 1)
         try:
             return self.story.recall(campaign_id, text, as_of_turn_id=turn.id, limit=limit), None
         except Exception as exc:  # noqa: BLE001 - the memory index is derived and optional: never fail a turn on it
