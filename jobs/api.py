@@ -5,39 +5,34 @@ mounts the same router behind its own ingress.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import structlog
-from fastapi import APIRouter, Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile, status
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
+from starlette.datastructures import UploadFile
 
-from jobs.runner import IngestRunner
+from jobs.runner import RUNNER_QUEUE, IngestRunner
 from jobs.sources import resolve_within
 from schemas.common import JobStatus
-from schemas.errors import InvalidRequest, LorekeeperError, NotFound
-from schemas.knowledge import Classification, Collection, FileType, IngestJob, IngestSource, Item, Library, LibraryType
+from schemas.errors import InvalidRequest, LorekeeperError, NotFound, Unavailable
+from schemas.ingest import IngestJobView, IngestRequest, declared_file_type, name_for
+from schemas.knowledge import Collection, FileType, IngestJob, IngestSource, Item, Library, LibraryType
 from schemas.rulefacts import StoredSourceFact
 from schemas.settings import Settings, get_settings
-from schemas.text import Name, Note, Text, TextRule
+from schemas.text import Name, RecordId, Text
 from stores.blob.layout import sanitize_filename, upload_key
 from stores.catalog import Catalog
-from stores.factory import open_blob_store, open_graph_store
+from stores.factory import open_blob_store, open_graph_store, open_source_blob_store
 from stores.source_facts import SourceFactStore
 
 log = structlog.get_logger(__name__)
-
-Path_ = Annotated[str, TextRule(4096)]
-"""A path as a client sends it: at most 4,096 characters, no NUL (refused with 422, not a crash in the resolver)."""
-
-
-class IngestAccepted(BaseModel):
-    job_id: str
-    status: JobStatus
 
 
 class LibraryCreate(BaseModel):
@@ -47,13 +42,14 @@ class LibraryCreate(BaseModel):
 
 
 class IngestContext:
-    """What the routes need, built once per app: settings, the catalog, the blob store, the runner."""
+    """What the routes need, built once per app: settings, the catalog, the blob stores, the runner."""
 
     def __init__(self, settings: Settings, *, allowed_roots: list[Path], max_upload_bytes: int) -> None:
         self.settings = settings
         self.graph = open_graph_store(settings)
         self.catalog = Catalog(self.graph)
         self.blob = open_blob_store(settings)
+        self.source_blob = open_source_blob_store(settings)  # None unless LOREKEEPER_SOURCE_BLOB_URL is set
         self.allowed_roots = [root.resolve() for root in allowed_roots]
         self.runner = IngestRunner(settings, self.catalog, allowed_roots=self.allowed_roots)
         self.max_upload_bytes = max_upload_bytes
@@ -62,6 +58,8 @@ class IngestContext:
         self.runner.stop()
         self.graph.close()
         self.blob.close()
+        if self.source_blob is not None:
+            self.source_blob.close()
 
 
 def _context(request: Request) -> IngestContext:
@@ -82,90 +80,192 @@ def _resolve_path(ctx: IngestContext, raw: str) -> Path:
     return path
 
 
-@router.post("/ingest", status_code=status.HTTP_202_ACCEPTED, response_model=IngestAccepted)
-async def ingest(
-    ctx: ContextDep,
-    library_uid: Annotated[str, Form(description="Library to ingest into.")],
-    path: Annotated[Path_ | None, Form(description="A file under an allowed root.")] = None,
-    s3_key: Annotated[str | None, Form(description="An object already in the blob store.")] = None,
-    file: Annotated[UploadFile | None, File(description="The file itself.")] = None,
-    collection_uid: Annotated[str | None, Form()] = None,
-    title: Annotated[Name | None, Form()] = None,
-    file_type: Annotated[FileType | None, Form()] = None,
-    file_size: Annotated[int | None, Form(ge=0)] = None,
-    classification: Annotated[Classification, Form()] = Classification.CANON,
-    source: Annotated[Note | None, Form(description="Free text: where the file came from.")] = None,
-    source_ref: Annotated[
-        Note | None, Form(description="Stable reference; re-ingest replaces its old version.")
-    ] = None,
-) -> IngestAccepted:
-    """Accept one file for ingestion and return its job id at once (202); the work runs in the background."""
-    given = [x for x in (path, s3_key, file) if x is not None]
-    if len(given) != 1:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, "give exactly one of path, s3_key or file")
-    library = ctx.catalog.get_library(library_uid)
-    if collection_uid and collection_uid not in {c.uid for c in ctx.catalog.list_collections(library.uid)}:
-        raise NotFound("graph", f"no collection {collection_uid!r} in library {library_uid!r}")
-    log.info("ingest_request_received", library_uid=library_uid, kind="path" if path else "s3" if s3_key else "upload")
-    if path is not None:
-        resolved = _resolve_path(ctx, path)
-        job = IngestJob(
-            source=IngestSource.PATH, source_ref=str(resolved), library_uid=library.uid, collection_uid=collection_uid
-        )
-    elif s3_key is not None:
-        if not ctx.blob.exists(s3_key):
-            raise NotFound("blob", f"no object {s3_key!r} in the blob store")
-        job = IngestJob(
-            source=IngestSource.S3,
-            source_ref=source_ref or f"s3://{ctx.blob.default_bucket}/{s3_key}",
-            s3_key=s3_key,
-            library_uid=library.uid,
-            collection_uid=collection_uid,
-        )
+@router.post(
+    "/ingest",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=IngestJobView,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "JSON (IngestRequest: s3_key or path, title, library_uid, collection_uid, file_type, "
+            "file_size, source, source_ref, classification) or a multipart form with the same fields and a file.",
+            "content": {"application/json": {"schema": {"type": "object"}}, "multipart/form-data": {}},
+        }
+    },
+)
+async def ingest(request: Request, ctx: ContextDep) -> IngestJobView:
+    """Accept one file for ingestion and answer its job at once (202); the work runs in the background.
+
+    The content type decides the way in: a JSON body (the contract's: an object of the source bucket, or a
+    path under an allowed root), or a multipart form that may carry the file itself.
+    """
+    upload: UploadFile | None = None
+    if request.headers.get("content-type", "").split(";", 1)[0].strip() == "application/json":
+        raw = await request.body()
+        body = _validated(raw, json=True)
     else:
-        assert file is not None
-        name = sanitize_filename(file.filename or title or "upload")
-        data = await file.read(ctx.max_upload_bytes + 1)
-        if len(data) > ctx.max_upload_bytes:
-            raise HTTPException(
-                status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, f"uploads are limited to {ctx.max_upload_bytes} bytes"
-            )
-        if file_size is not None and file_size != len(data):
-            raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_ENTITY, f"file_size {file_size} != {len(data)} bytes received"
-            )
-        job = IngestJob(
-            source=IngestSource.UPLOAD,
-            source_ref=source_ref or name,
-            s3_key="pending",
-            library_uid=library.uid,
-            collection_uid=collection_uid,
+        form = await request.form(max_files=1)
+        fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        file = form.get("file")
+        upload = file if file is not None and not isinstance(file, str) else None
+        body = _validated(fields, json=False)
+    job = await _job_of(ctx, body, upload)
+    try:
+        ctx.runner.submit(job)
+    except Exception as exc:
+        log.error(
+            "ingest_task_dispatch_failed",
+            job_id=job.id,
+            item_uid=job.item_uid,
+            exception=f"{type(exc).__name__}: {exc}",
         )
-        key = upload_key(job.id, name)
-        ctx.blob.put(key, data)
-        job = job.validated_copy(s3_key=key)
-    ctx.runner.submit(job)
-    return IngestAccepted(job_id=job.id, status=job.status)
+        if job.origin is IngestSource.UPLOAD and job.s3_key:
+            with contextlib.suppress(LorekeeperError):
+                ctx.blob.delete(job.s3_key)  # the upload's only reader is the job that was not recorded
+        raise
+    log.info("ingest_task_dispatched", job_id=job.id, item_uid=job.item_uid, task_id=job.id, queue=RUNNER_QUEUE)
+    return IngestJobView.of(job)
 
 
-@router.get("/jobs/{job_id}", response_model=IngestJob)
-def get_job(ctx: ContextDep, job_id: str) -> IngestJob:
-    return ctx.catalog.get_job(job_id)
+def _validated(data: bytes | dict[str, str], *, json: bool) -> IngestRequest:
+    """The request body as :class:`IngestRequest`; 422 naming each bad field (as FastAPI's own bodies)."""
+    try:
+        if json:
+            assert isinstance(data, bytes)
+            return IngestRequest.model_validate_json(data)
+        return IngestRequest.model_validate(data)
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", *e.get("loc", ()))} for e in exc.errors(include_input=False)]
+        ) from None
 
 
-@router.post("/jobs/{job_id}/retry", status_code=status.HTTP_202_ACCEPTED, response_model=IngestAccepted)
-def retry_job(ctx: ContextDep, job_id: str) -> IngestAccepted:
-    job = ctx.runner.retry(job_id)
-    return IngestAccepted(job_id=job.id, status=job.status)
+async def _job_of(ctx: IngestContext, body: IngestRequest, upload: UploadFile | None) -> IngestJob:
+    """The job a request asks for, checked against the catalog and the buckets (nothing is written yet,
+    except an upload's bytes)."""
+    log.info(
+        "ingest_request_received",
+        s3_key=body.s3_key,
+        title=body.title,
+        library_uid=body.library_uid,
+        collection_uid=body.collection_uid,
+        file_type=body.file_type,
+        file_size=body.file_size,
+        source=body.source,
+        source_ref=body.source_ref,
+        way="upload" if upload is not None else "path" if body.path else "s3_key",
+    )
+    given = [x for x in (body.path, body.s3_key, upload) if x is not None]
+    if len(given) != 1:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "give exactly one of path, s3_key or file")
+    library = _library(ctx, body.library_uid)
+    if body.collection_uid and body.collection_uid not in {c.uid for c in ctx.catalog.list_collections(library.uid)}:
+        raise NotFound("graph", f"no collection {body.collection_uid!r} in library {body.library_uid!r}")
+    common: dict[str, Any] = {
+        "library_uid": library.uid,
+        "collection_uid": body.collection_uid,
+        "title": body.title,
+        "file_type": body.file_type,
+        "file_size": body.file_size,
+        "source": body.source,
+    }
+    if body.path is not None:
+        # a path job's reference is its path (the runner reads it from there); a caller's source_ref is not kept
+        return IngestJob(origin=IngestSource.PATH, source_ref=str(_resolve_path(ctx, body.path)), **common)
+    if body.s3_key is not None:
+        return _object_job(ctx, body, common)
+    assert upload is not None
+    name = _name(upload.filename or body.title or "upload", body.file_type)
+    data = await upload.read(ctx.max_upload_bytes + 1)
+    if len(data) > ctx.max_upload_bytes:
+        raise HTTPException(
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, f"uploads are limited to {ctx.max_upload_bytes} bytes"
+        )
+    if body.file_size is not None and body.file_size != len(data):
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT, f"file_size {body.file_size} != {len(data)} bytes received"
+        )
+    job = IngestJob(origin=IngestSource.UPLOAD, source_ref=body.source_ref or name, s3_key="pending", **common)
+    key = upload_key(job.id, name)
+    ctx.blob.put(key, data)
+    return job.validated_copy(s3_key=key)
 
 
-@router.get("/jobs", response_model=list[IngestJob])
+def _library(ctx: IngestContext, library_uid: str) -> Library:
+    try:
+        library = ctx.catalog.get_library(library_uid)
+    except NotFound:
+        log.debug("ingest_library_lookup", library_uid=library_uid, found=False, library_type=None)
+        raise
+    log.debug("ingest_library_lookup", library_uid=library_uid, found=True, library_type=library.type.value)
+    return library
+
+
+def _name(name: str, file_type: str | None) -> str:
+    """A file name the pipeline reads (the declared type's suffix added to a name without one); 422 when
+    the name and the declared type disagree, or neither names a format the pipeline reads."""
+    try:
+        name = name_for(sanitize_filename(name), declared_file_type(file_type))
+        FileType.from_filename(name)
+    except ValueError as exc:
+        raise InvalidRequest("ingest", str(exc)) from None
+    return name
+
+
+def _object_job(ctx: IngestContext, body: IngestRequest, common: dict[str, Any]) -> IngestJob:
+    """The job of an ``s3_key``: an object of the source bucket when one is set, else of the product's.
+
+    A key that is not there (404) or whose size disagrees with ``file_size`` (422) is refused here; a check
+    that cannot be made (the bucket refused or did not answer) lets the job run and fail with the reason,
+    so that fixing the bucket and retrying the job is enough.
+    """
+    key = body.s3_key or ""
+    store = ctx.source_blob or ctx.blob
+    bucket = store.default_bucket
+    name = _name(key, body.file_type)
+    if ctx.source_blob is None and name != key.rsplit("/", 1)[-1]:
+        raise InvalidRequest("ingest", f"{key!r} has no file suffix; an object of the product's bucket needs one")
+    exists: bool | None = None
+    size: int | None = None
+    try:
+        size, exists = store.stat(key).size, True
+    except NotFound:
+        exists = False
+    except (InvalidRequest, Unavailable) as exc:
+        log.warning("ingest_s3_key_unchecked", s3_key=key, bucket=bucket, error=str(exc))
+    log.debug("ingest_s3_key_check", s3_key=key, exists=exists, bucket=bucket)
+    if exists is False:
+        raise NotFound("blob", f"no object {key!r} in bucket {bucket!r}")
+    if size is not None and body.file_size is not None and size != body.file_size:
+        raise InvalidRequest("ingest", f"{bucket}/{key} is {size} bytes but file_size says {body.file_size}")
+    if ctx.source_blob is not None:
+        ref = body.source_ref or f"s3://{bucket}/{key}"
+        return IngestJob(origin=IngestSource.SOURCE_BUCKET, source_ref=ref, s3_key=key, source_bucket=bucket, **common)
+    ref = body.source_ref or f"s3://{bucket}/{key}"
+    return IngestJob(origin=IngestSource.S3, source_ref=ref, s3_key=key, **common)
+
+
+@router.get("/jobs/{job_id}", response_model=IngestJobView)
+def get_job(ctx: ContextDep, job_id: RecordId) -> IngestJobView:
+    return IngestJobView.of(ctx.catalog.get_job(job_id))
+
+
+@router.post("/jobs/{job_id}/retry", status_code=status.HTTP_202_ACCEPTED, response_model=IngestJobView)
+def retry_job(ctx: ContextDep, job_id: RecordId) -> IngestJobView:
+    return IngestJobView.of(ctx.runner.retry(job_id))
+
+
+@router.get("/jobs", response_model=list[IngestJobView])
 def list_jobs(
     ctx: ContextDep,
     status_filter: Annotated[JobStatus | None, Query(alias="status")] = None,
+    source: Annotated[str | None, Query(max_length=2000, description="Only the jobs of this calling system.")] = None,
+    source_ref: Annotated[str | None, Query(max_length=2000, description="Only the jobs of this file id.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-) -> list[IngestJob]:
-    return ctx.catalog.list_jobs(status=status_filter, limit=limit)
+) -> list[IngestJobView]:
+    """Jobs, newest first."""
+    jobs = ctx.catalog.list_jobs(status=status_filter, source=source, source_ref=source_ref, limit=limit)
+    return [IngestJobView.of(job) for job in jobs]
 
 
 @router.get("/libraries", response_model=list[Library])
@@ -243,14 +343,21 @@ async def ingest_context(
     ctx.graph.ensure_schema(LOREKEEPER_GRAPH_SCHEMA)
     ctx.blob.ensure_bucket()
     app.state.ingest = ctx
+    started_ray = False
     if start_runner:
-        # No Ray here: a small job runs in this process, a larger one starts local Ray for its run (inside
-        # Ray Serve it uses the replica's), so the server listens without waiting for Ray to start.
+        from jobs.pipeline import start_ray
+
+        # One Ray session for the life of the app, not one per job (inside Ray Serve, the replica's).
+        started_ray = start_ray()
         ctx.runner.start()
     try:
         yield ctx
     finally:
         ctx.close()
+        if started_ray:
+            import ray
+
+            ray.shutdown()
 
 
 def mount(app: FastAPI, admin: Any, settings: Settings, *, start_runner: bool = True) -> Callable[[FastAPI], Any]:

@@ -16,18 +16,20 @@ from pathlib import Path
 
 import structlog
 
-from jobs import events
 from jobs.plan import IngestOptions
-from jobs.sources import resolve_within
+from jobs.sources import copy_from_source_bucket, resolve_within
 from schemas.common import JobStatus, utc_now
 from schemas.errors import Conflict, InvalidRequest, LorekeeperError
-from schemas.knowledge import IngestJob, IngestProgress, IngestSource
+from schemas.knowledge import IngestJob, IngestProgress, IngestSource, IngestStage
 from schemas.settings import Settings
 from stores.catalog import Catalog
 
 log = structlog.get_logger(__name__)
 
 RunJobs = Callable[[list[IngestJob], IngestOptions], object]
+
+RUNNER_QUEUE = "ingest-runner"
+"""The queue the API dispatches jobs to (named in ``ingest_task_dispatched``): this runner's."""
 
 
 class IngestRunner:
@@ -66,7 +68,7 @@ class IngestRunner:
                     self.catalog.save_job(job)
                 log.info("ingest_job_requeued", job_id=job.id)
                 self._queue.put(job.id)
-        self._thread = threading.Thread(target=self._work, name="ingest-runner", daemon=True)
+        self._thread = threading.Thread(target=self._work, name=RUNNER_QUEUE, daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -133,10 +135,12 @@ class IngestRunner:
                     (c.name for c in self.catalog.list_collections(library.uid) if c.uid == job.collection_uid), None
                 )
             options = IngestOptions(library=library.name, library_type=library.type, collection=collection)
+            if job.origin is IngestSource.SOURCE_BUCKET:
+                job = self._copy_from_source(job, options.max_file_bytes)
             self._run_jobs([job], options)
         except Exception as exc:  # noqa: BLE001 - the worker must outlive any one job
             reason = str(exc) if isinstance(exc, LorekeeperError) else f"{type(exc).__name__}: {exc}"
-            events.job_failed(job_id, None, type(exc).__name__, reason, exc)
+            log.error("embed_job_failed", job_id=job_id, exception_type=type(exc).__name__, message=reason)
             try:
                 job = self.catalog.get_job(job_id)
                 if job.status is not JobStatus.COMPLETED:
@@ -150,13 +154,34 @@ class IngestRunner:
             except LorekeeperError:
                 log.error("ingest_job_unrecorded", job_id=job_id)
 
+    def _copy_from_source(self, job: IngestJob, max_bytes: int) -> IngestJob:
+        """Mark the job fetching and copy its object from the source bucket into the product's layout
+        (:func:`jobs.sources.copy_from_source_bucket`); a failure fails the job before any item exists."""
+        from stores.factory import open_blob_store, open_source_blob_store
+
+        job = job.validated_copy(
+            status=JobStatus.PROCESSING, started_at=utc_now(), progress=IngestProgress(stage=IngestStage.FETCHING)
+        )
+        self.catalog.save_job(job)
+        source = open_source_blob_store(self.settings)
+        if source is None:
+            raise InvalidRequest("ingest", "the job names the source bucket but LOREKEEPER_SOURCE_BLOB_URL is not set")
+        product = open_blob_store(self.settings)
+        try:
+            job = copy_from_source_bucket(job, source, product, max_bytes=max_bytes)
+        finally:
+            source.close()
+            product.close()
+        self.catalog.save_job(job)
+        return job
+
     def _check_source(self, job: IngestJob) -> None:
         """Refuse a path job outside the allowed roots (the worker then records it as failed).
 
         Checked for every job run, not only at submission: after a restart every pending job found in
         the graph is run unattended, whatever wrote it, and the roots may have been narrowed since.
         """
-        if job.source is IngestSource.PATH and resolve_within(job.source_ref, self.allowed_roots) is None:
+        if job.origin is IngestSource.PATH and resolve_within(job.source_ref, self.allowed_roots) is None:
             log.warning("ingest_job_outside_roots", job_id=job.id, source_ref=job.source_ref)
             raise InvalidRequest("ingest", f"{job.source_ref} is outside the allowed ingest roots; not read")
 

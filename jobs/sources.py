@@ -1,15 +1,41 @@
-"""Where ingestion reads from: local files and folders, or an S3 prefix in the configured object store."""
+"""Where ingestion reads from: local files and folders, an S3 prefix in the configured object store, or
+an object of the source bucket, copied into the product's layout before the stages run.
+
+The source bucket (``LOREKEEPER_SOURCE_BLOB_URL``) is another system's, reached with its own endpoint
+and read-only credentials: :func:`copy_from_source_bucket` reads the job's object from it, checks it
+against what the caller declared, and copies it to ``items/{item_uid}/original/{filename}`` of the
+product's bucket, so the stages read the copy as they read any object of ours. Each read and copy is
+logged (``embed_s3_fetch_*``, ``s3_cross_bucket_copy_*``) with its duration and size.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Iterable, Iterator, Sequence
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from schemas.errors import InvalidRequest
-from schemas.knowledge import IngestSource
+import structlog
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from schemas.common import content_id
+from schemas.errors import InvalidRequest, LorekeeperError, Unavailable
+from schemas.ingest import declared_file_type, name_for
+from schemas.knowledge import IngestJob, IngestSource
+from stores.blob.layout import original_key
+
+if TYPE_CHECKING:
+    from stores.blob.base import BlobStore
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,3 +132,144 @@ def _discover_s3(url: str, blob_store: object | None) -> Iterator[SourceFile]:
             bucket=bucket,
             key=info.key,
         )
+
+
+# -- the source bucket ---------------------------------------------------------------------------
+
+_SPOOL_BYTES = 16 << 20
+"""A copied object up to this size is held in memory on its way; a larger one in a temporary file."""
+
+
+def _ms(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)
+
+
+def _transient(operation: str, fn: Callable[[], T]) -> T:
+    """``fn()`` with three tries and exponential backoff on ``Unavailable`` (a refused or missing object
+    is permanent: it fails at once)."""
+    for attempt in Retrying(
+        retry=retry_if_exception_type(Unavailable),
+        stop=stop_after_attempt(3),
+        wait=wait_exponential(multiplier=0.5, max=4),
+        reraise=True,
+        before_sleep=lambda state: log.warning(
+            "store_retry",
+            operation=operation,
+            attempt=state.attempt_number,
+            error=str(state.outcome.exception()) if state.outcome else None,
+        ),
+    ):
+        with attempt:
+            return fn()
+    raise AssertionError("unreachable: Retrying re-raises the last error")
+
+
+@contextmanager
+def fetch_events(job: IngestJob, key: str, bucket: str | None) -> Iterator[dict[str, Any]]:
+    """Log the read of a job's object: ``embed_s3_fetch_start``, then ``_complete`` (with the
+    ``file_size`` the caller puts in the yielded dict, and ``duration_ms``) or ``_failed`` (the error,
+    re-raised)."""
+    fields = {"job_id": job.id, "s3_key": key, "source_bucket": bucket, "retry_count": job.retry_count}
+    log.debug("embed_s3_fetch_start", **fields)
+    started = time.perf_counter()
+    done: dict[str, Any] = {"file_size": None}
+    try:
+        yield done
+    except Exception as exc:
+        log.error("embed_s3_fetch_failed", **fields, error=str(exc), duration_ms=_ms(started))
+        raise
+    log.debug("embed_s3_fetch_complete", **fields, file_size=done["file_size"], duration_ms=_ms(started))
+
+
+def _read_checked(job: IngestJob, source: BlobStore, max_bytes: int) -> tuple[Any, int, str]:
+    """The job's object read from the source bucket into a spool: (spool at 0, size, sha256 hex).
+
+    Raises:
+        NotFound: no such object (or bucket).
+        InvalidRequest: a size that disagrees with the declared ``file_size`` or is over ``max_bytes``,
+            or a read the source refused (its credentials or policy).
+        Unavailable: the source cannot be reached, after three tries.
+    """
+    key, bucket = job.s3_key or "", job.source_bucket
+    info = _transient("source_stat", lambda: source.stat(key, bucket=bucket))
+    where = f"{bucket}/{key}"
+    if job.file_size is not None and info.size != job.file_size:
+        raise InvalidRequest("ingest", f"{where} is {info.size} bytes but file_size says {job.file_size}; not copied")
+    if info.size > max_bytes:
+        raise InvalidRequest("ingest", f"{where}: {info.size} bytes is over the limit of {max_bytes} bytes")
+
+    def read() -> tuple[Any, int, str]:
+        spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - handed to the caller
+        digest, size = hashlib.sha256(), 0
+        try:
+            for block in source.stream(key, bucket=bucket):
+                digest.update(block)
+                size += len(block)
+                spool.write(block)
+        except BaseException:
+            spool.close()
+            raise
+        spool.seek(0)
+        return spool, size, digest.hexdigest()
+
+    spool, size, digest = _transient("source_get", read)
+    if size != info.size:  # replaced between the stat and the read
+        spool.close()
+        raise InvalidRequest("ingest", f"{where} changed while read ({info.size} then {size} bytes); not copied")
+    return spool, size, digest
+
+
+def copy_from_source_bucket(job: IngestJob, source: BlobStore, product: BlobStore, *, max_bytes: int) -> IngestJob:
+    """Copy a job's object from the source bucket into the product's layout and return the job with its
+    ``item_uid`` and ``raw_key`` (where the copy is) set; the caller saves it.
+
+    The item id derives from the library and the bytes (as the extract stage derives it), so a retried
+    job copies to the same key: a copy again, never a second one. Nothing is written to the product's
+    bucket unless the whole object was read and matched the declared size.
+
+    Raises:
+        InvalidRequest: a job without a library, a size or type that disagrees with what the caller
+            declared, an object over ``max_bytes``, a read the source refused.
+        NotFound: no such object in the source bucket.
+        Unavailable: a bucket that cannot be reached, after three tries.
+    """
+    if not job.library_uid or not job.s3_key:
+        raise InvalidRequest("ingest", f"job {job.id} names no library or no s3_key")
+    try:
+        name = name_for(job.s3_key, declared_file_type(job.file_type))
+    except ValueError as exc:
+        raise InvalidRequest("ingest", str(exc)) from None
+    with fetch_events(job, job.s3_key, job.source_bucket) as fetched:
+        spool, size, digest = _read_checked(job, source, max_bytes)
+        fetched["file_size"] = size
+    with spool:
+        item_uid = content_id("item", f"{job.library_uid}:{digest}")  # the extract stage's item id
+        dest_key = original_key(item_uid, name)
+        fields = {"job_id": job.id, "source_bucket": job.source_bucket, "source_key": job.s3_key}
+        log.debug(
+            "s3_cross_bucket_copy_start",
+            **fields,
+            dest_bucket=product.default_bucket,
+            dest_key=dest_key,
+            file_size=size,
+        )
+        started = time.perf_counter()
+        try:
+
+            def put() -> object:
+                spool.seek(0)
+                return product.put(dest_key, spool, length=size)
+
+            _transient("copy_put", put)
+        except LorekeeperError as exc:
+            log.error("s3_cross_bucket_copy_failed", **fields, dest_key=dest_key, error=str(exc))
+            raise
+        log.debug(
+            "s3_cross_bucket_copy_complete",
+            **fields,
+            dest_bucket=product.default_bucket,
+            dest_key=dest_key,
+            file_size=size,
+            duration_ms=_ms(started),
+        )
+    return job.validated_copy(item_uid=item_uid, raw_key=dest_key)

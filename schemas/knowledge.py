@@ -10,7 +10,7 @@ import unicodedata
 from enum import StrEnum
 from pathlib import PurePath
 from types import MappingProxyType
-from typing import Self
+from typing import Any, Self
 
 from pydantic import (
     ConfigDict,
@@ -303,7 +303,11 @@ class Item(LorekeeperModel):
     content_hash: Sha256Hex = Field(description="sha256 of the raw file bytes.")
     classification: Classification = Classification.CANON
     enabled: bool = Field(default=True, description="Disabled items are excluded from search.")
-    source_ref: str = Field(min_length=1, description="Where the file came from: a path, URL, upload name or S3 key.")
+    source_ref: str = Field(
+        min_length=1,
+        description="The caller's id for the file, else where it came from: a path, URL, upload name or S3 key.",
+    )
+    source: str | None = Field(default=None, description="The calling system that sent the file, when it said.")
     raw_key: BlobKey | None = Field(default=None, description="Object-store key of the raw file, once stored.")
     page_count: PositiveInt | None = None
     warnings: list[str] = Field(
@@ -454,12 +458,16 @@ class IngestStage(StrEnum):
 
 
 class IngestSource(StrEnum):
-    """How the file reached the ingest API."""
+    """How the file reaches the pipeline (a job's ``origin``)."""
 
     PATH = "path"  # a path readable by the workers
-    S3 = "s3"  # an existing object-store key
+    S3 = "s3"  # an existing object in the product's bucket
     UPLOAD = "upload"  # uploaded through the API, stored under s3_key
     URL = "url"  # fetched from an http(s) URL
+    SOURCE_BUCKET = "source_bucket"  # an object in the source bucket, copied into the product's layout
+
+
+_ORIGINS = frozenset(o.value for o in IngestSource)
 
 
 class IngestProgress(LorekeeperModel):
@@ -495,18 +503,42 @@ class IngestJob(LorekeeperModel):
         description="What the reader could not keep as the file had it, and why (an HTML page nested past its "
         "parser's depth read flat, pages left unread without OCR, a file read in another encoding).",
     )
-    source: IngestSource
-    source_ref: str = Field(min_length=1, description="The path, URL or original file name the job was given.")
-    s3_key: str | None = Field(default=None, min_length=1, description="Object-store key of the raw file (s3, upload).")
+    origin: IngestSource = Field(description="How the file reaches the pipeline: path, s3, upload, source_bucket.")
+    source: str | None = Field(default=None, max_length=2000, description="The calling system (the contract's).")
+    source_ref: str = Field(
+        min_length=1, description="The caller's id for the file, else its path, URL, S3 URL or upload name."
+    )
+    s3_key: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Object key of the raw file: in the source bucket (source_bucket), "
+        "else in the product's bucket (s3, upload).",
+    )
+    source_bucket: str | None = Field(default=None, description="The bucket s3_key is in, for origin source_bucket.")
+    raw_key: BlobKey | None = Field(
+        default=None, description="Where the copy sits in the product's bucket (items/{item}/original/…), once made."
+    )
+    title: str | None = Field(default=None, max_length=200, description="The title the caller gave.")
+    file_type: str | None = Field(default=None, max_length=200, description="The type the caller declared (MIME).")
+    file_size: NonNegativeInt | None = Field(default=None, description="The size the caller declared, in bytes.")
     created_at: UtcDatetime = Field(default_factory=utc_now)
     started_at: UtcDatetime | None = None
     completed_at: UtcDatetime | None = Field(default=None, description="When the job ended, successfully or not.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _origin_of_older_records(cls, data: Any) -> Any:
+        # Jobs written before `origin` was split from `source` named their origin `source`.
+        if isinstance(data, dict) and "origin" not in data and str(data.get("source")) in _ORIGINS:
+            data = {**data, "origin": str(data["source"]), "source": None}
+        return data
+
     @model_validator(mode="after")
     def _check_state(self) -> Self:
         check_job_timeline(self.created_at, self.started_at, self.completed_at)
-        if self.source in (IngestSource.S3, IngestSource.UPLOAD) and self.s3_key is None:
-            raise ValueError(f"source {self.source.value!r} needs s3_key (where the file is)")
+        keyed = (IngestSource.S3, IngestSource.UPLOAD, IngestSource.SOURCE_BUCKET)
+        if self.origin in keyed and self.s3_key is None:
+            raise ValueError(f"origin {self.origin.value!r} needs s3_key (where the file is)")
         match self.status:
             case JobStatus.COMPLETED:
                 if self.completed_at is None:

@@ -8,6 +8,7 @@ data folder, so the first run needs no server::
     LOREKEEPER_TEXT_URL     <data_dir>/text (tantivy)           or http(s)://opensearch:9200
     LOREKEEPER_VECTOR_URL   <data_dir>/vectors (embedded)       or :memory: or http(s)://qdrant:6333
     LOREKEEPER_GRAPH_URL    <data_dir>/graph (embedded Cypher)  or neo4j:// / bolt://host:7687
+    LOREKEEPER_SOURCE_BLOB_URL  unset, or the bucket ingest copies from (its own endpoint and credentials)
 
 The location picks the backend here and only here (:func:`Settings.blob_location` and its siblings);
 the store factory maps the resolved location to a backend class. A secret ``X`` may also be read from
@@ -39,6 +40,8 @@ PLACEHOLDER_SECRETS = frozenset(
 _SECRET_FIELDS = (
     "blob_access_key",
     "blob_secret_key",
+    "source_blob_access_key",
+    "source_blob_secret_key",
     "text_username",
     "text_password",
     "vector_api_key",
@@ -47,7 +50,13 @@ _SECRET_FIELDS = (
 )
 # The fields production checks for placeholder values: the secrets proper. User names are not secret
 # (a stock image's "neo4j" or "admin" user is a fine user), and an S3 access key is an identifier.
-_PLACEHOLDER_CHECKED = ("blob_secret_key", "text_password", "vector_api_key", "graph_password")
+_PLACEHOLDER_CHECKED = (
+    "blob_secret_key",
+    "source_blob_secret_key",
+    "text_password",
+    "vector_api_key",
+    "graph_password",
+)
 
 
 class Environment(StrEnum):
@@ -212,6 +221,17 @@ class Settings(BaseSettings):
     blob_access_key_file: Path | None = None
     blob_secret_key_file: Path | None = None
 
+    source_blob_url: str | None = Field(
+        default=None,
+        description="The bucket ingest copies from (a library service's): s3://BUCKET?endpoint=URL&region=R or "
+        "file://PATH; unset: an s3_key names an object in the product's own bucket.",
+    )
+    source_blob_bucket: str = Field(default="lorekeeper-source", description="Source bucket when the URL names none.")
+    source_blob_access_key: SecretStr | None = Field(default=None, description="Source bucket access key (read-only).")
+    source_blob_secret_key: SecretStr | None = Field(default=None, description="Source bucket secret key.")
+    source_blob_access_key_file: Path | None = None
+    source_blob_secret_key_file: Path | None = None
+
     text_url: str | None = Field(default=None, description="A tantivy folder, :memory:, or http(s)://OpenSearch")
     text_index: str = Field(default="lorekeeper-chunks", description="Full-text index (OpenSearch) name.")
     memory_text_index: str = Field(
@@ -302,6 +322,7 @@ class Settings(BaseSettings):
     def _check(self) -> Settings:
         # Resolve every location once so a bad URL fails at start-up, not at first use.
         self.blob_location()
+        self.source_blob_location()
         self.text_location()
         self.vector_location()
         self.graph_location()
@@ -315,44 +336,31 @@ class Settings(BaseSettings):
     # -- locations: the one place where a setting picks a backend ---------------------------------
 
     def blob_location(self) -> BlobLocation:
-        url = self.blob_url
-        has_keys = self.blob_access_key is not None or self.blob_secret_key is not None
-        if url is None or _scheme(url) in ("", "file"):
-            root = Path(urlsplit(url).path) if url and _scheme(url) == "file" else Path(url or "")
-            if not url:
-                root = self.data_dir / "blobs"
-            if has_keys:
+        return _blob_location(
+            "blob", self.blob_url, self.blob_bucket, self.blob_access_key, self.blob_secret_key, self.data_dir
+        )
+
+    def source_blob_location(self) -> BlobLocation | None:
+        """The bucket ingest copies from (``LOREKEEPER_SOURCE_BLOB_URL``), or None when unset.
+
+        Its own endpoint and credentials (read-only by intent): a library service's bucket, from which
+        a job copies the object into the product's layout. With it unset, an ``s3_key`` names an object
+        in the product's own bucket.
+        """
+        if self.source_blob_url is None:
+            if self.source_blob_access_key is not None or self.source_blob_secret_key is not None:
                 raise ConfigError(
-                    _env("blob_access_key"), "S3 credentials are set but LOREKEEPER_BLOB_URL is a local folder"
+                    _env("source_blob_access_key"),
+                    "source bucket credentials are set but LOREKEEPER_SOURCE_BLOB_URL is not",
                 )
-            return BlobLocation(backend=BlobBackend.LOCAL, root=root, bucket=self.blob_bucket)
-        if _scheme(url) != "s3":
-            raise ConfigError(
-                _env("blob_url"), f"unsupported scheme {_scheme(url)!r}; expected file://PATH or s3://BUCKET"
-            )
-        _refuse_userinfo("blob_url", url)
-        parts = urlsplit(url)
-        bucket = parts.netloc or self.blob_bucket
-        query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
-        unknown = set(query) - {"endpoint", "region"}
-        if unknown:
-            raise ConfigError(_env("blob_url"), f"unknown query parameters {sorted(unknown)}")
-        endpoint = query.get("endpoint", "https://s3.amazonaws.com")
-        ep = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
-        if ep.scheme not in ("http", "https") or not ep.hostname:
-            raise ConfigError(_env("blob_url"), "endpoint must be http(s)://host[:port]")
-        if (self.blob_access_key is None) != (self.blob_secret_key is None):
-            raise ConfigError(
-                _env("blob_secret_key"), "set both LOREKEEPER_BLOB_ACCESS_KEY and LOREKEEPER_BLOB_SECRET_KEY"
-            )
-        return BlobLocation(
-            backend=BlobBackend.S3,
-            bucket=bucket,
-            endpoint=ep.netloc,
-            secure=ep.scheme == "https",
-            region=query.get("region"),
-            access_key=self.blob_access_key,
-            secret_key=self.blob_secret_key,
+            return None
+        return _blob_location(
+            "source_blob",
+            self.source_blob_url,
+            self.source_blob_bucket,
+            self.source_blob_access_key,
+            self.source_blob_secret_key,
+            self.data_dir,
         )
 
     def text_location(self) -> TextLocation:
@@ -446,6 +454,50 @@ class Settings(BaseSettings):
             raise ConfigError(_env("graph_dialect"), "the embedded graph is FalkorDB; neo4j needs a server URL")
         path = Path(urlsplit(url).path) if url and scheme == "file" else Path(url or self.data_dir / "graph")
         return GraphLocation(backend=GraphBackend.EMBEDDED, dialect=CypherDialect.FALKORDB, path=path)
+
+
+def _blob_location(
+    field: str,
+    url: str | None,
+    default_bucket: str,
+    access_key: SecretStr | None,
+    secret_key: SecretStr | None,
+    data_dir: Path,
+) -> BlobLocation:
+    """A blob location from one family of settings (``field`` is ``blob`` or ``source_blob``)."""
+    url_var, access_var, secret_var = _env(f"{field}_url"), _env(f"{field}_access_key"), _env(f"{field}_secret_key")
+    has_keys = access_key is not None or secret_key is not None
+    if url is None or _scheme(url) in ("", "file"):
+        root = Path(urlsplit(url).path) if url and _scheme(url) == "file" else Path(url or "")
+        if not url:
+            root = data_dir / "blobs"
+        if has_keys:
+            raise ConfigError(access_var, f"S3 credentials are set but {url_var} is a local folder")
+        return BlobLocation(backend=BlobBackend.LOCAL, root=root, bucket=default_bucket)
+    if _scheme(url) != "s3":
+        raise ConfigError(url_var, f"unsupported scheme {_scheme(url)!r}; expected file://PATH or s3://BUCKET")
+    _refuse_userinfo(f"{field}_url", url)
+    parts = urlsplit(url)
+    bucket = parts.netloc or default_bucket
+    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    unknown = set(query) - {"endpoint", "region"}
+    if unknown:
+        raise ConfigError(url_var, f"unknown query parameters {sorted(unknown)}")
+    endpoint = query.get("endpoint", "https://s3.amazonaws.com")
+    ep = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+    if ep.scheme not in ("http", "https") or not ep.hostname:
+        raise ConfigError(url_var, "endpoint must be http(s)://host[:port]")
+    if (access_key is None) != (secret_key is None):
+        raise ConfigError(secret_var, f"set both {access_var} and {secret_var}")
+    return BlobLocation(
+        backend=BlobBackend.S3,
+        bucket=bucket,
+        endpoint=ep.netloc,
+        secure=ep.scheme == "https",
+        region=query.get("region"),
+        access_key=access_key,
+        secret_key=secret_key,
+    )
 
 
 def load_settings(**overrides: Any) -> Settings:

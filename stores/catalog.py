@@ -348,10 +348,19 @@ class Catalog:
             raise NotFound("graph", f"no ingest job {job_id!r}")
         return from_props(IngestJob, rows[0]["j"], key="id")
 
-    def list_jobs(self, *, status: JobStatus | None = None, limit: int = 100) -> list[IngestJob]:
-        where = "WHERE j.status = $status " if status else ""
+    def list_jobs(
+        self,
+        *,
+        status: JobStatus | None = None,
+        source: str | None = None,
+        source_ref: str | None = None,
+        limit: int = 100,
+    ) -> list[IngestJob]:
+        """Jobs, newest first, optionally of one status, one calling system and one of its file ids."""
+        filters = {"status": status.value if status else None, "source": source, "source_ref": source_ref}
+        clauses = [f"j.{name} = ${name}" for name, value in filters.items() if value is not None]
+        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
         rows = self.graph.run(
-            f"MATCH (j:IngestJob) {where}RETURN j ORDER BY j.created_at DESC LIMIT $limit",
-            {"status": status.value if status else None, "limit": limit},
+            f"MATCH (j:IngestJob) {where}RETURN j ORDER BY j.created_at DESC LIMIT $limit", {**filters, "limit": limit}
         )
         return [from_props(IngestJob, r["j"], key="id") for r in rows]

@@ -33,6 +33,24 @@ def open_blob_store(settings: Settings) -> BlobStore:
     return LocalBlobStore.from_location(location, timeout_s=settings.store_timeout_s)
 
 
+def open_source_blob_store(settings: Settings) -> BlobStore | None:
+    """The bucket ingest copies from (``LOREKEEPER_SOURCE_BLOB_URL``), or None when it is not set."""
+    location = settings.source_blob_location()
+    if location is None:
+        return None
+    if location.backend is BlobBackend.S3:
+        from stores.blob.s3 import S3BlobStore
+
+        return S3BlobStore.from_location(
+            location,
+            timeout_s=settings.store_timeout_s,
+            credential_vars="LOREKEEPER_SOURCE_BLOB_ACCESS_KEY / LOREKEEPER_SOURCE_BLOB_SECRET_KEY",
+        )
+    from stores.blob.local import LocalBlobStore
+
+    return LocalBlobStore.from_location(location, timeout_s=settings.store_timeout_s)
+
+
 def open_text_index(settings: Settings) -> TextIndex:
     """The knowledge full-text index (chunks)."""
     return _text_index(settings.text_location(), settings)

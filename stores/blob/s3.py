@@ -117,6 +117,8 @@ class S3BlobStore(LazyClient):
         secret_key: the secret key; kept as a ``SecretStr`` and never put in a message or repr.
         timeout_s: connect and read timeout of each HTTP attempt (see the module docstring).
         part_size: part size for streams of unknown length, at least 5 MiB.
+        credential_vars: the settings a refused request tells the operator to check (the source
+            bucket's store names its own).
     """
 
     name = "s3"
@@ -132,6 +134,7 @@ class S3BlobStore(LazyClient):
         secret_key: SecretStr | str | None = None,
         timeout_s: float = 5.0,
         part_size: int = DEFAULT_PART_SIZE,
+        credential_vars: str = "LOREKEEPER_BLOB_ACCESS_KEY / LOREKEEPER_BLOB_SECRET_KEY",
     ) -> None:
         if "://" in endpoint or "/" in endpoint or not endpoint:
             raise InvalidRequest(_STORE, f"endpoint must be host:port without scheme or path, not {endpoint!r}")
@@ -147,12 +150,13 @@ class S3BlobStore(LazyClient):
         self.region = region
         self.timeout_s = float(timeout_s)
         self.part_size = part_size
+        self.credential_vars = credential_vars
         self._access_key = _secret(access_key)
         self._secret_key = _secret(secret_key)
 
     @classmethod
-    def from_location(cls, location: BlobLocation, *, timeout_s: float = 5.0) -> S3BlobStore:
-        """Build the store from a resolved settings location."""
+    def from_location(cls, location: BlobLocation, *, timeout_s: float = 5.0, **options: Any) -> S3BlobStore:
+        """Build the store from a resolved settings location (``options``: further constructor arguments)."""
         if not location.endpoint:
             raise InvalidRequest(_STORE, "an S3 blob location needs an endpoint")
         return cls(
@@ -163,6 +167,7 @@ class S3BlobStore(LazyClient):
             access_key=location.access_key,
             secret_key=location.secret_key,
             timeout_s=timeout_s,
+            **options,
         )
 
     @property
@@ -237,7 +242,7 @@ class S3BlobStore(LazyClient):
             return self._error(
                 InvalidRequest,
                 f"{what}: the server refused the credentials or the permission ({code}); check "
-                "LOREKEEPER_BLOB_ACCESS_KEY / LOREKEEPER_BLOB_SECRET_KEY, the bucket policy and the clock",
+                f"{self.credential_vars}, the bucket policy and the clock",
             )
         if code in _TRANSIENT or status >= 500:
             return self._error(Unavailable, f"{what}: the server failed ({code}); retry later")

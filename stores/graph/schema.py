@@ -26,7 +26,6 @@ NODE_LABELS: tuple[str, ...] = (
     "Branch",
     "Turn",
     "Take",
-    "TurnVersion",
     "Scene",
     "Checkpoint",
     "ProposedChange",
@@ -62,12 +61,13 @@ INDEXED_PROPERTIES: tuple[tuple[str, str], ...] = (
     ("SourceFact", "subject_key"),  # the gate reads the facts of the entries a scene's proposals touch
     ("SourceFact", "item_uid"),
     ("IngestJob", "status"),
+    ("IngestJob", "source"),  # a calling system's jobs, and its id for a file (GET /library/jobs?source=)
+    ("IngestJob", "source_ref"),
     ("Campaign", "world_uid"),
     ("Branch", "campaign_id"),
     ("Turn", "campaign_id"),
     ("Turn", "parent_uid"),  # the turn tree is walked by parent links
     ("Take", "turn_uid"),
-    ("TurnVersion", "turn_id"),  # a turn's archived versions (retake, revert)
     ("Scene", "campaign_id"),
     ("Checkpoint", "campaign_id"),
     ("ProposedChange", "scene_uid"),

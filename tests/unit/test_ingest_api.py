@@ -70,7 +70,7 @@ def test_job_lifecycle_with_failure_and_retry(settings: Settings, books: Path) -
         assert done["status"] == "completed", done
         assert done["retry_count"] == 1 and done["error"] is None
         assert done["chunks_created"] > 0 and done["item_uid"] and done["embedding_model"] == "all-MiniLM-L6-v2"
-        assert done["progress"]["fraction"] == 1.0
+        assert done["progress"] == "completed" and done["progress_detail"]["fraction"] == 1.0
 
         item = client.get(f"/api/v1/library/items/{done['item_uid']}").json()
         assert item["status"] == "ready" and item["page_count"] == 4
@@ -84,7 +84,7 @@ def test_job_lifecycle_with_failure_and_retry(settings: Settings, books: Path) -
         assert _wait(client, upload.json()["job_id"], until={"completed", "failed"})["status"] == "completed"
 
         listed = client.get("/api/v1/library/jobs", params={"status": "completed"}).json()
-        assert {j["id"] for j in listed} == {job_id, upload.json()["job_id"]}
+        assert {j["job_id"] for j in listed} == {job_id, upload.json()["job_id"]}
         assert client.post(f"/api/v1/library/jobs/{job_id}/retry").status_code == 409
         missing = client.get("/api/v1/library/jobs/ingest_nope")
         assert missing.status_code == 404 and "ingest_nope" in missing.json()["message"]
