@@ -136,3 +136,26 @@ def test_search_and_rerank_metrics_are_exposed(reranking: HybridSearcher, tiny_m
 
     reloaded = importlib.reload(search.metrics)
     assert reloaded.SEARCH_DURATION is not None
+
+
+@pytest.mark.servers
+def test_rerank_and_the_results_are_logged_and_counted(reranking: HybridSearcher, tiny_model: Path) -> None:
+    """``mcp_search_rerank`` with the fields of docs/ingest-events.md, and each leg's and the whole search's
+    hits counted in ``lorekeeper_search_results_total``."""
+    from structlog.testing import capture_logs
+
+    from tests.unit.test_ingest_events import table
+
+    def results(search_type: str) -> float:
+        return REGISTRY.get_sample_value("lorekeeper_search_results_total", {"search_type": search_type}) or 0.0
+
+    before = {t: results(t) for t in ("vector", "text", "hybrid")}
+    with capture_logs() as logs:
+        hits = reranking.search("aspect", limit=2)
+    (rerank,) = [line for line in logs if line["event"] == "mcp_search_rerank"]
+    assert set(table()["mcp_search_rerank"].fields) <= set(rerank) and rerank["log_level"] == "debug"
+    assert rerank["model"] == tiny_model.name and rerank["candidates_in"] >= rerank["candidates_out"] >= len(hits)
+    legs = {line["event"]: line for line in logs if line["event"].endswith("_results")}
+    assert results("hybrid") == before["hybrid"] + len(hits)
+    assert results("vector") == before["vector"] + legs["mcp_search_vector_results"]["candidates"]
+    assert results("text") == before["text"] + legs["mcp_search_fulltext_results"]["candidates"]
