@@ -193,14 +193,20 @@ def _profile() -> Any:
 
 
 @pytest.fixture(scope="module")
-def secrets() -> Iterator[tuple[Secrets, Doors]]:
+def secrets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Secrets, Doors]]:
+    from schemas.settings import get_settings
     from serve.app import create_app
 
-    with api_services(answers=[extraction()] * 50) as services:
-        app = create_app(services)
-        with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
-            doors = Doors(client)
-            yield _setup(services, doors), doors
+    # this module's own stores: a module fixture runs before conftest's per-test data folder is set, and would
+    # otherwise open the default one (shared with every other such run)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("LOREKEEPER_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+        get_settings.cache_clear()
+        with api_services(answers=[extraction()] * 50) as services:
+            app = create_app(services)
+            with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
+                doors = Doors(client)
+                yield _setup(services, doors), doors
 
 
 def _markers(answer: Any) -> set[str]:
@@ -263,13 +269,14 @@ def test_recall_shows_a_player_only_what_they_may_see(secrets: tuple[Secrets, Do
 
 @pytest.mark.parametrize("door", ["rest", "mcp"])
 def test_a_prompt_is_the_gms(secrets: tuple[Secrets, Doors], door: str) -> None:
-    """The narrator was told the GM's secrets for the GM's turn; a player's provenance shows no prompt (its
-    snapshot, its text, the records recall put in it), the books it cited stay."""
+    """The GM reads a turn's prompt, a player's provenance shows none (its snapshot, its text, the records recall
+    put in it), the books it cited stay. The narration is the table's: even the GM's turn was narrated from the
+    public records alone (tests/unit/test_serve_secret_narration.py)."""
     s, doors = secrets
     ids, body = _read(s, "get_provenance")
     code, answer = doors.call(door, "get_provenance", s.keys["gm"], ids, body)
     assert code is None and answer["prompt_text"] and answer["prompt"], answer
-    assert _markers(answer["prompt_text"]) & GM_ONLY  # the prompt holds GM-only records: the test can fail
+    assert _markers(answer["prompt_text"]) == {"sunlitmarker", "publicsummarymarker", "npcpublicmarker"}
     for caller in PLAYERS:
         code, answer = doors.call(door, "get_provenance", s.keys[caller], ids, body)
         assert code is None, answer
