@@ -343,21 +343,14 @@ async def ingest_context(
     ctx.graph.ensure_schema(LOREKEEPER_GRAPH_SCHEMA)
     ctx.blob.ensure_bucket()
     app.state.ingest = ctx
-    started_ray = False
     if start_runner:
-        from jobs.pipeline import start_ray
-
-        # One Ray session for the life of the app, not one per job (inside Ray Serve, the replica's).
-        started_ray = start_ray()
+        # No Ray here: a small job runs in this process, a larger one starts local Ray for its run (inside
+        # Ray Serve it uses the replica's), so the server listens without waiting for Ray to start.
         ctx.runner.start()
     try:
         yield ctx
     finally:
         ctx.close()
-        if started_ray:
-            import ray
-
-            ray.shutdown()
 
 
 def mount(app: FastAPI, admin: Any, settings: Settings, *, start_runner: bool = True) -> Callable[[FastAPI], Any]:

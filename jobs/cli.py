@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from jobs.timeline import describe
 from schemas.errors import ConfigError, LorekeeperError
 from schemas.knowledge import Classification, LibraryType
 
@@ -185,6 +186,13 @@ def ingest(
     ] = None,
     max_file_mb: Annotated[float, typer.Option(help="Files larger than this fail.")] = 512.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    executor: Annotated[
+        str,
+        typer.Option(
+            envvar="LOREKEEPER_INGEST_EXECUTOR",
+            help="Where the stages run: 'local' (this process), 'ray', or 'auto' (local for a small job).",
+        ),
+    ] = "auto",
     progress_interval: Annotated[
         float,
         typer.Option(min=0.1, help="Seconds between progress lines when stderr is not a terminal (a CI log)."),
@@ -197,7 +205,9 @@ def ingest(
     from jobs import stopping
 
     stopping.on_sigterm()
-    settings, options = _settings_and_options(library, library_type, collection, classification, password, max_file_mb)
+    settings, options = _settings_and_options(
+        library, library_type, collection, classification, password, max_file_mb, executor
+    )
     report = _run_with_progress(paths, options, settings, progress_interval)
     if as_json:
         _echo_json(report)
@@ -217,11 +227,15 @@ def _settings_and_options(
     classification: Classification,
     password: str | None,
     max_file_mb: float,
+    executor: str = "auto",
 ) -> tuple[Settings, IngestOptions]:
     """The settings from the environment and the ingest's options; a configuration error exits 2."""
-    from jobs.plan import IngestOptions
+    from jobs.plan import IngestExecutor, IngestOptions
     from schemas.settings import get_settings
 
+    if executor not in {e.value for e in IngestExecutor}:
+        console.print(f"[red]configuration error[/red] --executor is auto, local or ray, not {executor!r}")
+        raise typer.Exit(2)
     try:
         settings = get_settings()
         options = IngestOptions(
@@ -231,6 +245,7 @@ def _settings_and_options(
             classification=classification,
             password=SecretStr(password) if password else None,
             max_file_bytes=int(max_file_mb * 1024 * 1024),
+            executor=IngestExecutor(executor),
         )
     except ConfigError as exc:
         console.print(f"[red]configuration error[/red] {exc}")
@@ -266,6 +281,9 @@ def _echo_json(report: IngestReport) -> None:
                 "seconds": round(report.seconds, 2),
                 "files": [vars(f) for f in report.files],
                 "stage_nodes": {stage: dict(nodes) for stage, nodes in report.stage_nodes.items()},
+                "executor": report.executor,
+                "executor_reason": report.executor_reason,
+                "timeline": report.timeline_dict(),
             }
         )
     )
@@ -307,12 +325,20 @@ def _print_summary(report: IngestReport, library: str) -> None:
     for stage, nodes in report.stage_nodes.items():
         shown = ", ".join(f"{node[:12] or 'local'} ({rows} rows)" for node, rows in sorted(nodes.items()))
         console.print(f"{stage} stage on {len(nodes)} node(s): {shown}")
+    if report.executor:
+        console.print(f"stages ran {_EXECUTOR_WORDS.get(report.executor, report.executor)}: {report.executor_reason}")
+    console.print("timeline (seconds since the job started):", highlight=False)
+    for line in describe(report.timeline_dict()):
+        console.print(f"  {line}", highlight=False)
     console.print(
         f"{counts.get('completed', 0)} completed, {counts.get('skipped', 0)} unchanged, "
         f"{counts.get('failed', 0)} failed; "
         f"{report.pages} pages, {report.chunks} chunks, {report.chunks / max(report.seconds, 1e-9):.1f} chunks/s"
         + (f", {report.facts} rule facts" if report.facts else "")
     )
+
+
+_EXECUTOR_WORDS = {"local": "in this process", "ray": "on Ray"}
 
 
 def _facts_cell(facts: int, by_kind: dict[str, int]) -> str:
@@ -337,10 +363,17 @@ app = typer.Typer(
 
 
 @app.callback()
-def main() -> None:
+def main(
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "WARNING",
+    log_json: Annotated[bool, typer.Option("--log-json", help="Logs as JSON lines.")] = False,
+) -> None:
     """Lorekeeper ingestion jobs (the Ray Job entrypoint)."""
     # A callback keeps `ingest` a subcommand: with one command and none, Typer would make the app that
-    # command, and `python -m jobs ingest s3://…` would take "ingest" for a path.
+    # command, and `python -m jobs ingest s3://…` would take "ingest" for a path. It also configures the
+    # logs as `lorekeeper` does; the stage actors then log the same way (schemas.logs).
+    from schemas.logs import LogConfig, apply
+
+    apply(LogConfig(level=log_level, json_lines=log_json))
 
 
 app.command("ingest")(ingest)

@@ -1,7 +1,7 @@
-"""Prometheus metrics of ingestion, updated by the driver from what the pipeline reports back.
+"""Prometheus metrics of ingestion, counted where the work runs (:mod:`stores.metric_export`).
 
-Stage work runs in Ray worker processes; their per-batch timings travel back in the result rows,
-so the process that serves ``/metrics`` (the API, or the CLI) counts everything in one registry.
+The stage actors count chunks, concepts and embeddings as they make them (in a Ray worker, through
+Ray's export too); the driver counts jobs by how they ended and the run's wall time.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ CONCEPTS_EXTRACTED = Counter("lorekeeper_concepts_extracted_total", "Concepts fo
 EMBEDDINGS_GENERATED = Counter("lorekeeper_embeddings_generated_total", "Chunk embeddings computed.", ["model"])
 EMBEDDING_DURATION = Histogram(
     "lorekeeper_embedding_duration_seconds",
-    "Embedding time per chunk.",
+    "Embedding time per chunk (an embed batch's time over its chunks).",
     ["model"],
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )

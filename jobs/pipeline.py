@@ -1,7 +1,9 @@
-"""The ingest job: discover files, run the Ray Data pipeline, and make finished items visible.
+"""The ingest job: discover files, run the stages (Ray Data, or in this process), make finished items visible.
 
 ``run_ingest`` is what ``lorekeeper ingest``, ``python -m jobs ingest`` (a Ray Job entrypoint) and the
-ingest API call. It runs on local Ray by default and on a cluster when ``RAY_ADDRESS`` is set.
+ingest API call. It runs on a cluster when ``RAY_ADDRESS`` is set; otherwise a small job (see
+:func:`jobs.plan.choose_executor`) runs the same stage classes in this process (:mod:`jobs.inprocess`)
+and a larger one on local Ray. The report says which ran and why, with a timeline of its phases.
 
 An item becomes visible to search only when every one of its chunks is in every store: the write
 stage reports each written chunk back to the driver, and the driver flips the item to ``ready`` (and
@@ -13,21 +15,21 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import time
-from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
 from jobs import metrics, stopping
-from jobs.plan import IngestOptions, StagePlan, plan_stages
-from jobs.rows import RowStatus, SourceRow, WrittenRow
+from jobs.inprocess import run_in_process
+from jobs.plan import IngestExecutor, IngestOptions, StagePlan, choose_executor, plan_stages
+from jobs.report import FileOutcome, IngestReport, ProgressCallback, Tally, fail_job, failure_reason
+from jobs.rows import SourceRow, WrittenRow
 from jobs.rule_facts import FACT_FILE_TYPES, RULE_FACTS_READ, rule_tables
 from jobs.sources import SourceFile, discover
 from jobs.stages import EmbedStage, ExtractStage, WriteStage, retrying
+from jobs.timeline import Timeline
 from models.embedding import SentenceTransformerEmbedder
 from schemas.common import JobStatus, utc_now
 from schemas.errors import LorekeeperError
@@ -41,68 +43,15 @@ from schemas.knowledge import (
     ItemStatus,
     Library,
 )
+from schemas.logs import worker_setup_hook
 from schemas.settings import BlobBackend, GraphBackend, Settings, TextBackend, VectorBackend
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
-from stores.source_facts import SourceFactStore
 
 if TYPE_CHECKING:
     import ray.data
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass
-class FileOutcome:
-    """How one file ended."""
-
-    job_id: str
-    source_ref: str
-    status: str  # completed | skipped | failed
-    item_uid: str | None = None
-    chunks: int = 0
-    pages: int = 0
-    concepts: int = 0
-    #: rulebook source facts read from the file, and how many per entry kind
-    facts: int = 0
-    facts_by_kind: dict[str, int] = field(default_factory=dict)
-    error: str | None = None
-    #: what the reader could not keep as the file had it, and why (the job's warnings)
-    warnings: list[str] = field(default_factory=list)
-    #: structure figures of the extracted file: headings_by_level, entries, furniture_dropped
-    structure: dict[str, Any] | None = None
-
-
-@dataclass
-class IngestReport:
-    """What an ingest run did, for the summary table and the API."""
-
-    library_uid: str
-    embedding_model: str
-    files: list[FileOutcome] = field(default_factory=list)
-    seconds: float = 0.0
-    embed_seconds: float = 0.0
-    #: rows each stage handled per Ray node id: {"extract": {node_id: rows}, "embed": …, "write": …}
-    stage_nodes: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
-
-    @property
-    def counts(self) -> Counter[str]:
-        return Counter(f.status for f in self.files)
-
-    @property
-    def chunks(self) -> int:
-        return sum(f.chunks for f in self.files)
-
-    @property
-    def pages(self) -> int:
-        return sum(f.pages for f in self.files)
-
-    @property
-    def facts(self) -> int:
-        return sum(f.facts for f in self.files)
-
-
-ProgressCallback = Callable[[str, dict[str, Any]], None]
 
 
 def ensure_library(catalog: Catalog, options: IngestOptions) -> tuple[Library, Collection | None]:
@@ -200,11 +149,21 @@ def start_ray() -> bool:
         log_to_driver=os.environ.get("LOREKEEPER_RAY_LOGS", "") == "1",
         configure_logging=False,
         logging_level=logging.WARNING,
-        runtime_env={
-            "env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        },
+        runtime_env=_runtime_env(),
     )
     return True
+
+
+def _runtime_env() -> dict[str, object]:
+    """The workers' environment: offline models, and this process's log configuration (schemas.logs), so a
+    stage actor writes the same JSON lines as the driver, with the job and item it is working on."""
+    env: dict[str, object] = {
+        "env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    }
+    hook = worker_setup_hook()
+    if hook is not None:
+        env["worker_process_setup_hook"] = hook
+    return env
 
 
 _BLOCK_BYTES = 1 << 20
@@ -261,50 +220,87 @@ def run_ingest(
         InvalidRequest: an input path that does not exist.
         TableError: ``settings.rule_families`` names a family that is not shipped or a bad table file.
     """
-    started = time.perf_counter()
+    timeline = Timeline()
     notify = on_progress or (lambda event, fields: None)
     if settings.rule_facts:
         rule_tables(settings)  # a bad LOREKEEPER_RULE_FAMILIES fails the run here, naming file and key
-    graph = open_graph_store(settings)
-    catalog = Catalog(graph)
-    from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
+    with timeline.span("store_opening"):
+        graph = open_graph_store(settings)
+        catalog = Catalog(graph)
+        from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
 
-    # Every store call of the driver is idempotent and retried: a store that restarts mid-job (a
-    # crashed embedded graph) costs seconds, never the job or a file left "processing".
-    retrying("ensure_schema", partial(graph.ensure_schema, LOREKEEPER_GRAPH_SCHEMA))
-    blob = open_blob_store(settings)
-    retrying("ensure_bucket", blob.ensure_bucket)
-    library, collection = retrying("ensure_library", partial(ensure_library, catalog, options))
+        # Every store call of the driver is idempotent and retried: a store that restarts mid-job (a
+        # crashed embedded graph) costs seconds, never the job or a file left "processing".
+        retrying("ensure_schema", partial(graph.ensure_schema, LOREKEEPER_GRAPH_SCHEMA))
+        blob = open_blob_store(settings)
+        retrying("ensure_bucket", blob.ensure_bucket)
+        library, collection = retrying("ensure_library", partial(ensure_library, catalog, options))
     embedder = SentenceTransformerEmbedder(options.embedding)
-    report = IngestReport(library_uid=library.uid, embedding_model=embedder.name)
+    report = IngestReport(library_uid=library.uid, embedding_model=embedder.name, timeline=timeline)
+    with timeline.span("discovery"):
+        if jobs is None:
+            pending = _new_jobs(catalog, discover(inputs, blob_store=blob), library, collection, embedder.name)
+        else:
+            pending = [(job, _source_of(job)) for job in jobs]
+        notify("files_found", {"files": len(pending)})
+        runnable = _runnable(pending, options, settings, catalog, library, report, notify)
+    if runnable:
+        executor, why = choose_executor(
+            options, [(file.name, file.size) for _, file in runnable], cluster=os.environ.get("RAY_ADDRESS")
+        )
+        report.executor, report.executor_reason = executor.value, why
+        log.info("ingest_executor_chosen", executor=executor.value, reason=why, files=len(runnable))
+        rows = [SourceRow(job.id, f.ref, f.name, f.source, f.bucket, f.key) for job, f in runnable]
+        run = run_in_process if executor is IngestExecutor.LOCAL else _run_pipeline
+        run(rows, options, settings, library, embedder, catalog, report, notify)
+        with timeline.span("vector_optimize"):
+            _optimize_vectors(settings, options.vector_collection)
+    report.seconds = timeline.now()
+    graph.close()
+    _record_metrics(report, library)
+    return report
 
-    pending: list[tuple[IngestJob, SourceFile]] = []
-    if jobs is None:
-        files = list(discover(inputs, blob_store=blob))
-        jobs = []
-        for file in files:
-            job = IngestJob(
-                origin=file.source,
-                source_ref=file.ref,
-                s3_key=file.key,
-                library_uid=library.uid,
-                collection_uid=collection.uid if collection else None,
-                embedding_model=embedder.name,
-            )
-            retrying("save_job", partial(catalog.save_job, job))
-            jobs.append(job)
-            pending.append((job, file))
-    else:
-        for job in jobs:
-            pending.append((job, _source_of(job)))
-    notify("files_found", {"files": len(pending)})
 
-    runnable: list[SourceRow] = []
+def _new_jobs(
+    catalog: Catalog,
+    files: Iterable[SourceFile],
+    library: Library,
+    collection: Collection | None,
+    model: str,
+) -> list[tuple[IngestJob, SourceFile]]:
+    """A pending job saved for each file found."""
+    pending = []
+    for file in files:
+        job = IngestJob(
+            origin=file.source,
+            source_ref=file.ref,
+            s3_key=file.key,
+            library_uid=library.uid,
+            collection_uid=collection.uid if collection else None,
+            embedding_model=model,
+        )
+        retrying("save_job", partial(catalog.save_job, job))
+        pending.append((job, file))
+    return pending
+
+
+def _runnable(
+    pending: list[tuple[IngestJob, SourceFile]],
+    options: IngestOptions,
+    settings: Settings,
+    catalog: Catalog,
+    library: Library,
+    report: IngestReport,
+    notify: ProgressCallback,
+) -> list[tuple[IngestJob, SourceFile]]:
+    """The files the stages must run: those failing the precheck and unchanged local ones are closed here."""
+    runnable = []
     for job, file in pending:
         reason = _precheck(file, options)
         if reason is not None:
-            retrying("fail_job", partial(_fail_job, catalog, job, reason))
+            retrying("fail_job", partial(fail_job, catalog, job, reason))
             report.files.append(FileOutcome(job.id, job.source_ref, "failed", error=reason))
+            report.timeline.mark("first_file_done")
             notify("file_done", {"status": "failed", "source_ref": job.source_ref, "error": reason})
             continue
         unchanged = retrying(
@@ -313,27 +309,18 @@ def run_ingest(
         )
         if unchanged is not None:
             report.files.append(FileOutcome(job.id, job.source_ref, "skipped", unchanged))
+            report.timeline.mark("first_file_done")
             notify("file_done", {"status": "skipped", "item_uid": unchanged})
             continue
-        runnable.append(SourceRow(job.id, file.ref, file.name, file.source, file.bucket, file.key))
-    if runnable:
-        _run_pipeline(runnable, options, settings, library, embedder, catalog, report, notify)
-    report.seconds = time.perf_counter() - started
-    graph.close()
-    _record_metrics(report, library)
-    return report
+        runnable.append((job, file))
+    return runnable
 
 
 def _record_metrics(report: IngestReport, library: Library) -> None:
     kind = library.type.value
     for outcome in report.files:
         metrics.INGEST_JOBS.labels(status="failed" if outcome.status == "failed" else "completed").inc()
-        if outcome.status == "completed":
-            metrics.CHUNKS_CREATED.labels(library_type=kind).inc(outcome.chunks)
-            metrics.CONCEPTS_EXTRACTED.inc(outcome.concepts)
-            metrics.EMBEDDINGS_GENERATED.labels(model=report.embedding_model).inc(outcome.chunks)
-    if report.chunks:
-        metrics.EMBEDDING_DURATION.labels(model=report.embedding_model).observe(report.embed_seconds / report.chunks)
+    # chunks, concepts and embeddings are counted by the stages, where the work runs (Ray's export)
     metrics.INGEST_DURATION.labels(library_type=kind).observe(report.seconds)
 
 
@@ -360,20 +347,6 @@ def _source_of(job: IngestJob) -> SourceFile:
     return SourceFile(ref=job.source_ref, name=name, size=1, source=job.origin, bucket=bucket, key=key)
 
 
-def _fail_job(catalog: Catalog, job: IngestJob, reason: str) -> None:
-    job = catalog.get_job(job.id)
-    now = utc_now()
-    failed = job.validated_copy(
-        status=JobStatus.FAILED, error=reason, started_at=job.started_at or now, completed_at=now
-    )
-    catalog.save_job(failed)
-    log.error("embed_job_failed", job_id=job.id, exception_type="IngestRejected", message=reason, traceback=None)
-
-
-def _fail_job_by_id(catalog: Catalog, job_id: str, reason: str) -> None:
-    _fail_job(catalog, catalog.get_job(job_id), reason)
-
-
 def _run_pipeline(
     runnable: list[SourceRow],
     options: IngestOptions,
@@ -384,18 +357,22 @@ def _run_pipeline(
     report: IngestReport,
     notify: ProgressCallback,
 ) -> None:
-    import ray
+    timeline = report.timeline
+    try:
+        with timeline.span("ray_start"):  # importing Ray (seconds) included
+            import ray
 
-    try:
-        started_ray = start_ray()
+            started_ray = start_ray()
     except stopping.Interrupted as exc:  # SIGTERM while Ray started: no file began, all wait for a rerun
-        _Tally(catalog, report, notify).close_unfinished(runnable, str(exc))
+        Tally(catalog, report, notify).close_unfinished(runnable, str(exc))
         return
-    _configure_ray_data()
     try:
-        ds = _dataset(runnable, options, settings, library, embedder)
-        tally = _Tally(catalog, report, notify)
+        with timeline.span("ray_data_planning"):
+            _configure_ray_data()
+            ds = _dataset(runnable, options, settings, library, embedder)
+        tally = Tally(catalog, report, notify)
         pipeline_error: str | None = None
+        begin = timeline.now()
         try:
             batches = iter(ds.iter_batches(batch_format="numpy", batch_size=None))
             while True:
@@ -405,23 +382,24 @@ def _run_pipeline(
                     batch = next(batches, None)
                 if batch is None:
                     break
+                # actors started, the model loaded, a first block extracted, embedded and written
+                if "first_batch" not in timeline.spans:
+                    timeline.record("first_batch", begin, timeline.now())
                 for row in WrittenRow.decode(batch):
                     tally.take(row)
         except stopping.Interrupted as exc:
             pipeline_error = str(exc)
             log.warning("ingest_pipeline_stopped", reason=pipeline_error)
         except Exception as exc:  # noqa: BLE001 - a stage that cannot start (a store down) fails its jobs
-            pipeline_error = str(exc) if isinstance(exc, LorekeeperError) else f"{type(exc).__name__}: {exc}"
-            cause = _root_cause(exc)
-            if cause is not None:
-                pipeline_error = str(cause)
+            pipeline_error = failure_reason(exc)
             log.error("ingest_pipeline_failed", error=pipeline_error)
+        timeline.record("pipeline", begin, timeline.now())
         tally.close_unfinished(runnable, pipeline_error)
     finally:
         if started_ray:
-            ray.shutdown()
-            stopping.reclaim()
-    _optimize_vectors(settings, options.vector_collection)
+            with timeline.span("ray_shutdown"):
+                ray.shutdown()
+                stopping.reclaim()
 
 
 def _dataset(
@@ -469,98 +447,6 @@ def _dataset(
     )
 
 
-@dataclass
-class _Tally:
-    """The written rows the driver has heard back, per item: an item is finalized once all its chunks are in."""
-
-    catalog: Catalog
-    report: IngestReport
-    notify: ProgressCallback
-    written: Counter[str] = field(default_factory=Counter)
-    expected: dict[str, int] = field(default_factory=dict)
-    pages: dict[str, int] = field(default_factory=dict)
-    job_of: dict[str, str] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
-    done: set[str] = field(default_factory=set)  # job ids whose outcome is in the report
-    structures: dict[str, dict[str, Any] | None] = field(default_factory=dict)
-
-    def take(self, row: WrittenRow) -> None:
-        report, job_id, item_uid = self.report, row.job_id, row.item_uid
-        report.embed_seconds += row.embed_seconds
-        for stage, node in (("extract", row.extract_node), ("embed", row.embed_node), ("write", row.write_node)):
-            report.stage_nodes[stage][node] += 1
-        if row.status in (RowStatus.SKIPPED, RowStatus.FAILED) and not row.chunk_uid:
-            status = row.status.value
-            job = _job(self.catalog, job_id)
-            ref = job.source_ref if job is not None else job_id
-            outcome = FileOutcome(job_id, ref, status, item_uid or None, error=row.error)
-            if job is not None and row.status is RowStatus.SKIPPED:  # facts read for an unchanged item
-                outcome.facts, outcome.facts_by_kind = job.facts_extracted, dict(job.facts_by_kind)
-            report.files.append(outcome)
-            self.done.add(job_id)
-            self.notify("file_done", {"status": status, "item_uid": item_uid, "error": row.error or ""})
-            return
-        self.job_of[item_uid] = job_id
-        self.expected[item_uid] = row.item_chunks
-        self.pages[item_uid] = row.item_pages
-        if item_uid not in self.structures:
-            self.structures[item_uid] = row.structure or None
-        self.written[item_uid] += 1
-        if row.status is RowStatus.FAILED:
-            self.errors[item_uid] = row.error or ""
-        self.notify("chunks_written", {"chunks": 1})
-        if self.written[item_uid] == self.expected[item_uid] and job_id not in self.done:
-            outcome = retrying("finalize", self._finalizer(job_id, item_uid, self.errors.get(item_uid)))
-            self.done.add(job_id)  # only once it is recorded: else close_unfinished closes it
-            outcome.structure = self.structures.get(item_uid)
-            report.files.append(outcome)
-            self.notify("file_done", {"status": outcome.status, "item_uid": item_uid, "pages": outcome.pages})
-
-    def _finalizer(self, job_id: str, item_uid: str, error: str | None) -> Callable[[], FileOutcome]:
-        return partial(_finalize, self.catalog, job_id, item_uid, self.written[item_uid], self.pages[item_uid], error)
-
-    def close_unfinished(self, runnable: list[SourceRow], pipeline_error: str | None) -> None:
-        """Fail the items and files the pipeline did not finish."""
-        for item_uid, job_id in self.job_of.items():
-            if job_id not in self.done:
-                self.done.add(job_id)
-                reason = (
-                    self.errors.get(item_uid)
-                    or pipeline_error
-                    or f"only {self.written[item_uid]} of {self.expected[item_uid]} chunks were written"
-                )
-                self.report.files.append(
-                    _close_unfinished(job_id, item_uid, reason, self._finalizer(job_id, item_uid, reason))
-                )
-        for source in runnable:
-            if source.job_id not in self.done:
-                reason = pipeline_error or "the pipeline ended before this file was processed"
-                self.report.files.append(
-                    _close_unfinished(
-                        source.job_id,
-                        None,
-                        reason,
-                        partial(_fail_job_by_id, self.catalog, source.job_id, reason),
-                        ref=source.ref,
-                    )
-                )
-
-
-def _close_unfinished(
-    job_id: str, item_uid: str | None, reason: str, close: Callable[[], Any], *, ref: str | None = None
-) -> FileOutcome:
-    """Fail a file the pipeline did not finish; if even that cannot be recorded, say so in the report
-    (the job stays open in the catalog and the next run or the API's requeue picks it up)."""
-    try:
-        outcome = retrying("close_job", close)
-    except LorekeeperError as exc:
-        log.error("ingest_job_close_failed", job_id=job_id, item_uid=item_uid, error=str(exc))
-        return FileOutcome(job_id, ref or job_id, "failed", item_uid, error=f"{reason}; not recorded: {exc}")
-    if isinstance(outcome, FileOutcome):
-        return outcome
-    return FileOutcome(job_id, ref or job_id, "failed", item_uid, error=reason)
-
-
 def _optimize_vectors(settings: Settings, collection: str) -> None:
     """Build the vector index's search structures once the writers are gone (embedded engines lock
     their folder to one process, so this runs after the pipeline's actors have exited)."""
@@ -573,65 +459,3 @@ def _optimize_vectors(settings: Settings, collection: str) -> None:
         log.warning("vector_optimize_skipped", collection=collection, error=str(exc))
     finally:
         vectors.close()
-
-
-def _root_cause(exc: BaseException) -> LorekeeperError | None:
-    """Our own error behind a Ray wrapper (RayTaskError, actor-died errors), if there is one."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, LorekeeperError):
-            return current
-        inner = getattr(current, "cause", None)  # RayTaskError keeps the original here
-        current = inner if isinstance(inner, BaseException) else (current.__cause__ or current.__context__)
-    return None
-
-
-def _job(catalog: Catalog, job_id: str) -> IngestJob | None:
-    try:
-        return catalog.get_job(job_id)
-    except LorekeeperError:
-        return None
-
-
-def _finalize(catalog: Catalog, job_id: str, item_uid: str, chunks: int, pages: int, error: str | None) -> FileOutcome:
-    """Make an item visible (superseding its previous version) or fail it, and close its job."""
-    job = catalog.get_job(job_id)
-    if error:
-        catalog.set_item_status(item_uid, ItemStatus.FAILED, error=error)
-        catalog.save_job(job.validated_copy(status=JobStatus.FAILED, error=error, completed_at=utc_now()))
-        log.error("embed_job_failed", job_id=job_id, item_uid=item_uid, exception_type="WriteFailed", message=error)
-        return FileOutcome(job_id, job.source_ref, "failed", item_uid, error=error)
-    item = catalog.get_item(item_uid)
-    if item.supersedes_uid:
-        marked = catalog.supersede(item.supersedes_uid, item_uid)
-        log.info("ingest_item_superseded", old_item_uid=item.supersedes_uid, item_uid=item_uid, chunks=marked)
-    if job.facts_extracted:
-        # the facts were saved before their chunks reached the graph; they turn visible with the item
-        SourceFactStore(catalog.graph).link_chunks(item_uid)
-    catalog.set_item_status(item_uid, ItemStatus.READY)
-    catalog.refresh_related(item_uid)
-    catalog.save_job(
-        job.validated_copy(
-            status=JobStatus.COMPLETED,
-            chunks_created=chunks,
-            completed_at=utc_now(),
-            progress=IngestProgress(fraction=1.0, stage=IngestStage.WRITING, message=f"{chunks} chunks"),
-        )
-    )
-    log.info(
-        "embed_job_completed", job_id=job_id, item_uid=item_uid, chunks=chunks, pages=pages, warnings=len(job.warnings)
-    )
-    return FileOutcome(
-        job_id,
-        job.source_ref,
-        "completed",
-        item_uid,
-        chunks=chunks,
-        pages=pages,
-        concepts=job.concepts_extracted,
-        facts=job.facts_extracted,
-        facts_by_kind=dict(job.facts_by_kind),
-        warnings=list(job.warnings),
-    )

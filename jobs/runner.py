@@ -16,6 +16,7 @@ from pathlib import Path
 
 import structlog
 
+from jobs import events
 from jobs.plan import IngestOptions
 from jobs.sources import copy_from_source_bucket, resolve_within
 from schemas.common import JobStatus, utc_now
@@ -140,7 +141,7 @@ class IngestRunner:
             self._run_jobs([job], options)
         except Exception as exc:  # noqa: BLE001 - the worker must outlive any one job
             reason = str(exc) if isinstance(exc, LorekeeperError) else f"{type(exc).__name__}: {exc}"
-            log.error("embed_job_failed", job_id=job_id, exception_type=type(exc).__name__, message=reason)
+            events.job_failed(job_id, None, type(exc).__name__, reason, exc)
             try:
                 job = self.catalog.get_job(job_id)
                 if job.status is not JobStatus.COMPLETED:

@@ -14,8 +14,8 @@ status rows through untouched.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
-import traceback
 from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
@@ -25,6 +25,7 @@ import numpy as np
 import structlog
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from jobs import events, metrics
 from jobs.chunk import chunk_document
 from jobs.concepts import assign_bold_terms, build_concept_extractor, collect_concepts
 from jobs.document import ExtractedDocument, StructureFigures, TextChunk
@@ -90,9 +91,8 @@ def retrying(operation: str, fn: Callable[[], T]) -> T:
 
 def node_id() -> str:
     """The Ray node this stage runs on (for the job's stage report); "" outside Ray."""
-    import ray
-
-    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+    ray = sys.modules.get("ray")  # never imported here: the in-process run would pay seconds for ""
+    return ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else ""
 
 
 def _actors(size: int) -> Any:
@@ -154,6 +154,10 @@ class ExtractStage:
         self.chunking = fit_chunking(library.effective_chunking(), max_model_tokens)
 
     def __del__(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the stage's stores (idempotent; the in-process run closes them as it ends)."""
         for target in (getattr(self, "catalog", None), getattr(self, "blob", None)):
             target = getattr(target, "graph", target)
             if target is not None:
@@ -163,7 +167,8 @@ class ExtractStage:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         rows: list[ChunkRow] = []
         for source in SourceRow.decode(batch):
-            rows.extend(self.process(source))
+            with events.for_file(source.job_id):  # every event of the file carries its job (and item)
+                rows.extend(self.process(source))
         here = node_id()
         for row in rows:
             row.extract_node = here
@@ -188,7 +193,7 @@ class ExtractStage:
         job = retrying("get_job", partial(self.catalog.get_job, source.job_id))
         name = source.name
         started = time.perf_counter()
-        log.info("embed_task_started", job_id=job.id, source_ref=job.source_ref)
+        events.task_started(job.id, job.item_uid, job.retry_count, job.source_ref, node_id())
         job = self._update_job(
             job,
             status=JobStatus.PROCESSING,
@@ -203,6 +208,7 @@ class ExtractStage:
             data = self._fetch(source, job)
             digest = sha256_hex(data)
             item_uid = content_id("item", f"{self.library.uid}:{digest}")
+            events.bind_item(item_uid)
             versions = retrying(
                 "item_versions", partial(self.catalog.items_for_source, self.library.uid, job.source_ref)
             )
@@ -223,14 +229,7 @@ class ExtractStage:
             return self._ingest(job, name, data, digest, item_uid, versions, started)
         except Exception as exc:  # noqa: BLE001 - one bad file must never stop the others
             reason = str(exc) if isinstance(exc, LorekeeperError) else f"{type(exc).__name__}: {exc}"
-            log.error(
-                "embed_job_failed",
-                job_id=job.id,
-                item_uid=item_uid or None,
-                exception_type=type(exc).__name__,
-                message=str(exc),
-                traceback=traceback.format_exc(),
-            )
+            events.job_failed(job.id, item_uid or None, type(exc).__name__, str(exc), exc)
             self._update_job(
                 job, status=JobStatus.FAILED, error=reason, completed_at=utc_now(), item_uid=item_uid or None
             )
@@ -288,37 +287,13 @@ class ExtractStage:
             job, item_uid=item_uid, progress=IngestProgress(fraction=0.15, stage=IngestStage.EXTRACTING)
         )
 
-        images: list[ImageAsset] = []
-
-        def save_image(image_name: str, payload: bytes, mime: str) -> str:
-            key = image_key(item_uid, image_name)
-            retrying("put_image", partial(self.blob.put, key, payload, content_type=mime))
-            return key
-
-        password = self.options.password.get_secret_value() if self.options.password else None
-        doc = extract_document(
-            data, name, password=password, image_sink=save_image, max_bytes=self.options.max_file_bytes
-        )
-        for image in doc.images:
-            images.append(
-                ImageAsset(
-                    uid=content_id("image", image.blob_key),
-                    item_uid=item_uid,
-                    page=image.page,
-                    blob_key=image.blob_key,
-                    width=image.width,
-                    height=image.height,
-                    mime=image.mime,
-                )
-            )
-        chunks = chunk_document(doc, self.chunking, self.counter)
-        log.info("embed_chunking_complete", job_id=job.id, item_uid=item_uid, pages=doc.page_count, chunks=len(chunks))
-        if not chunks:
-            raise LorekeeperError(f"{name}: no text could be extracted ({'; '.join(doc.warnings) or 'empty'})")
+        doc, chunks, images = self._chunked(name, data, item_uid)
         bold = assign_bold_terms(chunks, doc.blocks)
-        mentions = self.concepts.extract(chunks, bold_terms_by_chunk=bold)
-        concepts = collect_concepts(mentions)
-        log.info("embed_concepts_complete", job_id=job.id, item_uid=item_uid, concepts=len(concepts))
+        with events.concepts(events.extractor_name(self.concepts)) as concept_names:
+            mentions = self.concepts.extract(chunks, bold_terms_by_chunk=bold)
+            concepts = collect_concepts(mentions)
+            concept_names.extend(concept.name for concept in concepts)
+        metrics.CONCEPTS_EXTRACTED.inc(len(concepts))
         if doc.title and not job.title:  # a title the caller gave wins over the document's
             item = item.validated_copy(title=doc.title[:200])
         # the item saved from here on (its facts' mark too) carries the reader's warnings
@@ -351,6 +326,46 @@ class ExtractStage:
         log.debug("extract_stage_done", job_id=job.id, seconds=round(time.perf_counter() - started, 3))
         return rows
 
+    def _chunked(
+        self, name: str, data: bytes, item_uid: str
+    ) -> tuple[ExtractedDocument, list[TextChunk], list[ImageAsset]]:
+        """The file's text extracted and chunked (``embed_chunking_start`` … ``_complete`` or ``_failed``),
+        its images saved as the reader finds them."""
+        file_type = FileType.from_filename(name).value
+        events.chunking_start(self.library.type.value, self.chunking, file_type)
+        started = time.perf_counter()
+
+        def save_image(image_name: str, payload: bytes, mime: str) -> str:
+            key = image_key(item_uid, image_name)
+            retrying("put_image", partial(self.blob.put, key, payload, content_type=mime))
+            return key
+
+        try:
+            password = self.options.password.get_secret_value() if self.options.password else None
+            doc = extract_document(
+                data, name, password=password, image_sink=save_image, max_bytes=self.options.max_file_bytes
+            )
+            chunks = chunk_document(doc, self.chunking, self.counter)
+            if not chunks:
+                raise LorekeeperError(f"{name}: no text could be extracted ({'; '.join(doc.warnings) or 'empty'})")
+        except Exception as exc:
+            events.chunking_failed(file_type, exc)
+            raise
+        events.chunking_complete([c.text for c in chunks], doc.page_count, time.perf_counter() - started)
+        images = [
+            ImageAsset(
+                uid=content_id("image", image.blob_key),
+                item_uid=item_uid,
+                page=image.page,
+                blob_key=image.blob_key,
+                width=image.width,
+                height=image.height,
+                mime=image.mime,
+            )
+            for image in doc.images
+        ]
+        return doc, chunks, images
+
     def _rule_facts(self, job: IngestJob, item: Item, doc: ExtractedDocument, chunks: list[TextChunk]) -> FactsRead:
         """Read and save the item's rulebook facts; a failure here costs the facts, never the file.
 
@@ -365,9 +380,9 @@ class ExtractStage:
             retrying("save_facts", partial(self.facts.save, item.uid, item.library_uid, read.facts))
             retrying("item_facts_read", partial(self.catalog.save_item, item, **{RULE_FACTS_READ: True}))
         except Exception as exc:  # noqa: BLE001 - facts are an addition to the file, not a condition of it
-            _log_facts_failed(job, item.uid, exc)
+            events.facts_failed(job.id, item.uid, exc)
             return FactsRead()
-        _log_facts(job, item.uid, read)
+        events.facts_extracted(job.id, item.uid, read)
         return read
 
     def _facts_of_unchanged(self, job: IngestJob, current: Item, name: str, data: bytes) -> FactsRead:
@@ -405,30 +420,10 @@ class ExtractStage:
             retrying("save_facts", partial(self.facts.save, current.uid, current.library_uid, read.facts))
             retrying("item_facts_read", partial(self.catalog.save_item, current, **{RULE_FACTS_READ: True}))
         except Exception as exc:  # noqa: BLE001 - the item stays as it was; the next run tries again
-            _log_facts_failed(job, current.uid, exc)
+            events.facts_failed(job.id, current.uid, exc)
             return FactsRead()
-        _log_facts(job, current.uid, read, unchanged=True)
+        events.facts_extracted(job.id, current.uid, read, unchanged=True)
         return read
-
-
-def _log_facts(job: IngestJob, item_uid: str, read: FactsRead, **extra: object) -> None:
-    """The ``rule_facts_extracted`` event of an item's facts."""
-    log.info(
-        "rule_facts_extracted",
-        job_id=job.id,
-        item_uid=item_uid,
-        facts=len(read.facts),
-        entries=read.entries,
-        by_kind=read.by_kind,
-        **extra,
-    )
-
-
-def _log_facts_failed(job: IngestJob, item_uid: str, exc: Exception) -> None:
-    """The ``rule_facts_failed`` event: the item keeps its file, without (new) facts."""
-    log.warning(
-        "rule_facts_failed", job_id=job.id, item_uid=item_uid, exception_type=type(exc).__name__, message=str(exc)
-    )
 
 
 def embedding_text(heading_path: list[str], text: str) -> str:
@@ -470,8 +465,16 @@ class EmbedStage:
         started = time.perf_counter()
         if chunk_rows:
             texts = [embedding_text(rows[i].heading_path, rows[i].text) for i in chunk_rows]
-            vectors[chunk_rows] = self.embedder.embed_documents(texts)
+            by_item: dict[tuple[str, str], list[ChunkRow]] = defaultdict(list)
+            for i in chunk_rows:
+                by_item[(rows[i].job_id, rows[i].item_uid)].append(rows[i])
+            vectors[chunk_rows] = events.embed_batch(
+                self.embedder.name, self.dim, by_item, partial(self.embedder.embed_documents, texts)
+            )
         seconds = (time.perf_counter() - started) / max(len(chunk_rows), 1)
+        if chunk_rows:
+            metrics.EMBEDDINGS_GENERATED.labels(model=self.embedder.name).inc(len(chunk_rows))
+            metrics.EMBEDDING_DURATION.labels(model=self.embedder.name).observe(seconds)
         here = node_id()
         return EmbeddedRow.encode([EmbeddedRow.of(row, vectors[i], seconds, here) for i, row in enumerate(rows)])
 
@@ -537,6 +540,10 @@ class WriteStage:
     def __del__(self) -> None:
         # Ray Data deletes the UDF when it shuts the actor down gracefully: flush and close the stores
         # here, in order, so an embedded index is complete on disk before its folder lock is released.
+        self.close()
+
+    def close(self) -> None:
+        """Close the stage's stores in order (idempotent; the in-process run closes them as it ends)."""
         for store in ("vectors", "text", "catalog", "blob"):
             target = getattr(self, store, None)
             target = getattr(target, "graph", target)
@@ -557,11 +564,12 @@ class WriteStage:
             if row.chunk_uid:
                 by_item[row.item_uid].append(row)
         for item_uid, item_rows in by_item.items():
+            first = item_rows[0]
             try:
-                self._write_item_rows(self._item(item_uid), item_rows)
+                with events.graph_write(first.job_id, item_uid, len(item_rows), first.sequence) as counts:
+                    counts["concepts_linked"] = self._write_item_rows(self._item(item_uid), item_rows)
             except Exception as exc:  # noqa: BLE001 - recorded per item; the driver fails its job
                 errors[item_uid] = str(exc) if isinstance(exc, LorekeeperError) else f"{type(exc).__name__}: {exc}"
-                log.error("ingest_write_failed", item_uid=item_uid, error=errors[item_uid])
         here = node_id()
         out = []
         for row in rows:
@@ -584,7 +592,8 @@ class WriteStage:
             )
         return WrittenRow.encode(out)
 
-    def _write_item_rows(self, item: Item, rows: list[EmbeddedRow]) -> None:
+    def _write_item_rows(self, item: Item, rows: list[EmbeddedRow]) -> int:
+        """Write one item's chunks of a batch to every store; returns the concepts they mention."""
         chunks: list[Chunk] = []
         texts: list[TextDocument] = []
         points: list[VectorPoint] = []
@@ -620,7 +629,7 @@ class WriteStage:
                 mentions.append((chunk.uid, concept.uid))
         retrying("graph_chunks", lambda: self.catalog.save_chunks(chunks))
         retrying("graph_concepts", lambda: self.catalog.save_mentions(list(concepts.values()), mentions))
-        log.info("embed_graph_write_complete", item_uid=item.uid, chunks=len(chunks), concepts=len(concepts))
         retrying("text_upsert", lambda: self.text.upsert(texts))
         retrying("vector_upsert", lambda: self.vectors.upsert(self.options.vector_collection, points))
-        log.info("embed_vectors_complete", item_uid=item.uid, vectors=len(points), model=self.model)
+        metrics.CHUNKS_CREATED.labels(library_type=self.library.type.value).inc(len(chunks))
+        return len(concepts)

@@ -372,7 +372,7 @@ def _story_service(settings: Settings, *, bulk: bool = False) -> Iterator[StoryS
     graph, blobs = open_graph_store(settings), open_blob_store(settings)
     recall = open_recall_index(settings, embedder=embedder)
     try:
-        service = StoryService(graph, blobs, recall=recall)
+        service = StoryService(graph, blobs, recall=recall, checkpoints_kept=settings.checkpoints_kept)
         service.prepare()
         yield service
     finally:

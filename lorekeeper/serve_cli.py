@@ -30,6 +30,14 @@ def serve_command(
     wait: Annotated[
         bool, typer.Option("--wait/--detach", help="With RAY_ADDRESS: stay attached (default: deploy and return).")
     ] = False,
+    eager: Annotated[
+        bool,
+        typer.Option(
+            "--eager",
+            help="--direct: load the search models and start Ray before listening (else they warm in the "
+            "background, /health lists them under 'warming', and Ray starts with the first ingest that needs it).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the API (REST, MCP, OpenAI passthrough): Ray Serve on local Ray, or deployed to RAY_ADDRESS."""
     from schemas.serving import ServeSettings, get_serve_settings
@@ -44,7 +52,7 @@ def serve_command(
     except LorekeeperError as exc:
         raise _fail(exc) from None
     if direct:
-        _serve_direct(settings, chosen)
+        _serve_direct(settings, chosen, eager=eager)
     else:
         _serve_ray(settings, chosen, wait=wait)
 
@@ -54,7 +62,15 @@ def serve_command(
 GRACE_SECONDS = 20
 
 
-def _serve_direct(settings, serve_settings) -> None:  # noqa: ANN001 - settings types are imported lazily
+def _worker_logging() -> dict[str, object]:
+    """The replicas log as this command does (schemas.logs): the same JSON lines from every process."""
+    from schemas.logs import worker_setup_hook
+
+    hook = worker_setup_hook()
+    return {"runtime_env": {"worker_process_setup_hook": hook}} if hook is not None else {}
+
+
+def _serve_direct(settings, serve_settings, *, eager: bool = False) -> None:  # noqa: ANN001 - lazily imported types
     import uvicorn
 
     from jobs import stopping
@@ -65,9 +81,15 @@ def _serve_direct(settings, serve_settings) -> None:  # noqa: ANN001 - settings 
         with open_services(settings, serve_settings) as services:
             services.open = check_binding(serve_settings, services.keys)
             warm = getattr(services.search, "warm", None)
-            if warm is not None:
+            if warm is not None and eager:
                 warm()
+            if eager:  # Ray up before the API listens, as the ingest routes had it (Ray's atexit stops it)
+                from jobs.pipeline import start_ray
+
+                start_ray()
             app = create_app(services, plugins=["jobs.api:mount"])
+            if warm is not None and not eager:  # listen now; the models load meanwhile (/health: warming)
+                services.warming.start("search", warm)  # after the app's imports, which it would slow down
             console.print(f"Lorekeeper API on http://{serve_settings.api_host}:{serve_settings.api_port} (direct)")
             config = uvicorn.Config(
                 app,
@@ -123,9 +145,10 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
                 num_cpus=max(4, os.cpu_count() or 1),
                 include_dashboard=False,
                 configure_logging=False,
+                **_worker_logging(),
             )
         else:
-            stopping.init_ray(address=cluster)
+            stopping.init_ray(address=cluster, **_worker_logging())
     except stopping.Interrupted:
         console.print("Lorekeeper API stopped before it started")
         return

@@ -10,6 +10,11 @@ summaries, canon facts and memories of the turn's line, best first, each with it
 it belongs to; the turn's recall record names them (a :class:`RetrievalRecord` of source
 ``recall``). Without recall (no memory index, or it failed) the section falls back to the line's
 latest summaries and its memories by salience.
+
+A turn's narration is read by the whole table, so a turn is assembled from what a seat may see
+(:func:`for_viewer`: the secrets rule of :class:`story.viewer.Viewer`); the API narrates every turn from the
+table's seat (public records only). No GM-only record, no record known only to some characters, nothing of
+a hidden entity reaches the prompt, the narration or the proposals extracted from it.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ from schemas.story import (
     Turn,
     WorldStateView,
 )
+from story.context import TurnContext
 from story.recall import speaker_name
+from story.viewer import Viewer
 
 #: Share of the context budget per section.
 SECTION_SHARE: dict[PromptSectionKind, float] = {
@@ -57,6 +64,28 @@ HEADINGS: dict[PromptSectionKind, str] = {
     PromptSectionKind.RECENT_TURNS: "# Recent turns",
     PromptSectionKind.PLAYER_INPUT: "# The player now",
 }
+
+
+def for_viewer(
+    viewer: Viewer, context: TurnContext, recalled: Sequence[RecallHit] | None
+) -> tuple[TurnContext, list[RecallHit] | None]:
+    """What a turn played from ``viewer``'s seat may draw on: the state, memories and summaries of
+    ``context`` that seat may see, and the recalled records among them (each looked up on the turn's line;
+    a hit whose record is not there is left out). The GM's seat gets everything."""
+    if viewer.gm:
+        return context, None if recalled is None else list(recalled)
+    seen = context.model_copy(
+        update={
+            "state": viewer.state(context.state),
+            "memories": [m for m in context.memories if viewer.sees_memory(m)],
+            "summaries": [s for s in context.summaries if viewer.sees_summary(s)],
+        }
+    )
+    if recalled is None:
+        return seen, None
+    # looked up in the unfiltered records: Viewer.hits applies the rule itself
+    hits = viewer.hits(recalled, memories=context.memories, state=context.state, summaries=context.summaries)
+    return seen, hits
 
 
 def estimate_tokens(text: str) -> int:

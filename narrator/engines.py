@@ -28,6 +28,26 @@ EXTRACTOR_SEATS = frozenset({"extractor", "summarizer", "judge"})
 """The seats that run on the extractor's settings: proposals, scene memories and summaries, the axiom judge."""
 
 
+STRUCTURED_MAX_TOKENS = 1024
+"""The longest structured answer (proposals, a scene's memories, verdicts) an engine is asked for by default."""
+
+
+class AnswerTruncated(Unavailable):
+    """A structured answer was cut short at ``max_tokens`` before its JSON document closed.
+
+    An error at the edge rather than a half document read as "nothing found": the caller records why
+    (the turn's dropped reasons, the former's fallback, the judge's unchecked axioms).
+    """
+
+    code = "answer_truncated"
+
+    @classmethod
+    def at(cls, role: str, max_tokens: int, setting: str = "LOREKEEPER_EXTRACTOR_MAX_TOKENS") -> AnswerTruncated:
+        return cls(
+            role, f"the answer was cut short at max_tokens={max_tokens} before its JSON closed (raise {setting})"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     prompt_tokens: int = 0
@@ -140,6 +160,8 @@ class OpenAIEngine:
             raise Unavailable(
                 "extractor", f"the model endpoint failed: {type(exc).__name__}: {exc}", url=self.base_url
             ) from None
+        if response.choices[0].finish_reason == "length":
+            raise AnswerTruncated.at("extractor", max_tokens)
         return response.choices[0].message.content or ""
 
     async def close(self) -> None:
@@ -289,12 +311,14 @@ class VLLMEngine:
         else:  # pragma: no cover - older vLLM
             guided = sp.GuidedDecodingParams(json=self._guidable(schema))
             params = SamplingParams(max_tokens=max_tokens, temperature=0.0, guided_decoding=guided)
-        text = ""
+        text, finish = "", None
         try:
             async for output in engine.generate(self._prompt(messages), params, request_id=uuid.uuid4().hex):
-                text = output.outputs[0].text
+                text, finish = output.outputs[0].text, output.outputs[0].finish_reason
         except self._engine_errors() as exc:
             raise self._translated(exc, "extractor") from None
+        if finish == "length":
+            raise AnswerTruncated.at("extractor", max_tokens)
         return text
 
     async def close(self) -> None:

@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from schemas.serving import ExtractionBatch
+from narrator.engines import STRUCTURED_MAX_TOKENS
+from schemas.serving import ExtractionBatch, ServeSettings
 from schemas.story import WorldStateView
 
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
@@ -34,6 +35,14 @@ def extraction_messages(state: WorldStateView, text: str, narration: str) -> lis
         {"role": "system", "content": f"{EXTRACTION_INSTRUCTIONS}\n\nEntities:\n{cast}"},
         {"role": "user", "content": f"Player: {text}\nNarration: {narration}"},
     ]
+
+
+def extractor_budget(settings: ServeSettings, engine: object) -> int:
+    """The longest structured answer to ask ``engine`` for: ``LOREKEEPER_EXTRACTOR_MAX_TOKENS`` when set, else
+    the engine's own budget (``structured_max_tokens``: the local model's is small), else 1024."""
+    if settings.extractor_max_tokens is not None:
+        return settings.extractor_max_tokens
+    return int(getattr(engine, "structured_max_tokens", STRUCTURED_MAX_TOKENS))
 
 
 @functools.cache

@@ -31,7 +31,7 @@ from typing import Any
 import structlog
 
 from models.llm import DEFAULT_LOCAL_MODEL
-from narrator.engines import Message, VLLMEngine
+from narrator.engines import AnswerTruncated, Message, VLLMEngine
 from schemas.errors import InvalidRequest, LorekeeperError, Unavailable
 
 log = structlog.get_logger(__name__)
@@ -149,12 +149,31 @@ def json_grammar(schema: dict[str, Any]) -> str:
         raise InvalidRequest("extractor", f"the engine refused the schema: {exc}") from None
 
 
+LOCAL_STRUCTURED_MAX_TOKENS = 320
+"""The local engine's structured-answer budget (unless LOREKEEPER_EXTRACTOR_MAX_TOKENS sets one): room for
+about four compact proposals of :class:`~schemas.serving.ExtractionBatch` (~70 tokens each), a scene's
+summary with a few memories, or a batch of verdicts. At ~8 tokens/s on a laptop CPU, 1024 tokens made
+one turn's extraction take minutes; a cut answer is an error the caller records, never a silent nothing."""
+
+
+def _stop_ids(loaded: LoadedModel) -> set[int]:
+    """The token ids that end the model's turn (what generation stops at before max_tokens)."""
+    ids = loaded.model.generation_config.eos_token_id
+    stops = set(ids) if isinstance(ids, list) else ({ids} if ids is not None else set())
+    if loaded.tokenizer.eos_token_id is not None:
+        stops.add(int(loaded.tokenizer.eos_token_id))
+    return stops
+
+
 class LocalEngine:
     """The embedded model in this process (see the module docstring).
 
     Args:
         path: the model (a GGUF file or a Hugging Face folder); by default :func:`models.llm.local_model_path`.
     """
+
+    structured_max_tokens = LOCAL_STRUCTURED_MAX_TOKENS
+    """The budget of a structured answer when the settings name none (:func:`narrator.extraction.extractor_budget`)."""
 
     def __init__(self, path: Path | None = None) -> None:
         self._path = path
@@ -248,20 +267,26 @@ class LocalEngine:
         grammar = await asyncio.to_thread(json_grammar, schema)
         guided = await asyncio.to_thread(_Guided, loaded, grammar)
 
-        def run() -> str:
+        def run() -> tuple[str, bool]:
             from transformers import LogitsProcessorList
 
             processors = LogitsProcessorList([guided])
             out = self._generate(loaded, inputs, max_new_tokens=max_tokens, logits_processor=processors)
             new = out[0, inputs["input_ids"].shape[1] :]
-            return str(loaded.tokenizer.decode(new, skip_special_tokens=True))
+            # the grammar ends the answer with the end-of-turn token once the document closes: without
+            # it, max_tokens cut the document short
+            closed = len(new) < max_tokens or int(new[-1]) in _stop_ids(loaded)
+            return str(loaded.tokenizer.decode(new, skip_special_tokens=True)), closed
 
         try:
-            return await asyncio.to_thread(run)
+            text, closed = await asyncio.to_thread(run)
         except LorekeeperError:
             raise
         except Exception as exc:
             raise self._translated(exc, "extractor") from None
+        if not closed:
+            raise AnswerTruncated.at("extractor", max_tokens)
+        return text
 
     @staticmethod
     def _translated(exc: BaseException, role: str) -> LorekeeperError:

@@ -19,21 +19,24 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
 from pydantic import BaseModel, Field
 
-from narrator.context import Assembled, PromptAssembler, estimate_tokens
-from narrator.engines import NarratorEngine
-from narrator.extraction import extraction_messages, extraction_schema, parse_extraction
+from narrator.context import Assembled, PromptAssembler, estimate_tokens, for_viewer
+from narrator.engines import AnswerTruncated, NarratorEngine
+from narrator.extraction import extraction_messages, extraction_schema, extractor_budget, parse_extraction
 from narrator.metrics import NARRATOR_OUTPUT_TOKENS, NARRATOR_REQUESTS, NARRATOR_TTFT
 from schemas.errors import LorekeeperError, NotFound
+from schemas.model_roles import ModelCall, Seat
 from schemas.recall import RecallHit, RecallKind
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, TurnRequest
 from schemas.story import GenerationMetadata, Turn, WorldStateView
 from story.service import StoryService
+from story.viewer import Viewer
 
 log = structlog.get_logger(__name__)
 
@@ -44,6 +47,16 @@ class SearchBackend(Protocol):
     def search(
         self, query: str, *, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
     ) -> list[SearchHit]: ...
+
+
+@dataclass(frozen=True)
+class TurnEngines:
+    """The engines that narrate and extract a campaign's turn, with their names on the server."""
+
+    narrator: NarratorEngine
+    extractor: NarratorEngine
+    narrator_name: str = "narrator"
+    extractor_name: str = "narrator"
 
 
 class TurnOutcome(BaseModel):
@@ -76,11 +89,14 @@ class TurnFlow:
         searcher: SearchBackend | None = None,
         campaign_filters: Callable[[str], SearchFilters] | None = None,
         narrator_for: Callable[[str], NarratorEngine] | None = None,
+        engines_for: Callable[[str], TurnEngines] | None = None,
     ) -> None:
         self.story = story
         self.narrator = narrator
         self.extractor = extractor
         self.narrator_for = narrator_for or (lambda campaign_id: narrator)
+        # which engines play the campaign's narrator and extractor (its model roles; a blocking read)
+        self.engines_for = engines_for or self._deployment_engines
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="turn-context")
         self.searcher = searcher
         self.settings = settings
@@ -88,27 +104,39 @@ class TurnFlow:
         # what the campaign draws on (its library pins; none: the whole library), read each turn
         self.campaign_filters = campaign_filters or story.knowledge_filters
 
-    async def play(self, campaign_id: str, request: TurnRequest) -> AsyncIterator[dict[str, Any]]:
-        """Events of one turn: ``turn`` (recorded), ``delta`` (narration pieces), ``done`` (the outcome)."""
+    async def play(
+        self, campaign_id: str, request: TurnRequest, *, viewer: Viewer | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Events of one turn: ``turn`` (recorded), ``delta`` (narration pieces), ``done`` (the outcome).
+
+        ``viewer``: the seat the turn is narrated from (:func:`narrator.context.for_viewer`). The narration is
+        read by the whole table, so the API narrates every turn from the table's seat (public records only);
+        None (the CLI's table, its operator's own) narrates from everything."""
         turn = await asyncio.to_thread(
             self.story.add_turn, campaign_id, request.text, input_mode=request.input_mode, speaker=request.speaker
         )
         yield {"event": "turn", "turn_id": turn.id, "branch_id": turn.branch_id, "depth": turn.depth}
-        async for event in self._narrate(campaign_id, turn, request.text):
+        async for event in self._narrate(campaign_id, turn, request.text, viewer):
             yield event
 
-    async def retake(self, campaign_id: str, turn_id: str) -> AsyncIterator[dict[str, Any]]:
-        """Narrate a turn again as a new take (a retry); the old takes stay."""
+    async def retake(
+        self, campaign_id: str, turn_id: str, *, viewer: Viewer | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Narrate a turn again as a new take (a retry); the old takes stay. ``viewer`` as for :meth:`play`."""
         turn = await asyncio.to_thread(self.story.get_turn, turn_id)
         if turn.campaign_id != campaign_id:
             raise NotFound("story", f"no turn {turn_id!r} in campaign {campaign_id!r}")
         yield {"event": "turn", "turn_id": turn.id, "branch_id": turn.branch_id, "depth": turn.depth}
-        async for event in self._narrate(campaign_id, turn, turn.text):
+        async for event in self._narrate(campaign_id, turn, turn.text, viewer):
             yield event
 
-    async def _narrate(self, campaign_id: str, turn: Turn, text: str) -> AsyncIterator[dict[str, Any]]:
-        engine = self.narrator_for(campaign_id)
-        assembled, state = await asyncio.to_thread(self._assemble, campaign_id, turn, text, engine.model)
+    async def _narrate(
+        self, campaign_id: str, turn: Turn, text: str, viewer: Viewer | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        engines = await asyncio.to_thread(self.engines_for, campaign_id)
+        engine = engines.narrator
+        assembled, state = await asyncio.to_thread(self._assemble, campaign_id, turn, text, engine.model, viewer)
+        assembled.snapshot.calls = self._calls(engines)
         started = time.perf_counter()
         first: float | None = None
         pieces: list[str] = []
@@ -144,7 +172,7 @@ class TurnFlow:
             prompt_snapshot_id=assembled.snapshot.id,
         )
         take = await asyncio.to_thread(self._keep, turn, narration, generation, assembled)
-        proposal_ids, dropped = await self._extract(campaign_id, turn, text, narration, state, self.extractor or engine)
+        proposal_ids, dropped = await self._extract(campaign_id, turn, text, narration, state, engines.extractor)
         if dropped:
             await asyncio.to_thread(self.story.note_extraction, turn.id, dropped)
         log.info(
@@ -169,17 +197,45 @@ class TurnFlow:
         )
         yield {"event": "done", **outcome.model_dump(mode="json")}
 
+    def _deployment_engines(self, campaign_id: str) -> TurnEngines:
+        narrator = self.narrator_for(campaign_id)
+        if self.extractor is None:
+            return TurnEngines(narrator, narrator)
+        return TurnEngines(narrator, self.extractor, extractor_name="extractor")
+
+    def _calls(self, engines: TurnEngines) -> list[ModelCall]:
+        """The model calls of a turn (the narration, the extraction), as its prompt snapshot records them."""
+        s = self.settings
+        narrate = ModelCall(
+            seat=Seat.NARRATOR,
+            engine=engines.narrator_name,
+            model=engines.narrator.model,
+            max_tokens=s.narrator_max_tokens,
+            temperature=s.narrator_temperature,
+        )
+        extract = ModelCall(
+            seat=Seat.EXTRACTOR,
+            engine=engines.extractor_name,
+            model=engines.extractor.model,
+            max_tokens=extractor_budget(s, engines.extractor),
+            temperature=0.0,
+        )
+        return [narrate, extract]
+
     # -- the blocking parts (run in a worker thread) ---------------------------------------------
 
-    def _assemble(self, campaign_id: str, turn: Turn, text: str, model: str) -> tuple[Assembled, WorldStateView]:
-        """The prompt, and the state it shows (the extractor reuses it).
+    def _assemble(
+        self, campaign_id: str, turn: Turn, text: str, model: str, viewer: Viewer | None = None
+    ) -> tuple[Assembled, WorldStateView]:
+        """The prompt, and the state it shows (the extractor reuses it): for a player's turn (``viewer``), only
+        the records that player may see.
 
         Everything the story holds for the turn comes in one call (:meth:`StoryService.turn_context`,
         a few graph round trips); the knowledge search and the recall (one embedding of the input,
         shared, which releases the GIL, and two index queries each) run beside it.
         """
         search = self._pool.submit(self._knowledge, campaign_id, text)
-        recall = self._pool.submit(self._recall, campaign_id, turn, text)
+        recall = self._pool.submit(self._recall, campaign_id, turn, text, filtered=viewer is not None)
         context = self.story.turn_context(campaign_id, turn=turn, recent=self.settings.recent_turns)
         hits, retrieval_error = search.result()
         recalled, recall_error = recall.result()
@@ -187,6 +243,9 @@ class TurnFlow:
             # the turn itself and the recent turns are in the prompt verbatim already
             verbatim = {turn.id, *(t.id for t in context.recent)}
             recalled = [h for h in recalled if not (h.kind is RecallKind.TURN and h.turn_id in verbatim)]
+        if viewer is not None:  # before the cut: a hidden record does not take a shown one's place
+            context, recalled = for_viewer(viewer, context, recalled)
+        if recalled is not None:
             recalled = recalled[: self.settings.recall_hits]
         assembled = self.assembler.assemble(
             turn=turn,
@@ -223,17 +282,22 @@ class TurnFlow:
             log.warning("turn_search_failed", campaign_id=campaign_id, error=exc.message)
             return [], f"knowledge search failed: {exc.client_message}"
 
-    def _recall(self, campaign_id: str, turn: Turn, text: str) -> tuple[list[RecallHit] | None, str | None]:
+    def _recall(
+        self, campaign_id: str, turn: Turn, text: str, *, filtered: bool = False
+    ) -> tuple[list[RecallHit] | None, str | None]:
         """What the campaign recalls for the input on the turn's line, or None and why it could not.
 
         None without an input, a memory index or ``recall_hits`` (the prompt then lists the line's
         memories instead). Recall is a help, like knowledge: when it fails the turn goes on without
-        it (event ``recall_failed``), and its record and the response say why.
+        it (event ``recall_failed``), and its record and the response say why. ``filtered``: the hits
+        will be cut to what a seat may see, so four times as many are asked for (as the API's recall does).
         """
         if self.story.recall_index is None or not text.strip() or not self.settings.recall_hits:
             return None, None
-        # enough to fill the section after the recent turns (already in the prompt) are taken out
-        limit = min(100, self.settings.recall_hits + self.settings.recent_turns + 1)
+        # enough to fill the section after the recent turns (already in the prompt) and, for a seat, the
+        # records hidden from it are taken out
+        wanted = self.settings.recall_hits * (4 if filtered else 1)
+        limit = min(100, wanted + self.settings.recent_turns + 1)
         try:
             return self.story.recall(campaign_id, text, as_of_turn_id=turn.id, limit=limit), None
         except Exception as exc:  # noqa: BLE001 - the memory index is derived and optional: never fail a turn on it
@@ -266,8 +330,10 @@ class TurnFlow:
         messages = extraction_messages(state, text, narration)
         try:
             raw = await extractor.structured(
-                messages, schema=extraction_schema(), max_tokens=self.settings.extractor_max_tokens
+                messages, schema=extraction_schema(), max_tokens=extractor_budget(self.settings, extractor)
             )
+        except AnswerTruncated as exc:  # a cut document is no answer: say so, never read it as "nothing found"
+            return [], [f"extractor answer cut short: {exc.detail}"]
         except LorekeeperError as exc:
             return [], [f"extractor unavailable: {exc.message}"]
         batch, dropped = parse_extraction(raw)

@@ -19,6 +19,7 @@ from schemas.common import (
 )
 from schemas.imports import TranscriptImportState
 from schemas.knowledge import Classification
+from schemas.model_roles import ModelRoles
 from schemas.story_ids import default_id
 from schemas.text import LongText, Name, Note, Text, TextOrEmpty, TextRule
 
@@ -141,6 +142,11 @@ class Campaign(LorekeeperModel):
     )
     created_at: UtcDatetime = Field(default_factory=utc_now)
     updated_at: UtcDatetime | None = None
+    model_roles: ModelRoles | None = Field(
+        default=None,
+        description="The engine that plays each seat (narrator, extractor, summarizer, judge); unset: the "
+        "deployment's.",
+    )
     transcript_import: TranscriptImportState | None = Field(
         default=None,
         description="Set while the campaign is an unfinished transcript import: it is refused for play until "

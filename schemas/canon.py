@@ -148,6 +148,7 @@ class Relationship(LorekeeperModel):
     status: RelationshipStatus = RelationshipStatus.ACTIVE
     since_turn_id: Id | None = None
     until_turn_id: Id | None = None
+    visibility: Visibility | None = Field(default=None, description="Who at the table may see it; unset: public.")
 
     @model_validator(mode="after")
     def _check_span(self) -> Self:
@@ -175,6 +176,7 @@ class StoryThread(LorekeeperModel):
     opened_turn_id: Id | None = None
     resolved_turn_id: Id | None = None
     resolution: Text | None = None
+    visibility: Visibility | None = Field(default=None, description="Who at the table may see it; unset: public.")
 
     @model_validator(mode="after")
     def _check_status(self) -> Self:

@@ -286,6 +286,9 @@ class RelationshipAdded(BaseStateEvent):
     target_entity_id: Id
     relationship_kind: Name = Field(description="e.g. 'ally_of', 'member_of', 'owes_debt_to'.")
     description: Text | None = None
+    visibility: Visibility | None = Field(
+        default=None, description="Who at the table may see the relationship; unset: public."
+    )
 
     @property
     def touches(self) -> TouchedIds:
@@ -315,6 +318,7 @@ class ThreadOpened(BaseStateEvent):
     title: Name
     description: Text | None = None
     involved_entity_ids: list[Id] = Field(default_factory=list, description="Entities the thread is about.")
+    visibility: Visibility | None = Field(default=None, description="Who at the table may see it; unset: public.")
 
     @property
     def touches(self) -> TouchedIds:

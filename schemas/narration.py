@@ -17,6 +17,7 @@ from schemas.common import (
     UtcDatetime,
     utc_now,
 )
+from schemas.model_roles import ModelCall
 from schemas.proposals import DiceRoll, ProposalReview
 from schemas.story_ids import default_id
 from schemas.text import LongText, Name, Note, Text
@@ -143,6 +144,12 @@ class PromptSnapshot(LorekeeperModel):
     )
     content_hash: Sha256Hex = Field(description="sha256 of the whole assembled prompt.")
     blob_key: BlobKey | None = Field(default=None, description="Object-store key of the prompt.")
+    calls: list[ModelCall] = Field(
+        default_factory=list,
+        max_length=8,
+        description="The model calls of the turn: the narration and the extraction, each with its seat, engine, "
+        "model and generation settings.",
+    )
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
     @property

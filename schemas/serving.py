@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from schemas.campaign import LibraryPin, check_library_pins
 from schemas.common import AttributeValue, Authority, Confidence, Id
 from schemas.errors import ConfigError
+from schemas.model_roles import RESERVED_ENGINES, EngineName, ModelRoles
 from schemas.search import SearchHit
 from schemas.settings import ENV_PREFIX
 from schemas.story import (
@@ -45,6 +46,7 @@ __all__ = [
     "CommitRequest",
     "EndSceneRequest",
     "EngineKind",
+    "EngineSpec",
     "ExtractedProposal",
     "ExtractionBatch",
     "Health",
@@ -73,6 +75,25 @@ class EngineKind(StrEnum):
     OPENAI = "openai"  # any OpenAI-compatible endpoint: Ollama, a vLLM server, llama.cpp's server
     ECHO = "echo"  # instant and deterministic: tests, benchmarks of the serving overhead, offline demos
     LOCAL = "local"  # the embedded default model in this process on CPU (transformers; models/llm.py fetches it)
+
+
+class EngineSpec(BaseModel):
+    """A named engine of the server, besides its narrator's and extractor's (``LOREKEEPER_ENGINES``: a JSON
+    object of these by name), which a campaign may name for a seat (:class:`~schemas.model_roles.ModelRoles`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: EngineKind = Field(description="local, openai or echo (vllm runs only as the narrator replicas' engine).")
+    base_url: str | None = Field(default=None, description="The OpenAI-compatible endpoint (kind openai).")
+    model: str = Field(default="narrator", min_length=1, max_length=200, description="The model's name there.")
+
+    @model_validator(mode="after")
+    def _usable(self) -> EngineSpec:
+        if self.kind is EngineKind.VLLM:
+            raise ValueError("a named engine cannot be vllm (vLLM runs as the narrator replicas' own engine)")
+        if self.kind is EngineKind.OPENAI and not self.base_url:
+            raise ValueError("a named engine of kind 'openai' needs its base_url")
+        return self
 
 
 class ServeSettings(BaseSettings):
@@ -112,7 +133,19 @@ class ServeSettings(BaseSettings):
     )
     extractor_base_url: str | None = None
     extractor_model: str | None = None
-    extractor_max_tokens: int = Field(default=1024, ge=64, le=32768, description="Longest proposals answer.")
+    extractor_max_tokens: int | None = Field(
+        default=None,
+        ge=64,
+        le=32768,
+        description="Longest structured answer (proposals, scene memories, verdicts); unset: the engine's own "
+        "budget (the local model's is 320 tokens, others 1024).",
+    )
+
+    engines: dict[EngineName, EngineSpec] = Field(
+        default_factory=dict,
+        description="Named engines a campaign may choose for a seat (JSON: {name: {kind, base_url, model}}); "
+        "'narrator' and 'extractor' name the deployment's own.",
+    )
 
     context_tokens: int = Field(default=6144, ge=512, description="Prompt budget for a turn, across its sections.")
     recent_turns: int = Field(default=8, ge=0, le=200, description="Recent turns put in the prompt verbatim.")
@@ -136,14 +169,18 @@ class ServeSettings(BaseSettings):
             object.__setattr__(self, "narrator_api_key", SecretStr(key))
         if self.narrator_engine is EngineKind.VLLM:
             # the prompt budget plus the longest answer must fit the window, or turns fail at run time
-            needed = self.context_tokens + max(self.narrator_max_tokens, self.extractor_max_tokens)
+            longest = max(self.narrator_max_tokens, self.extractor_max_tokens or 1024)
+            needed = self.context_tokens + longest
             if self.narrator_max_model_len < needed:
                 raise ConfigError(
                     f"{ENV_PREFIX}NARRATOR_MAX_MODEL_LEN",
                     f"{self.narrator_max_model_len} tokens cannot hold the prompt budget "
                     f"({ENV_PREFIX}CONTEXT_TOKENS={self.context_tokens}) and the longest answer "
-                    f"({max(self.narrator_max_tokens, self.extractor_max_tokens)}): make it at least {needed}",
+                    f"({longest}): make it at least {needed}",
                 )
+        reserved = sorted(set(self.engines) & set(RESERVED_ENGINES))
+        if reserved:
+            raise ConfigError(f"{ENV_PREFIX}ENGINES", f"{reserved} name the deployment's own engines: pick other names")
         if self.narrator_engine is EngineKind.LOCAL and self.extractor_engine is None:
             object.__setattr__(self, "extractor_engine", EngineKind.LOCAL)
         if self.narrator_engine is EngineKind.OPENAI and not self.narrator_base_url:
@@ -294,6 +331,10 @@ class CampaignCreate(_Body):
         default_factory=list,
         max_length=500,
         description="The libraries and items the campaign draws on (empty: the whole library).",
+    )
+
+    model_roles: ModelRoles | None = Field(
+        default=None, description="The engine that plays each seat (narrator, extractor, summarizer, judge)."
     )
 
     _check_pins = field_validator("library_pins")(check_library_pins)

@@ -44,13 +44,14 @@ from ray.serve.config import RequestRouterConfig
 from ray.serve.handle import DeploymentHandle
 
 from narrator.engines import Message, NarratorEngine, build_engine
+from schemas.model_roles import Seat
 from schemas.recall import RecallHit, RecallKind, RecallRecord
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, get_serve_settings
 from schemas.settings import Settings, VectorBackend, get_settings
 from schemas.story import GateReport
 from search.metrics import SEARCH_DURATION
-from serve.seats import EngineFactory
+from serve.seats import EngineFactory, EngineSet
 from story.lineage import Lineage
 from story.recall_index import RecallIndex
 
@@ -134,10 +135,20 @@ class NarratorReplica:
         self.settings = settings
         self.engine: NarratorEngine = engines(self.settings)
         self.model = self.engine.model
+        self.named = EngineSet(settings, engines)  # the engines a campaign may name for its narration
         log.info("narrator_replica_started", engine=self.settings.narrator_engine.value, model=self.model)
 
+    def _engine(self, name: str | None) -> NarratorEngine:
+        """The deployment's engine, or the named engine a campaign chose (built here on first use)."""
+        return self.engine if name in (None, "narrator") else self.named.engine(name, Seat.NARRATOR)
+
     async def stream(
-        self, messages: list[Message], max_tokens: int, temperature: float, seed: int | None = None
+        self,
+        messages: list[Message],
+        max_tokens: int,
+        temperature: float,
+        seed: int | None = None,
+        engine: str | None = None,
     ) -> AsyncIterator[str]:
         """The narration; the first piece at once, then pieces gathered for ``STREAM_BATCH_S``.
 
@@ -146,7 +157,8 @@ class NarratorReplica:
         """
         pending: list[str] = []
         first, flushed = True, time.monotonic()
-        async for piece in self.engine.stream(messages, max_tokens=max_tokens, temperature=temperature, seed=seed):
+        generating = self._engine(engine)
+        async for piece in generating.stream(messages, max_tokens=max_tokens, temperature=temperature, seed=seed):
             pending.append(piece)
             if first or time.monotonic() - flushed >= STREAM_BATCH_S:
                 yield "".join(pending)
@@ -155,8 +167,10 @@ class NarratorReplica:
         if pending:
             yield "".join(pending)
 
-    async def structured(self, messages: list[Message], schema: dict[str, Any], max_tokens: int) -> str:
-        return await self.engine.structured(messages, schema=schema, max_tokens=max_tokens)
+    async def structured(
+        self, messages: list[Message], schema: dict[str, Any], max_tokens: int, engine: str | None = None
+    ) -> str:
+        return await self._engine(engine).structured(messages, schema=schema, max_tokens=max_tokens)
 
     def model_name(self) -> str:
         return self.model
@@ -247,7 +261,15 @@ class GateReplica:
         self._stack = ExitStack()  # the model seats' engines and loops
         self.graph, self.blobs = open_graph_store(settings), open_blob_store(settings)
         recall = RemoteRecallIndex(search) if search else None
-        self.story = open_story(self.graph, self.blobs, serve_settings, self._stack, recall=recall, engines=engines)
+        self.story = open_story(
+            self.graph,
+            self.blobs,
+            serve_settings,
+            self._stack,
+            recall=recall,
+            engines=engines,
+            checkpoints_kept=settings.checkpoints_kept,
+        )
         self.gate = LocalGate(self.story)
         log.info(
             "gate_replica_started",
@@ -356,19 +378,25 @@ class RemoteGate:
 class RemoteEngine:
     """A :class:`~narrator.engines.NarratorEngine` whose requests go to the Narrator deployment."""
 
-    def __init__(self, handle: DeploymentHandle, model: str, campaign_id: str = "") -> None:
+    def __init__(self, handle: DeploymentHandle, model: str, campaign_id: str = "", engine: str | None = None) -> None:
         self.model = model
+        self.engine = engine  # a named engine of the replicas (a campaign's model role); None: theirs
         self.handle = handle.options(multiplexed_model_id=campaign_id) if campaign_id else handle
         self._streaming = self.handle.options(stream=True)
 
     async def stream(
         self, messages: list[Message], *, max_tokens: int, temperature: float, seed: int | None = None
     ) -> AsyncIterator[str]:
-        async for piece in self._streaming.stream.remote(messages, max_tokens, temperature, seed):  # type: ignore[union-attr]
+        pieces = self._streaming.stream.remote(messages, max_tokens, temperature, seed, self.engine)
+        async for piece in pieces:  # type: ignore[union-attr]
             yield piece
 
     async def structured(self, messages: list[Message], *, schema: dict[str, Any], max_tokens: int) -> str:
-        return await self.handle.structured.remote(messages, schema, max_tokens)  # type: ignore[no-any-return]
+        return await self.handle.structured.remote(messages, schema, max_tokens, self.engine)  # type: ignore[no-any-return]
+
+    async def health(self) -> str:
+        """A Narrator replica's engine health (the replica answering is the probe)."""
+        return await self.handle.health.remote()  # type: ignore[no-any-return]
 
     async def close(self) -> None:
         return None
@@ -384,6 +412,10 @@ class RemoteNarrator:
 
     def for_campaign(self, campaign_id: str) -> NarratorEngine:
         return RemoteEngine(self.handle, self.model, campaign_id)
+
+    def named(self, campaign_id: str, engine: str, model: str) -> NarratorEngine:
+        """A named engine of the Narrator replicas, for a campaign that chose it (routed like its turns)."""
+        return RemoteEngine(self.handle, model, campaign_id, engine)
 
     @property
     def default(self) -> NarratorEngine:

@@ -20,8 +20,8 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
 
 import numpy as np
 import structlog
@@ -35,7 +35,8 @@ from schemas.serving import ServeSettings
 from schemas.settings import Settings
 from schemas.story import GateReport
 from serve.auth import OPEN, ApiKeys, Principal
-from serve.seats import EngineFactory, open_story
+from serve.seats import EngineFactory, NamedNarrators, open_story, turn_engines
+from serve.warming import Warming
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
 from stores.source_facts import SourceFactStore
@@ -211,6 +212,8 @@ class Services:
     capacity: Capacity
     open: bool = False
     """True when the API runs without keys (loopback only)."""
+    warming: Warming = field(default_factory=Warming)
+    """What is still loading in the background (``/health`` lists it; ready once empty)."""
 
     async def authenticate(self, key: str | None) -> Principal:
         """The caller behind ``key``; without one, open only while no key exists (the first key closes it).
@@ -326,7 +329,8 @@ def open_services(
             recall = open_recall_index(settings, embedder=embedder)
             stack.callback(recall.close)
         # the one builder of the story service, the Gate replica's too: the former and the judge bound
-        story = open_story(graph, blobs, serve, stack, recall=recall, engines=engines)
+        kept = settings.checkpoints_kept
+        story = open_story(graph, blobs, serve, stack, recall=recall, engines=engines, checkpoints_kept=kept)
         keys = ApiKeys(graph, keys_file=serve.api_keys_file)
         if narrator is None:
             engine = engines(serve)
@@ -337,6 +341,10 @@ def open_services(
             stack.callback(close_engine, extractor)
         if catch_up:
             story.catch_up()
+        # the Narrator replicas build a campaign's named narrator themselves
+        remote = cast("NamedNarrators", narrator) if hasattr(narrator, "named") else None
+        engines_for, named = turn_engines(story, serve, narrator.for_campaign, extractor, engines, remote=remote)
+        stack.callback(named.close, close_engine)
         flow = TurnFlow(
             story,
             narrator.default,
@@ -344,6 +352,7 @@ def open_services(
             extractor=extractor,
             searcher=search,
             narrator_for=narrator.for_campaign,
+            engines_for=engines_for,
         )
         yield Services(
             settings=settings,

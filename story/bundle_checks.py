@@ -59,9 +59,9 @@ BLOB_PROPERTIES = ("blob_key", "presentation_key", "text_key")
 #: finds for a campaign, and all an import creates besides the shared labels below.
 CAMPAIGN_LABELS = frozenset(
     {
-        "Campaign", "Branch", "Turn", "Take", "Scene", "Checkpoint", "ProposedChange", "Resolution",
+        "Campaign", "Branch", "Turn", "Take", "Scene", "Checkpoint", "ProposedChange", "ProposalReview", "Resolution",
         "StateEvent", "Commit", "Entity", "Fact", "Relationship", "StoryThread", "Happening", "Memory",
-        "Summary", "Snapshot", "PromptSnapshot", "Retrieval", "MediaAsset", "LiveEntity",
+        "Summary", "Snapshot", "PromptSnapshot", "Retrieval", "MediaAsset", "LiveEntity", "TurnVersion",
     }
 )  # fmt: skip
 
@@ -84,9 +84,12 @@ EDGE_TYPES: dict[str, frozenset[tuple[str, str]]] = {
     "OF_CAMPAIGN": frozenset({("Branch", "Campaign"), ("Scene", "Campaign")}),
     "CHILD_OF": frozenset({("Turn", "Turn")}),
     "TAKE_OF": frozenset({("Take", "Turn")}),
+    "VERSION_OF": frozenset({("TurnVersion", "Turn")}),
     "FORKED_AT": frozenset({("Branch", "Turn")}),
     "PROPOSED_IN": frozenset({("ProposedChange", "Scene")}),
     "RESOLVES": frozenset({("Resolution", "ProposedChange")}),
+    "REVIEWS": frozenset({("ProposalReview", "ProposedChange")}),
+    "FROM_REVIEW": frozenset({("StateEvent", "ProposalReview")}),
     "COMMITTED_IN": frozenset({("StateEvent", "Commit")}),
     "FROM_PROPOSAL": frozenset({("StateEvent", "ProposedChange")}),
     "ESTABLISHED_BY": frozenset((label, "StateEvent") for label in _CANON),
@@ -128,6 +131,7 @@ REFERENCES: dict[str, str] = {
     **dict.fromkeys(("scene_id", "scene_uid"), "Scene"),
     "selected_take_id": "Take",
     "proposal_uid": "ProposedChange",
+    "review_uid": "ProposalReview",
     "commit_uid": "Commit",
     **dict.fromkeys(("world_id", "world_uid"), "World"),
     "library_uid": "Library",

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from schemas.campaign import LibraryPin
 from schemas.common import Authority, new_id
 from schemas.imports import TranscriptImportState
+from schemas.model_roles import ModelRoles
 from schemas.search import SearchFilters
 from schemas.story import (
     Axiom,
@@ -104,6 +105,7 @@ class Campaigns:
         library_pins: Sequence[LibraryPin] = (),
         new_world: World | None = None,
         transcript_import: TranscriptImportState | None = None,
+        model_roles: ModelRoles | None = None,
     ) -> Campaign:
         """A new campaign in a world, with its main branch and no turns yet.
 
@@ -131,6 +133,7 @@ class Campaigns:
                 library_pins=list(library_pins),
                 active_branch_id=branch.id,
                 transcript_import=transcript_import,
+                model_roles=model_roles if model_roles and model_roles.named() else None,
             )
         except ValidationError as exc:
             raise StoryInvalid(validation_message(exc)) from None
@@ -168,6 +171,20 @@ class Campaigns:
             return campaign, _pins_props(campaign.library_pins)
 
         return self.core.mutate(campaign_id, "library", build)
+
+    def set_model_roles(self, campaign_id: str, roles: ModelRoles) -> Campaign:
+        """Name the engines that play the campaign's seats (a seat unset: the deployment's engine for it).
+
+        A versioned change of the campaign: the next turn and the next scene end use the new roles. Which
+        names exist is the server's to check (the story knows no engines).
+        """
+
+        def build(ctx: CampaignContext, writes: Writes) -> tuple[Campaign, dict[str, Any]]:
+            named = roles.named()
+            campaign = ctx.campaign.validated_copy(model_roles=roles if named else None)
+            return campaign, {"model_roles_json": json.dumps(named, sort_keys=True) if named else None}
+
+        return self.core.mutate(campaign_id, "model_roles", build)
 
     def knowledge_filters(self, campaign_id: str) -> SearchFilters:
         """The filters that keep a campaign's knowledge search to what it draws on (see :mod:`story.library_pins`)."""
@@ -322,8 +339,10 @@ class Campaigns:
                 kind=kind,
                 snapshot_id=snapshot_id,
                 description=description,
+                depth=lineage.depth,
+                seq=ctx.event_seq,  # its world: the events up to now (a restore forks past what comes after)
             )
-            writes.add(*cypher.create_nodes("Checkpoint", [node_props(checkpoint, depth=lineage.depth)]))
+            writes.add(*cypher.create_nodes("Checkpoint", [node_props(checkpoint)]))
             writes.add(*cypher.link_nodes("Checkpoint", "AT_TURN", "Turn", [(checkpoint.id, target)]))
             return checkpoint, {}
 

@@ -72,8 +72,11 @@ def _automatic_on(campaign_id: str, branch_id: str) -> Statement:
     )
 
 
-def _of_turn(turn_id: str) -> Statement:
-    return "MATCH (n:Checkpoint) WHERE n.turn_id = $t RETURN n ORDER BY n.created_at", {"t": turn_id}
+def _of_turn(campaign_id: str, turn_id: str) -> Statement:
+    return (
+        "MATCH (n:Checkpoint) WHERE n.campaign_id = $c AND n.turn_id = $t RETURN n ORDER BY n.created_at",
+        {"c": campaign_id, "t": turn_id},
+    )
 
 
 def _delete(ids: list[str]) -> Statement:
@@ -102,26 +105,38 @@ def queue_checkpoint(
     branch_id: str,
     depth: int,
     kind: WorldStateCheckpointKind,
-    seq: int | None = None,
-    name: str | None = None,
 ) -> Checkpoint:
-    """Queue an automatic checkpoint (a pointer: no snapshot) of position ``(branch_id, depth)``, about ``turn_id``.
-
-    ``seq`` defaults to the campaign's commit sequence number as ``ctx`` read it.
-    """
-    checkpoint = Checkpoint(
-        campaign_id=ctx.id,
-        branch_id=branch_id,
-        turn_id=turn_id,
-        name=name or kind.value,
-        kind=kind,
-        automatic=True,
-        depth=depth,
-        seq=ctx.event_seq if seq is None else seq,
-    )
-    writes.add(*cypher.create_nodes("Checkpoint", [node_props(checkpoint)]))
-    writes.add(*cypher.link_nodes("Checkpoint", "AT_TURN", "Turn", [(checkpoint.id, turn_id)]))
+    """Queue an automatic checkpoint (a pointer: no snapshot) of position ``(branch_id, depth)``, about ``turn_id``,
+    at the campaign's commit sequence number as ``ctx`` read it."""
+    (checkpoint,) = queue_checkpoints(ctx, writes, turn_id=turn_id, branch_id=branch_id, at=[(kind, depth)])
     return checkpoint
+
+
+def queue_checkpoints(
+    ctx: CampaignContext,
+    writes: Writes,
+    *,
+    turn_id: str,
+    branch_id: str,
+    at: list[tuple[WorldStateCheckpointKind, int]],
+) -> list[Checkpoint]:
+    """Queue automatic checkpoints of one turn, one ``(kind, depth)`` each, in two statements."""
+    checkpoints = [
+        Checkpoint(
+            campaign_id=ctx.id,
+            branch_id=branch_id,
+            turn_id=turn_id,
+            name=kind.value,
+            kind=kind,
+            automatic=True,
+            depth=depth,
+            seq=ctx.event_seq,
+        )
+        for kind, depth in at
+    ]
+    writes.add(*cypher.create_nodes("Checkpoint", [node_props(c) for c in checkpoints]))
+    writes.add(*cypher.link_nodes("Checkpoint", "AT_TURN", "Turn", [(c.id, turn_id) for c in checkpoints]))
+    return checkpoints
 
 
 class Checkpoints:
@@ -202,8 +217,8 @@ class Checkpoints:
     def list(self, campaign_id: str, *, automatic: bool | None = None, turn_id: str | None = None) -> list[Checkpoint]:
         """The checkpoints of a campaign (or of one turn), oldest first; ``automatic`` filters by kind."""
         self.story.context(campaign_id)  # an unknown campaign is a 404, not an empty list
-        rows = self.story.nodes(_of_turn(turn_id) if turn_id else _of_campaign(campaign_id))
-        out = [_checkpoint(r) for r in rows if r.get("campaign_id") == campaign_id]
+        rows = self.story.nodes(_of_turn(campaign_id, turn_id) if turn_id else _of_campaign(campaign_id))
+        out = [_checkpoint(r) for r in rows]
         return [c for c in out if automatic is None or c.automatic is automatic]
 
     def get(self, campaign_id: str, checkpoint_id: str) -> Checkpoint:

@@ -29,6 +29,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from pydantic import ValidationError
 
 from schemas.common import Authority
@@ -57,6 +58,8 @@ from story.state import WorldState
 
 if TYPE_CHECKING:
     from story.scenes import Scenes
+
+log = structlog.get_logger(__name__)
 
 _PENDING = ProposalStatus.PENDING.value
 
@@ -192,7 +195,17 @@ class Reviews:
             writes.add(*_record(ctx.id, current, record))
             return reviewed, {}
 
-        return self.core.mutate(campaign_id, "review", build)
+        out = self.core.mutate(campaign_id, "review", build)
+        log.info(
+            "proposal_reviewed",
+            campaign_id=campaign_id,
+            scene_id=proposal.scene_id,
+            proposal_id=proposal.id,
+            review_id=record.id,
+            action=record.action.value,
+            reviewer=reviewer,
+        )
+        return out
 
     def reviews_of(self, proposal_id: str) -> list[ProposalReview]:
         """Every review of a proposal, oldest first."""

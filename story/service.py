@@ -42,6 +42,7 @@ import structlog
 from schemas.campaign import LibraryPin
 from schemas.common import Authority
 from schemas.media import MediaAsset
+from schemas.model_roles import ModelRoles
 from schemas.recall import RecallHit, RecallKind
 from schemas.search import SearchFilters
 from schemas.story import (
@@ -223,9 +224,10 @@ class StoryService:
         *,
         narrator_rules: Sequence[str] = (),
         library_pins: Sequence[LibraryPin] = (),
+        model_roles: ModelRoles | None = None,
     ) -> Campaign:
         return self._campaigns.create_campaign(
-            world_id, name, profile, narrator_rules=narrator_rules, library_pins=library_pins
+            world_id, name, profile, narrator_rules=narrator_rules, library_pins=library_pins, model_roles=model_roles
         )
 
     def get_campaign(self, campaign_id: str) -> Campaign:
@@ -233,6 +235,9 @@ class StoryService:
 
     def set_library_pins(self, campaign_id: str, pins: Sequence[LibraryPin]) -> Campaign:
         return self._campaigns.set_library_pins(campaign_id, pins)
+
+    def set_model_roles(self, campaign_id: str, roles: ModelRoles) -> Campaign:
+        return self._campaigns.set_model_roles(campaign_id, roles)
 
     def knowledge_filters(self, campaign_id: str) -> SearchFilters:
         return self._campaigns.knowledge_filters(campaign_id)

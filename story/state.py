@@ -232,6 +232,8 @@ class WorldState:
                 "since_turn_id": turn,
                 "until_turn_id": None,
             }
+            if event.get("visibility"):  # only when set: a public relationship's state (and hash) is as before
+                self.relationships[event["relationship_id"]]["visibility"] = event["visibility"]
         elif kind == "relationship_ended":
             if (rel := _own(self.relationships, event["relationship_id"])) is not None:
                 rel["status"] = RelationshipStatus.ENDED.value
@@ -246,6 +248,8 @@ class WorldState:
                 "resolved_turn_id": None,
                 "resolution": None,
             }
+            if event.get("visibility"):  # only when set: a public thread's state (and hash) is as before
+                self.threads[event["thread_id"]]["visibility"] = event["visibility"]
         elif kind == "thread_resolved":
             if (thread := _own(self.threads, event["thread_id"])) is not None:
                 thread["status"] = ThreadStatus.RESOLVED.value
@@ -301,6 +305,7 @@ class WorldState:
                 status=RelationshipStatus(r["status"]),
                 since_turn_id=r["since_turn_id"],
                 until_turn_id=r["until_turn_id"],
+                visibility=Visibility.model_validate(r["visibility"]) if r.get("visibility") else None,
             )
             for rid, r in sorted(self.relationships.items())
         ]
@@ -315,6 +320,7 @@ class WorldState:
                 opened_turn_id=t["opened_turn_id"],
                 resolved_turn_id=t["resolved_turn_id"],
                 resolution=t["resolution"],
+                visibility=Visibility.model_validate(t["visibility"]) if t.get("visibility") else None,
             )
             for tid, t in sorted(self.threads.items())
         ]

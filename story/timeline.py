@@ -29,7 +29,7 @@ from schemas.story import (
 from stores.catalog import from_props
 from story import cypher
 from story.campaigns import write_branch
-from story.checkpoints import Checkpoints, queue_checkpoint
+from story.checkpoints import Checkpoints, queue_checkpoint, queue_checkpoints
 from story.context import TurnContext
 from story.core import StoryCore, lineage_at, tip_turn_id
 from story.errors import StoryInvalid, StoryNotFound
@@ -121,8 +121,7 @@ class Timeline:
         if told:
             kinds.append((WorldStateCheckpointKind.AFTER_CHARACTER_ROUND, turn.depth))
         self.checkpoints.queue_prune(ctx, writes, turn.branch_id, adding=len(kinds))
-        for kind, depth in kinds:
-            queue_checkpoint(ctx, writes, turn_id=turn.id, branch_id=turn.branch_id, depth=depth, kind=kind)
+        queue_checkpoints(ctx, writes, turn_id=turn.id, branch_id=turn.branch_id, at=kinds)
 
     def get_turn(self, turn_id: str) -> Turn:
         return self.story.turn(turn_id)

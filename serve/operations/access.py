@@ -95,6 +95,7 @@ async def _world(call: Call[Any], world_id: str, *, gm: bool) -> None:
 async def visible(op: Operation, call: Call[Any], result: Any) -> Any:
     """What of ``result`` the caller may see. Every answer of every operation passes here (both doors): the
     GM of the campaign sees all it reaches, a player key what is public and what is known to the character
-    it plays (:func:`serve.operations.secrets.redact`: state, recall, provenance, memories, summaries,
-    proposals). An operation on no campaign answers the shared knowledge, which has no secrets."""
+    it plays (:func:`serve.operations.secrets.redact`, by the rule of :class:`story.viewer.Viewer`: state with
+    its relationships and threads, recall, provenance, memories, summaries, proposals, house rules). An
+    operation on no campaign answers the shared knowledge, which has no secrets."""
     return await redact(call, result)

@@ -14,6 +14,7 @@ from schemas.common import Name, Text
 from schemas.serving import CampaignBundle, CampaignCreate, CampaignLibrary, WorldCreate
 from schemas.story import Campaign, World
 from serve.operations.base import Access, Call, On, Rest, Role, operation
+from serve.operations.models import check_roles
 
 _F = "campaigns"
 
@@ -93,8 +94,10 @@ async def add_axiom(call: Call[AxiomCreate]) -> Axiom:
     family=_F, access=Access(Role.ADMIN), rest=Rest("POST", "/campaigns", 201), body=CampaignCreate, output=Campaign
 )
 async def create_campaign(call: Call[CampaignCreate]) -> Campaign:
-    """Create a campaign in a world, with its profile, narrator rules and the library it draws on."""
+    """Create a campaign in a world, with its profile, narrator rules, the library it draws on and the engines
+    that play its seats (``model_roles``; unset: the deployment's)."""
     b = call.body
+    check_roles(call.ctx, b.model_roles)
     return await call.run(  # type: ignore[no-any-return]
         call.ctx.story.create_campaign,
         b.world_id,
@@ -102,6 +105,7 @@ async def create_campaign(call: Call[CampaignCreate]) -> Campaign:
         b.profile,
         narrator_rules=b.narrator_rules,
         library_pins=b.library_pins,
+        model_roles=b.model_roles,
     )
 
 

@@ -16,6 +16,10 @@ from serve.operations.base import Access, Call, On, Rest, Role, operation
 
 _F = "memory"
 _IDS = ("campaign_id",)
+_BRANCH = (
+    "Read this branch's line: its tip, or with turn_id that turn as seen from the branch (a branch of "
+    "another campaign answers like a missing one); default: the head's."
+)
 
 
 class MemoriesQuery(BaseModel):
@@ -23,12 +27,14 @@ class MemoriesQuery(BaseModel):
 
     observer_entity_id: str | None = Field(default=None, description="Only this entity's memories.")
     turn_id: str | None = Field(default=None, description="As of this turn (its lineage); the head when unset.")
+    branch_id: str | None = Field(default=None, description=_BRANCH)
 
 
 class SummariesQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     turn_id: str | None = Field(default=None, description="As of this turn (its lineage); the head when unset.")
+    branch_id: str | None = Field(default=None, description=_BRANCH)
 
 
 @operation(
@@ -70,10 +76,15 @@ async def recall(call: Call[RecallRequest]) -> RecallResponse:
     output=list[Memory],
 )
 async def list_memories(call: Call[MemoriesQuery]) -> list[Memory]:
-    """The memories held on the line of the head (or of turn_id), optionally one entity's; retracted ones left out."""
+    """The memories held on the line of the head (or of a branch's tip, or of turn_id), optionally one entity's;
+    retracted ones left out."""
     b = call.body
     return await call.run(  # type: ignore[no-any-return]
-        call.ctx.story.memories, call.id("campaign_id"), observer_entity_id=b.observer_entity_id, turn_id=b.turn_id
+        call.ctx.story.memories,
+        call.id("campaign_id"),
+        observer_entity_id=b.observer_entity_id,
+        turn_id=b.turn_id,
+        branch_id=b.branch_id,
     )
 
 
@@ -124,5 +135,7 @@ async def retract_memory(call: Call[MemoryRetract]) -> Memory:
     output=list[Summary],
 )
 async def list_summaries(call: Call[SummariesQuery]) -> list[Summary]:
-    """The scene, session and arc summaries on the line of the head (or of turn_id), oldest first."""
-    return await call.run(call.ctx.story.summaries, call.id("campaign_id"), turn_id=call.body.turn_id)  # type: ignore[no-any-return]
+    """The scene, session and arc summaries on the line of the head (or of a branch's tip, or of turn_id), oldest
+    first."""
+    b, story = call.body, call.ctx.story
+    return await call.run(story.summaries, call.id("campaign_id"), turn_id=b.turn_id, branch_id=b.branch_id)  # type: ignore[no-any-return]

@@ -1,19 +1,24 @@
 """What a player key may see of an answer: the secrets filter behind :func:`serve.operations.access.visible`.
 
 The GM of a campaign (and an admin) sees everything. A player key sees what is public and what names the
-character it plays (:func:`schemas.visibility.may_see`):
+character it plays; the rule is :class:`story.viewer.Viewer` (the same one the narrator's context for a
+player's turn is cut by), applied here to every answer that carries the story's records:
 
-* the state: its entities and facts (a fact proposed with a visibility keeps it; retconned, it keeps it
-  too), and of a hidden entity nothing at all (its facts, relationships, whereabouts, holdings, threads);
+* the state: its entities, facts, relationships and threads (each with its visibility; a retconned fact
+  keeps its own), and of a hidden entity nothing at all (its facts, relationships, whereabouts, holdings,
+  places in threads);
 * memories and subjective claims (unset: known to their observer — an NPC's are the GM's);
-* summaries; proposals of a secret fact or entity, or naming a hidden entity;
+* summaries; proposals of a secret fact, entity or relationship (or a state change with a secret event, or a
+  GM's edit that is one), or naming a hidden entity;
+* house rules: those whose ruling (a fact) the player sees in the state as of the same position;
 * recall hits (memories, facts and summaries looked up by id; a hit whose record cannot be found is left
   out: the filter fails closed);
-* a turn's provenance: the prompt snapshot and the exact prompt text are the GM's (the narrator may have
-  been told what the players may not see), and so are the records recall put into it; the book passages
-  (the shared knowledge) stay.
+* a turn's provenance: the prompt snapshot and the exact prompt text are the GM's (the narrator of a GM's
+  turn may have been told what the players may not see), and so are the records recall put into it and the
+  GM's reviews of secret proposals; the book passages (the shared knowledge) stay.
 
-An answer no rule names passes as it is: the other answers carry no secret record.
+A scene's outcomes in words are written for the table (public canon only: :mod:`story.scenes`), so a scene
+passes as it is. An answer no rule names passes as it is: the other answers carry no secret record.
 """
 
 from __future__ import annotations
@@ -22,135 +27,91 @@ from typing import Any
 
 from schemas.canon import WorldStateView
 from schemas.narration import Memory, RetrievalSource, Summary, TurnProvenance
-from schemas.proposals import ProposedChange, ProposedEntity, ProposedFact
+from schemas.proposals import ProposedChange
 from schemas.recall import RecallResponse
-from schemas.visibility import Visibility, may_see, memory_visibility
 from serve.operations.base import Call
+from story.house_rules import HouseRule
+from story.viewer import TABLE, Viewer
 
 
-class Viewer:
-    """The caller as the secrets rule sees them: the GM of the campaign, or the player of one character;
-    ``hidden``: the entities of the campaign it may not see (when the answer needs them)."""
-
-    def __init__(self, call: Call[Any]) -> None:
-        campaign_id = call.campaign_id or ""
-        self.gm = call.caller.admin or call.caller.runs(campaign_id)
-        self.character_id = call.caller.character_entity_id
-        self.hidden: set[str] = set()
-
-    def sees(self, visibility: Visibility | None) -> bool:
-        return may_see(visibility, gm=self.gm, character_id=self.character_id)
-
-    def sees_memory(self, memory: Memory) -> bool:
-        return self.sees(memory_visibility(memory.visibility, memory.observer_entity_id))
-
-    def sees_proposal(self, proposal: ProposedChange) -> bool:
-        content = proposal.content
-        if isinstance(content, ProposedFact | ProposedEntity) and not self.sees(content.visibility):
-            return False
-        return not (self.hidden & set(_strings(content.model_dump(mode="json"))))  # naming a hidden entity
+def viewer_of(call: Call[Any]) -> Viewer:
+    """The caller as the secrets rule sees them: the GM of the campaign (or an admin), or the player of one
+    character (or of none)."""
+    campaign_id = call.campaign_id or ""
+    gm = call.caller.admin or call.caller.runs(campaign_id)
+    return Viewer(gm=gm, character_id=None if gm else call.caller.character_entity_id)
 
 
-def _strings(value: Any) -> list[str]:
-    """Every string in a JSON value (the ids a proposal's content names among them)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
+def narrator_viewer(call: Call[Any]) -> Viewer:
+    """The seat every turn over the API is narrated from: the table's (public records only), whoever plays it.
+
+    A turn's narration is read by the whole table (the turn's answer, the listed turns and takes, recall, the
+    prompts of the turns after it), so a record only some may see — GM-only, or known to a character, even
+    the player's own — would reach the others through it. Such records inform what their audience reads
+    (state, memories, recall), never the narration."""
+    del call  # the same seat for every caller: the narration's audience is the table, not the caller
+    return TABLE
 
 
 async def redact(call: Call[Any], result: Any) -> Any:
     """``result`` as the caller may see it (the GM's answers unchanged)."""
-    viewer = Viewer(call)
+    viewer = viewer_of(call)
     if viewer.gm or call.campaign_id is None:
         return result
     if isinstance(result, WorldStateView):
-        return _state(viewer, result)
+        return viewer.state(result)
     if isinstance(result, TurnProvenance):
-        return _provenance(result)
+        return await _provenance(call, viewer, result)
     if isinstance(result, RecallResponse):
         return await _recall(call, viewer, result)
     if isinstance(result, list):
-        if any(isinstance(r, ProposedChange) for r in result):
-            state = await call.run(call.ctx.story.state, call.campaign_id)
-            viewer.hidden = {e.id for e in state.entities if not viewer.sees(e.visibility)}
-        return [r for r in result if _item_seen(viewer, r)]
+        return await _items(call, viewer, result)
     return result
 
 
-def _item_seen(viewer: Viewer, item: Any) -> bool:
-    if isinstance(item, Memory):
-        return viewer.sees_memory(item)
-    if isinstance(item, Summary):
-        return viewer.sees(item.visibility)
-    if isinstance(item, ProposedChange):
-        return viewer.sees_proposal(item)
-    return True
+async def _items(call: Call[Any], viewer: Viewer, items: list[Any]) -> list[Any]:
+    """The records of a listing the player may see (proposals and house rules checked against the state)."""
+    story, campaign_id = call.ctx.story, call.campaign_id
+    hidden: set[str] = set()
+    if any(isinstance(r, ProposedChange) for r in items):
+        hidden = viewer.hidden(await call.run(story.state, campaign_id))
+    if any(isinstance(r, HouseRule) for r in items):
+        state = await call.run(story.state, campaign_id, turn_id=getattr(call.body, "turn_id", None))
+        seen_facts = {f.id for f in viewer.state(state).facts}
+        items = [r for r in items if not isinstance(r, HouseRule) or r.fact_id in seen_facts]
+
+    def seen(item: Any) -> bool:
+        if isinstance(item, Memory):
+            return viewer.sees_memory(item)
+        if isinstance(item, Summary):
+            return viewer.sees_summary(item)
+        if isinstance(item, ProposedChange):
+            return viewer.sees_proposal(item, hidden)
+        return True
+
+    return [r for r in items if seen(r)]
 
 
-def _state(viewer: Viewer, state: WorldStateView) -> WorldStateView:
-    """A player's view of the world: the entities and facts it may see, and nothing that names a hidden entity
-    (its facts, relationships, whereabouts, what it holds or is held by, its place in a thread)."""
-    hidden = {e.id for e in state.entities if not viewer.sees(e.visibility)}
-    facts = [
-        f
-        for f in state.facts
-        if viewer.sees(f.visibility) and f.subject_entity_id not in hidden and f.object_entity_id not in hidden
-    ]
-    threads = [
-        t.model_copy(update={"involved_entity_ids": [i for i in t.involved_entity_ids if i not in hidden]})
-        for t in state.threads
-    ]
-    return state.model_copy(
-        update={
-            "entities": [e for e in state.entities if e.id not in hidden],
-            "facts": facts,
-            "relationships": [
-                r for r in state.relationships if r.source_entity_id not in hidden and r.target_entity_id not in hidden
-            ],
-            "threads": threads,
-            "locations": {k: v for k, v in state.locations.items() if k not in hidden and v not in hidden},
-            "holders": {k: v for k, v in state.holders.items() if k not in hidden and v not in hidden},
-        }
-    )
-
-
-def _provenance(provenance: TurnProvenance) -> TurnProvenance:
-    """A player's view of a turn's provenance: no prompt, no recalled records; the book passages stay."""
+async def _provenance(call: Call[Any], viewer: Viewer, provenance: TurnProvenance) -> TurnProvenance:
+    """A player's view of a turn's provenance: no prompt, no recalled records, the reviews of the proposals it
+    may see; the book passages stay."""
     retrievals = [
         r.model_copy(update={"recalled": []}) for r in provenance.retrievals if r.source is RetrievalSource.KNOWLEDGE
     ]
-    return provenance.model_copy(update={"prompt": None, "prompt_text": None, "retrievals": retrievals})
+    update: dict[str, Any] = {"prompt": None, "prompt_text": None, "retrievals": retrievals}
+    reviews = getattr(provenance, "reviews", None)
+    if reviews:  # a GM's review may carry the content it edited in: shown only where it is not a secret
+        hidden = viewer.hidden(await call.run(call.ctx.story.state, call.campaign_id))
+        update["reviews"] = [r for r in reviews if r.content is None or viewer.sees_content(r.content, hidden)]
+    return provenance.model_copy(update=update)
 
 
 async def _recall(call: Call[Any], viewer: Viewer, response: RecallResponse) -> RecallResponse:
     """The hits the player may see (each secret-bearing record looked up), best first, at most the asked limit."""
     story, campaign_id, turn_id = call.ctx.story, response.campaign_id, response.as_of_turn_id
     kinds = {h.kind for h in response.hits}
-    memories: dict[str, Memory] = {}
-    facts: set[str] = set()
-    summaries: dict[str, Summary] = {}
-    if "memory" in kinds:
-        held = await call.run(story.memories, campaign_id, turn_id=turn_id)
-        memories = {m.id: m for m in held}
-    if "fact" in kinds:
-        state = await call.run(story.state, campaign_id, turn_id=turn_id)
-        facts = {f.id for f in _state(viewer, state).facts}  # those it may see, none about a hidden entity
-    if "summary" in kinds:
-        summaries = {s.id: s for s in await call.run(story.summaries, campaign_id, turn_id=turn_id)}
-
-    def seen(kind: str, record_id: str) -> bool:
-        if kind == "memory":
-            return record_id in memories and viewer.sees_memory(memories[record_id])
-        if kind == "fact":
-            return record_id in facts
-        if kind == "summary":
-            return record_id in summaries and viewer.sees(summaries[record_id].visibility)
-        return kind == "turn"  # turns are the table's; a kind this filter does not know is left out
-
-    limit = call.extra.get("recall_limit")
-    hits = [h for h in response.hits if seen(str(h.kind), h.id)][:limit]
-    return response.model_copy(update={"hits": hits})
+    memories = await call.run(story.memories, campaign_id, turn_id=turn_id) if "memory" in kinds else []
+    state = await call.run(story.state, campaign_id, turn_id=turn_id) if "fact" in kinds else None
+    summaries = await call.run(story.summaries, campaign_id, turn_id=turn_id) if "summary" in kinds else []
+    hits = viewer.hits(response.hits, memories=memories, state=state, summaries=summaries)
+    return response.model_copy(update={"hits": hits[: call.extra.get("recall_limit")]})

@@ -20,6 +20,7 @@ from serve.auth import Forbidden
 from serve.errors import TooMany
 from serve.metrics import TURNS_REFUSED
 from serve.operations.base import Access, Call, On, Rest, Role, operation
+from serve.operations.secrets import narrator_viewer
 from serve.services import Slot
 
 _F = "turns"
@@ -68,7 +69,8 @@ async def turn_events(call: Call[TurnRequest]) -> AsyncIterator[dict[str, Any]]:
         if speaker.entity_id is not None and speaker.entity_id != plays:
             raise Forbidden(f"this player key speaks for its own character ({plays!r}), not {speaker.entity_id!r}")
     await call.run(call.ctx.story.get_campaign, campaign_id)  # before any event: a stream could no longer 404
-    return call.ctx.flow.play(campaign_id, body)
+    # the narration is the table's: it draws on no record some of the table may not see
+    return call.ctx.flow.play(campaign_id, body, viewer=narrator_viewer(call))
 
 
 async def retake_events(call: Call[Any]) -> AsyncIterator[dict[str, Any]]:
@@ -76,7 +78,7 @@ async def retake_events(call: Call[Any]) -> AsyncIterator[dict[str, Any]]:
     new take is told from it; the replaced take is archived as a version when the new one is kept)."""
     campaign_id, turn_id = call.id("campaign_id"), call.id("turn_id")
     await call.run(call.ctx.story.versions.rewind, campaign_id, turn_id)
-    return call.ctx.flow.retake(campaign_id, turn_id)
+    return call.ctx.flow.retake(campaign_id, turn_id, viewer=narrator_viewer(call))
 
 
 @operation(

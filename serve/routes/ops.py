@@ -20,7 +20,9 @@ def router() -> APIRouter:
             is_open = await s.is_open()
         except LorekeeperError:
             is_open = False  # the graph is down (the checks say so): report closed, never open
+        warming = s.warming.names()  # live while warming; ready once nothing is (serve.warming)
         body = {"status": "ok" if healthy else "degraded", "checks": checks, "open": is_open}
+        body |= {"warming": warming, "ready": healthy and not warming}
         return JSONResponse(body, status_code=200 if healthy else 503)
 
     @r.get("/metrics")

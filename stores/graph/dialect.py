@@ -1,6 +1,6 @@
 """Where the Cypher of Neo4j and FalkorDB differ, and nowhere else.
 
-Kept whole (just over 600 lines): it is the one place the engines differ (ADR 0001), and its rewrites,
+Kept whole (about 730 lines): it is the one place the engines differ (ADR 0001), and its rewrites,
 literals, DDL and transactions all work on one private tokenizer and its helpers.
 
 The product writes its queries once, in the subset both engines understand. This module holds the few

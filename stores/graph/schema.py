@@ -26,6 +26,7 @@ NODE_LABELS: tuple[str, ...] = (
     "Branch",
     "Turn",
     "Take",
+    "TurnVersion",
     "Scene",
     "Checkpoint",
     "ProposedChange",
@@ -68,6 +69,7 @@ INDEXED_PROPERTIES: tuple[tuple[str, str], ...] = (
     ("Turn", "campaign_id"),
     ("Turn", "parent_uid"),  # the turn tree is walked by parent links
     ("Take", "turn_uid"),
+    ("TurnVersion", "turn_id"),  # a turn's archived versions (retake, revert)
     ("Scene", "campaign_id"),
     ("Checkpoint", "campaign_id"),
     ("ProposedChange", "scene_uid"),

@@ -28,7 +28,6 @@ opening, creating and dropping collections are serialised by the index's lock.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -45,7 +44,16 @@ from schemas.search import FILTER_FIELDS, SearchFilters
 from schemas.settings import VectorBackend, VectorLocation
 from stores.lazy import LazyClient
 from stores.vector.base import Distance, VectorHit, VectorPoint, VectorSpace, point_uuid
-from stores.vector.edge_shards import STORE, OpenCollection, OpenShards, acquire_shards, release_shards
+from stores.vector.edge_shards import (
+    SHARD_DIR,
+    SPACE_FILE,
+    STORE,
+    OpenCollection,
+    OpenShards,
+    acquire_shards,
+    read_space,
+    release_shards,
+)
 from stores.vector.filters import (
     build_delete_filter,
     build_filter,
@@ -59,8 +67,6 @@ from stores.vector.filters import (
 
 log = structlog.get_logger(__name__)
 
-SPACE_FILE = "space.json"
-SHARD_DIR = "shard"
 # Points written since the last optimization that trigger the next one (see the module docstring).
 OPTIMIZE_EVERY = 20_000
 # Points per update operation: bounds the Python-side list of Point objects built at once.
@@ -194,7 +200,7 @@ class QdrantEdgeVectorIndex(LazyClient):
         with self._call(collection) as shards, shards.lock:
             folder = shards.root / collection
             existing = shards.open.get(collection)
-            stored = existing.space if existing else _read_space(folder)
+            stored = existing.space if existing else read_space(folder)
             if stored is not None:
                 if stored != space:
                     raise Conflict(
@@ -258,7 +264,7 @@ class QdrantEdgeVectorIndex(LazyClient):
                 if col is not None:
                     return col
                 folder = shards.root / collection
-                space = _read_space(folder)
+                space = read_space(folder)
                 if space is None:
                     raise NotFound(STORE, f"collection {collection!r} does not exist in {shards.root}")
                 from qdrant_edge import EdgeShard
@@ -554,17 +560,6 @@ def _edge_distance(space: VectorSpace) -> Any:
         Distance.DOT: EdgeDistance.Dot,
         Distance.EUCLID: EdgeDistance.Euclid,
     }[space.distance]
-
-
-def _read_space(folder: Path) -> VectorSpace | None:
-    try:
-        text = (folder / SPACE_FILE).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    try:
-        return VectorSpace.model_validate(json.loads(text))
-    except ValueError as exc:
-        raise StoreError(STORE, f"unreadable {folder / SPACE_FILE}: {exc}") from None
 
 
 def _ensure_payload_indexes(shard: Any) -> None:

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from schemas.errors import Unavailable
+from schemas.errors import StoreError, Unavailable
 from stores.vector.base import VectorSpace
 
 STORE = "qdrant-edge"
+SPACE_FILE = "space.json"  # a collection's VectorSpace, written last: the collection is complete
+SHARD_DIR = "shard"  # the collection's EdgeShard
 
 
 class OpenCollection:
@@ -122,3 +125,15 @@ def _lock_folder(root: Path, wait_s: float) -> Any:
                     STORE, f"index folder {root} is in use by another process (waited {wait_s:g}s)"
                 ) from None
             time.sleep(0.05)
+
+
+def read_space(folder: Path) -> VectorSpace | None:
+    """The collection folder's vector space, or None where it was never completed."""
+    try:
+        text = (folder / SPACE_FILE).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        return VectorSpace.model_validate(json.loads(text))
+    except ValueError as exc:
+        raise StoreError(STORE, f"unreadable {folder / SPACE_FILE}: {exc}") from None

@@ -1,5 +1,8 @@
 """A child process for the scene-end crash test (tests/unit/test_scene_end_crash.py).
 
+The scene holds a GM's event and three of the extractor's: one the GM edited, one the GM rejected and one
+nobody reviewed, so the end applies the reviews in its commit and leaves the unreviewed one pending.
+
     python -m tests.unit.scene_end_child setup DATA_DIR            # a campaign, 30 characters, a played scene
     python -m tests.unit.scene_end_child end DATA_DIR [PAUSE_AT]   # end that scene, pausing at PAUSE_AT
 
@@ -25,12 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from schemas.settings import Settings
-from schemas.story import InputMode, Speaker, SpeakerKind, StoryProfile
+from schemas.story import InputMode, ReviewAction, Speaker, SpeakerKind, StoryProfile
 
 CHARACTERS = 30
 LINES = 40
 SCENE_TITLE = "The council of thirty"
 CANON_TITLE = "The council votes to march"
+EDITED_TITLE = "Brenna is named marshal of the host"  # a GM's edit of the extractor's 0.45 proposal
+REJECTED_TITLE = "The council disbands"  # the extractor's 0.92 proposal the GM rejected
+WAITING_TITLE = "A raven lands on the table"  # the extractor's 0.30 proposal nobody reviewed
 POINTS = ("before_gate", "after_gate", "mid_formation", "mid_index", "after_end")
 _MID_FORMATION = 62
 
@@ -82,9 +88,20 @@ def setup(data: Path) -> None:
         who = i % CHARACTERS
         speaker = Speaker(kind=SpeakerKind.ENTITY, entity_id=ids[who])
         narration = f"{_NAMES[who]} speaks to the council."
-        story.add_turn(campaign.id, _line(i), speaker=speaker, input_mode=InputMode.DIALOGUE, narration=narration)
+        turn = story.add_turn(
+            campaign.id, _line(i), speaker=speaker, input_mode=InputMode.DIALOGUE, narration=narration
+        )
     content = {"title": CANON_TITLE, "description": "the clans march north at dawn"}
     story.propose(scene.id, type="event", content=content, authority="gm", confidence=1.0)
+    # what the extractor proposed, and the GM's reviews the end applies in its one commit
+    extracted = {"authority": "system", "turn_id": turn.id, "evidence": {"turn_ids": [turn.id]}}
+    low, high, _ = (
+        story.propose(scene.id, type="event", content={"title": title}, confidence=confidence, **extracted).id
+        for title, confidence in (("Someone leads", 0.45), (REJECTED_TITLE, 0.92), (WAITING_TITLE, 0.3))
+    )
+    edit = {"type": "event", "title": EDITED_TITLE}
+    story.review(low, "gm:setup", action=ReviewAction.EDIT, rationale="Brenna leads.", content=edit)
+    story.review(high, "gm:setup", action=ReviewAction.REJECT, rationale="The council holds.")
     (data / "scene.json").write_text(json.dumps({"campaign_id": campaign.id, "scene_id": scene.id}))
     for store in stores:
         store.close()

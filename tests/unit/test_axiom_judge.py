@@ -90,7 +90,8 @@ def test_open_services_gives_the_gate_an_axiom_judge_when_an_extractor_is_config
     from tests.unit.serve_support import api_services
 
     with api_services(ServeSettings(api_host="127.0.0.1")) as services:
-        assert services.story.axiom_judge is None
+        # routed by the campaign's model roles (serve.seats): no deployment judge behind them
+        assert services.story.axiom_judge.default is None  # type: ignore[union-attr]
     with api_services(ServeSettings(api_host="127.0.0.1", extractor_engine=EngineKind.ECHO)) as services:
-        judge = services.story.axiom_judge
+        judge = services.story.axiom_judge.default  # type: ignore[union-attr]
         assert isinstance(judge, LLMAxiomJudge) and judge.engine is not services.flow.extractor

@@ -126,3 +126,45 @@ def test_ingest_summary_shows_each_files_structure(monkeypatch: pytest.MonkeyPat
     assert "1:2 2:5 3:40" in row and "38" in row and "61" in row
     result = runner.invoke(app, ["ingest", str(tmp_path), "--library", "core", "--json"])
     assert json.loads(result.stdout.splitlines()[0])["files"][0]["structure"] == structure
+
+
+def test_ingest_summary_prints_the_executor_and_the_phase_timeline(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Which path ran and why, each phase on the job's clock, the first file done and first searchable chunk."""
+    import json
+
+    import jobs.cli
+    import jobs.pipeline
+    from jobs.pipeline import FileOutcome, IngestReport
+    from jobs.timeline import Timeline
+
+    def fake_run_ingest(paths, options, *, settings, on_progress):  # noqa: ANN001, ANN202
+        assert options.executor.value == "local"  # --executor reaches the options
+        timeline = Timeline()
+        timeline.record("store_opening", 0.0, 0.4)
+        timeline.record("model_load", 0.5, 6.2)
+        timeline.record("pipeline", 0.6, 20.0)
+        timeline.moments.update(first_file_done=7.5, first_searchable=7.5)
+        files = [FileOutcome("job_1", str(tmp_path / "a.md"), "completed", chunks=50, pages=1)]
+        report = IngestReport(library_uid="lib_1", embedding_model="m", files=files, seconds=20.3, timeline=timeline)
+        report.executor, report.executor_reason = "local", "asked for (local)"
+        return report
+
+    monkeypatch.setattr(jobs.pipeline, "run_ingest", fake_run_ingest)
+    monkeypatch.setattr(jobs.cli.console, "width", 200)
+    args = ["ingest", str(tmp_path), "--library", "core", "--executor", "local"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "stages ran in this process: asked for (local)" in result.stderr
+    assert re.search(r"model load\s+0\.5 → \s*6\.2 s\s+\(5\.7 s\)", result.stderr), result.stderr
+    assert re.search(r"first searchable\s+7\.5 s", result.stderr)
+    assert re.search(r"total\s+20\.3 s", result.stderr)
+    body = json.loads(runner.invoke(app, [*args, "--json"]).stdout.splitlines()[0])
+    assert body["executor"] == "local" and body["executor_reason"] == "asked for (local)"
+    timeline = body["timeline"]
+    assert timeline["phases"]["model_load"] == {"start_s": 0.5, "end_s": 6.2, "seconds": 5.7}
+    assert list(timeline["phases"]) == ["store_opening", "model_load", "pipeline"]
+    assert (timeline["first_file_done_s"], timeline["first_searchable_s"], timeline["total_s"]) == (7.5, 7.5, 20.3)
+    bad = runner.invoke(app, ["ingest", str(tmp_path), "--library", "core", "--executor", "gpu"])
+    assert bad.exit_code == 2 and "auto, local or ray" in bad.stderr

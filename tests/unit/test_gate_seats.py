@@ -47,7 +47,8 @@ def test_the_gate_replica_has_the_former_and_the_judge(gate_replica: Any) -> Non
     from narrator.axioms import LLMAxiomJudge
     from narrator.formation import LLMFormer
 
-    former, judge = gate_replica.story.memory_former, gate_replica.story.axiom_judge
+    # routed by the campaign's model roles (serve.seats): the deployment's seats behind them
+    former, judge = gate_replica.story.memory_former.default, gate_replica.story.axiom_judge.default
     assert isinstance(former, LLMFormer) and former._loop.engine.model == "scripted-summarizer"
     assert isinstance(judge, LLMAxiomJudge) and judge.engine.model == "scripted-judge"
 

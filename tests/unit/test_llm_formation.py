@@ -203,7 +203,8 @@ def test_open_services_gives_the_story_an_llm_former_when_an_extractor_is_config
     from tests.unit.serve_support import api_services
 
     with api_services(ServeSettings(api_host="127.0.0.1")) as services:
-        assert isinstance(services.story.memory_former, ExtractiveFormer)
+        # routed by the campaign's model roles (serve.seats); the deployment's former behind them
+        assert isinstance(services.story.memory_former.default, ExtractiveFormer)  # type: ignore[union-attr]
     with api_services(ServeSettings(api_host="127.0.0.1", extractor_engine=EngineKind.ECHO)) as services:
-        former = services.story.memory_former
+        former = services.story.memory_former.default  # type: ignore[union-attr]
         assert isinstance(former, LLMFormer) and former.engine is not services.flow.extractor

@@ -94,6 +94,16 @@ def test_structured_output_is_valid_by_construction(engine: LocalEngine) -> None
 
 
 @pytest.mark.local_model
+def test_a_structured_answer_cut_at_max_tokens_is_an_error(engine: LocalEngine) -> None:
+    from narrator.engines import AnswerTruncated
+    from narrator.extraction import extraction_schema
+
+    messages = [{"role": "user", "content": "Mira the elf ranger walks into the Golden Goose."}]
+    with pytest.raises(AnswerTruncated, match="max_tokens=6"):
+        asyncio.run(engine.structured(messages, schema=extraction_schema(), max_tokens=6))
+
+
+@pytest.mark.local_model
 def test_a_prompt_beyond_the_context_is_refused(engine: LocalEngine) -> None:
     async def too_long() -> None:
         messages = [{"role": "user", "content": "word " * 9000}]

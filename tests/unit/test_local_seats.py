@@ -20,7 +20,8 @@ def test_every_seat_runs_on_the_local_engine_by_default() -> None:
     with open_services(get_settings(), serve, with_search=False, with_recall=False) as services:
         assert isinstance(services.narrator.default, LocalEngine)  # the narrator
         assert isinstance(services.flow.extractor, LocalEngine)  # the proposal extractor
-        former, judge = services.story.memory_former, services.story.axiom_judge
+        # routed by the campaign's model roles (serve.seats): the deployment's seats behind them
+        former, judge = services.story.memory_former.default, services.story.axiom_judge.default  # type: ignore
         assert isinstance(former, LLMFormer) and isinstance(judge, LLMAxiomJudge)
         assert isinstance(former._loop.engine, LocalEngine) and isinstance(judge._loop.engine, LocalEngine)
     assert _loaded == loaded_before  # binding loads nothing: the model loads on first use, once per process

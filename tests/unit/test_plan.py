@@ -53,3 +53,25 @@ def test_node_spread_places_actors_on_the_nodes_in_turn(monkeypatch: pytest.Monk
     assert [s.node_id for s in placed] == [b, a, b] and all(s.soft for s in placed)
     monkeypatch.setattr(ray, "nodes", lambda: nodes[:1])
     assert NodeSpread()() == {}
+
+
+def test_a_small_job_runs_in_process_and_a_large_one_on_ray() -> None:
+    from jobs.plan import IngestExecutor, IngestOptions, choose_executor, estimate_chunks
+
+    options = IngestOptions(library="fate")
+    # the README's folder: 553 kB of Markdown and 773 kB of HTML gave 1,848 chunks
+    fate = [("Fate-Condensed.md", 135_498), ("accelerated.md", 72_302), ("core.html", 773_242), ("toolkit.md", 345_527)]
+    assert 1000 <= estimate_chunks(fate) <= options.local_max_chunks
+    executor, why = choose_executor(options, fate, cluster=None)
+    assert executor is IngestExecutor.LOCAL and "chunks" in why
+    big = fate * 4
+    executor, why = choose_executor(options, big, cluster=None)
+    assert executor is IngestExecutor.RAY and f"over {options.local_max_chunks}" in why
+    # a named cluster always takes Ray; a forced executor is kept whatever the size
+    assert choose_executor(options, fate, cluster="ray://head:10001")[0] is IngestExecutor.RAY
+    forced = IngestOptions(library="fate", executor=IngestExecutor.RAY)
+    assert choose_executor(forced, fate, cluster=None) == (IngestExecutor.RAY, "asked for (ray)")
+    local = IngestOptions(library="fate", executor=IngestExecutor.LOCAL)
+    assert choose_executor(local, big, cluster="ray://head:10001")[0] is IngestExecutor.LOCAL
+    # files of types the pipeline does not read add nothing; an image is one chunk
+    assert estimate_chunks([("notes.xyz", 10_000_000), ("map.png", 5_000_000)]) == 1

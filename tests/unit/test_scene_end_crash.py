@@ -5,8 +5,9 @@ speech (a clean end forms 390 memories and a summary) on the embedded stores, an
 named moment: before the gate's commit, after it, with 62 memories in the graph, as the recall index is
 about to take the memories, and after the end returned. The services then start on the folder as the
 server does (:func:`serve.services.open_services`), and the scene must be either still active with nothing
-of its end (and end again to the full count) or completed with everything a clean end leaves: its canon,
-its summary and every memory, in the graph and in the recall index.
+of its end (and end again to the full count) or completed with everything a clean end leaves: its canon
+(the GM's event and the proposal the GM edited, never the one the GM rejected nor the unreviewed one, which
+stays pending), its summary and every memory, in the graph and in the recall index.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from typing import Any
 import pytest
 
 from schemas.settings import Settings
-from tests.unit.scene_end_child import CANON_TITLE, POINTS
+from schemas.story import ProposalStatus
+from tests.unit.scene_end_child import CANON_TITLE, EDITED_TITLE, POINTS, REJECTED_TITLE, WAITING_TITLE
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]
 
@@ -113,6 +115,11 @@ def _restarted(data: Path, minilm: Any) -> Iterator[Any]:
         recall.close()
 
 
+_REVIEWED = (
+    "MATCH (h:Happening {campaign_id: $c})-[:ESTABLISHED_BY]->(:StateEvent)-[:FROM_REVIEW]->() RETURN h.title AS t"
+)
+
+
 def _counts(story: Any, campaign_id: str, scene_id: str) -> dict[str, Any]:
     """What a scene's end leaves: its status, canon, summary, memories, and the recall index against the graph."""
     from story.recall import Recollection
@@ -123,6 +130,9 @@ def _counts(story: Any, campaign_id: str, scene_id: str) -> dict[str, Any]:
     return {
         "status": story.get_scene(scene_id).status.value,
         "canon": sum(1 for h in story.happenings(campaign_id) if h.get("title") == CANON_TITLE),
+        "reviewed": sorted(r["t"] for r in story.graph.run(_REVIEWED, {"c": campaign_id})),
+        "never_canon": [h for h in story.happenings(campaign_id) if h.get("title") in (REJECTED_TITLE, WAITING_TITLE)],
+        "pending": sorted(p.content.title for p in story.proposals(scene_id, ProposalStatus.PENDING)),  # type: ignore[union-attr]
         "summaries": len([s for s in story.summaries(campaign_id) if s.scene_id == scene_id]),
         "memories": len(memories),
         "memory_texts": sorted((m.kind.value, m.text) for m in memories),
@@ -151,6 +161,7 @@ def clean(base: Path, minilm: Any) -> dict[str, Any]:
     with _restarted(data, minilm) as story:
         counts = _counts(story, ids["campaign_id"], ids["scene_id"])
     assert counts["memories"] == 390 and counts["summaries"] == 1 and counts["canon"] == 1
+    assert counts["reviewed"] == [EDITED_TITLE] and counts["never_canon"] == [] and counts["pending"] == [WAITING_TITLE]
     assert counts["indexed"] == counts["records"] == counts["index_count"]
     return counts
 
@@ -167,9 +178,9 @@ def test_a_scene_end_killed_at_any_moment_loses_nothing(
     with _restarted(data, minilm) as story:
         counts = _counts(story, ids["campaign_id"], ids["scene_id"])
         if counts["status"] == "active":  # killed before the gate committed: nothing of the end is there
-            assert (counts["canon"], counts["summaries"], counts["memories"]) == (0, 0, 0), counts
+            assert (counts["canon"], counts["reviewed"], counts["summaries"], counts["memories"]) == (0, [], 0, 0)
             report = story.end_scene(ids["scene_id"])
-            assert not report.already_completed and report.events_committed == 1
+            assert not report.already_completed and report.events_committed == 2  # the GM's event and the edit
             counts = _counts(story, ids["campaign_id"], ids["scene_id"])
         else:
             again = story.end_scene(ids["scene_id"])

@@ -43,6 +43,8 @@ ROLES: dict[str, str] = {
     "get_campaign": "player",
     "get_library": "player",
     "set_library": "gm",  # pins books
+    "get_models": "player",
+    "set_models": "gm",  # names the engines of the campaign's seats
     "export_campaign": "gm",  # the whole campaign, its secrets with it
     "import_campaign": "admin",
     # turns
@@ -233,6 +235,8 @@ REQUESTS: dict[str, Callable[[Table], tuple[list[str] | dict[str, str], dict[str
     "get_campaign": lambda t: (["campaign_id"], {}),
     "get_library": lambda t: (["campaign_id"], {}),
     "set_library": lambda t: (["campaign_id"], {"pins": []}),
+    "get_models": lambda t: (["campaign_id"], {}),
+    "set_models": lambda t: (["campaign_id"], {"narrator": "narrator"}),
     "export_campaign": lambda t: (["campaign_id"], {}),
     "import_campaign": lambda t: ([], {"data": t.bundle}),
     "play_turn": lambda t: (["campaign_id"], {"text": "I listen."}),

@@ -212,7 +212,8 @@ def test_ingest_stops_on_sigterm_records_the_unfinished_files_and_exits_143(tmp_
     for name in ("fate-accelerated-SRD.md", "Fate-Condensed-SRD-CC-BY.md"):
         shutil.copy(FATE / name, books / name)  # a temporary copy, never into the project
     env = {"LOREKEEPER_DATA_DIR": str(tmp_path / "data")}
-    ingest = _start(["ingest", str(books), "--library", "stopped", "--progress-interval", "0.5"], env, tmp_path)
+    args = ["ingest", str(books), "--library", "stopped", "--progress-interval", "0.5", "--executor", "ray"]
+    ingest = _start(args, env, tmp_path)
     try:
         # once the pipeline runs (a stage actor's process among its children): the driver waits for
         # the next batch, inside Ray Data's iterator
@@ -237,6 +238,47 @@ def test_ingest_stops_on_sigterm_records_the_unfinished_files_and_exits_143(tmp_
     jobs = json.loads(check.stdout.strip().splitlines()[-1])
     assert len(jobs) == 2 and all(status == "failed" for status, _ in jobs), jobs
     assert all("stopped by SIGTERM" in (error or "") for _, error in jobs), jobs
+
+
+@pytest.mark.parametrize("after_s", [0.0, 6.0])
+def test_in_process_ingest_stops_on_sigterm_and_exits_143(tmp_path: Path, after_s: float) -> None:
+    """The stages in this process stop between two batches: as the model loads (0 s after the stages'
+    stores open) and while the first file is embedded or written (6 s later)."""
+    books = tmp_path / "books"
+    books.mkdir()
+    for name in ("fate-accelerated-SRD.md", "Fate-Condensed-SRD-CC-BY.md"):
+        shutil.copy(FATE / name, books / name)
+    data = tmp_path / "data"
+    args = ["ingest", str(books), "--library", "stopped", "--progress-interval", "0.5", "--executor", "local"]
+    ingest = _start(args, {"LOREKEEPER_DATA_DIR": str(data)}, tmp_path)
+    try:
+        deadline = time.monotonic() + 180
+        while not (data / "vectors").exists():  # the write stage has opened its stores: the stages run
+            assert ingest.poll() is None, ingest.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "the stages never started"
+            time.sleep(0.1)
+        time.sleep(after_s)
+        family = _family(ingest)
+        code, output, seconds = _stop_and_wait(ingest, timeout=60)
+    finally:
+        _kill_group(ingest)
+    assert code == EXIT_INTERRUPTED, output[-3000:]
+    assert "ingest stopped by SIGTERM" in output and "Traceback" not in output, output[-3000:]
+    assert seconds < 30
+    assert not _gone(family), "store child processes outlived the ingest"
+    check = subprocess.run(
+        [sys.executable, "-c", _READ_JOBS],
+        env={**os.environ, "LOREKEEPER_DATA_DIR": str(data)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert check.returncode == 0, check.stderr[-2000:]
+    jobs = json.loads(check.stdout.strip().splitlines()[-1])
+    # a file finished before the signal stays completed; every other one failed, saying why
+    assert len(jobs) == 2 and {status for status, _ in jobs} <= {"completed", "failed"}, jobs
+    failed = [error for status, error in jobs if status == "failed"]
+    assert failed and all("stopped by SIGTERM" in (error or "") for error in failed), jobs
 
 
 _READ_JOBS = """

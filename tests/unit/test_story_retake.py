@@ -23,9 +23,13 @@ def _names(story: StoryService, campaign_id: str) -> set[str]:
     return {e.name for e in story.state(campaign_id).entities}
 
 
-def _retake(story: StoryService, campaign_id: str, turn_id: str) -> dict[str, Any]:
+def _values(story: StoryService, campaign_id: str) -> list[Any]:
+    return [f.value for f in story.state(campaign_id).facts if f.status.value == "active"]
+
+
+def _retake(story: StoryService, campaign_id: str, turn_id: str, settings: ServeSettings = SETTINGS) -> dict[str, Any]:
     """A retake as the operation runs it: rewind, then narrate the turn again."""
-    flow = TurnFlow(story, EchoEngine("echo-narrator"), settings=SETTINGS)
+    flow = TurnFlow(story, EchoEngine("echo-narrator"), settings=settings)
 
     async def run() -> dict[str, Any]:
         await asyncio.to_thread(story.versions.rewind, campaign_id, turn_id)
@@ -34,7 +38,7 @@ def _retake(story: StoryService, campaign_id: str, turn_id: str) -> dict[str, An
     return asyncio.run(run())
 
 
-def _table(story: StoryService) -> tuple[str, str, str]:
+def _table(story: StoryService, text: str = "I look at the sky.") -> tuple[str, str, str]:
     """The Old Mill is canon before the turn; the Dragon becomes canon after it was narrated (a scene ended
     at it). Returns the campaign, the turn and the scene of the turn's own proposals."""
     story.memory_former = None
@@ -43,7 +47,7 @@ def _table(story: StoryService) -> tuple[str, str, str]:
     cast = story.start_scene(campaign.id, title="Cast")
     gm_entity(story, cast.id, "location", "Old Mill")
     story.end_scene(cast.id)
-    turn = story.add_turn(campaign.id, "I look at the sky.", narration="A shadow passes over the mill.")
+    turn = story.add_turn(campaign.id, text, narration="A shadow passes over the mill.")
     scene = story.start_scene(campaign.id, title="The shadow")
     gm_entity(story, scene.id, "creature", "Dragon")
     story.end_scene(scene.id)  # canon committed after the turn was told, anchored at it
@@ -63,6 +67,16 @@ def test_a_retake_prompt_shows_the_world_rewound_to_before_the_turn(story: Story
     assert "Dragon" not in _names(story, cid) and "Old Mill" in _names(story, cid)
     live = {n["name"] for n in story.live_world(cid).entities.values()}
     assert live == _names(story, cid)  # the live world went along in the same transaction
+
+
+def test_a_retake_recalls_nothing_committed_at_or_after_the_turn(recalling_story: StoryService) -> None:
+    story = recalling_story
+    cid, turn_id, _ = _table(story, "Is that a dragon in the sky?")
+    assert any("Dragon" in h.text for h in story.recall(cid, "dragon", limit=10))  # recalled at the head
+    _retake(story, cid, turn_id, SETTINGS.model_copy(update={"recall_hits": 5}))
+    prompt = story.provenance(turn_id).prompt_text or ""
+    assert "Old Mill" in prompt
+    assert "Dragon" not in prompt  # neither in the state nor recalled (the rewound head's line)
 
 
 def test_a_retake_supersedes_what_the_replaced_take_proposed_and_it_never_reaches_canon(story: StoryService) -> None:
@@ -156,3 +170,54 @@ def test_a_named_checkpoint_restore_forks_where_canon_was_committed_since(story:
     assert restored.head_turn_id == turn.id and restored.active_branch_id != turn.branch_id
     assert "Stranger" not in _names(story, campaign.id)
     assert story.state(campaign.id, branch_id=turn.branch_id).entities[0].name == "Stranger"  # the old line keeps it
+
+
+def test_the_number_kept_is_read_from_the_settings_at_the_entry_point(tmp_path: Any, monkeypatch: Any) -> None:
+    from pydantic import ValidationError
+
+    from lorekeeper.cli import _story_service
+    from schemas.settings import Settings
+
+    monkeypatch.setenv("LOREKEEPER_CHECKPOINTS_KEPT", "3")
+    settings = Settings(data_dir=tmp_path)
+    assert settings.checkpoints_kept == 3
+    with _story_service(settings) as story:
+        assert story.versions.checkpoints.keep == 3
+    monkeypatch.setenv("LOREKEEPER_CHECKPOINTS_KEPT", "0")
+    with pytest.raises(ValidationError, match="checkpoints_kept"):
+        Settings(data_dir=tmp_path)
+
+
+def test_the_checkpoint_a_retcon_takes_first_restores_the_world_before_it(story: StoryService) -> None:
+    story.memory_former = None
+    campaign = new_campaign(story)
+    story.add_turn(campaign.id, "We meet the queen.", narration="She smiles.")
+    scene = story.start_scene(campaign.id)
+    queen = gm_entity(story, scene.id, "character", "Queen")
+    content = {"subject_entity_id": queen, "predicate": "mood", "value": "calm"}
+    story.propose(scene.id, type="fact", content=content, authority="gm", confidence=1.0)
+    story.end_scene(scene.id)
+    (fact,) = story.state(campaign.id).facts
+    story.retcon(campaign.id, fact.id, reason="she was furious", value="furious")
+    assert _values(story, campaign.id) == ["furious"]
+    (before,) = [c for c in story.checkpoints(campaign.id) if c.kind is WorldStateCheckpointKind.BEFORE_OOC_MUTATION]
+    story.restore_checkpoint(campaign.id, before.id)
+    assert _values(story, campaign.id) == ["calm"]  # the retcon is on the old line only
+
+
+def test_a_retaken_campaign_round_trips_with_its_versions_and_checkpoints(story: StoryService, tmp_path: Any) -> None:
+    import io
+
+    from tests.unit.test_story_bundle import _stores
+
+    cid, turn_id, _ = _table(story)
+    _retake(story, cid, turn_id)
+    buffer = io.BytesIO()
+    story.export_campaign(cid, buffer)
+    with _stores(tmp_path / "other") as other:
+        other.import_campaign(buffer.getvalue())
+        (version,) = other.versions.list(cid, turn_id)
+        assert version == story.versions.list(cid, turn_id)[0]
+        assert other.checkpoints(cid) == story.checkpoints(cid)
+        other.revert_turn_version(cid, turn_id, version.id)  # the world that went with it, in the new store too
+        assert "Dragon" in _names(other, cid)

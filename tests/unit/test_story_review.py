@@ -4,12 +4,17 @@ provenance a review leaves on canon and on the turn."""
 
 from __future__ import annotations
 
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from schemas.errors import InvalidRequest, NotFound
 from schemas.story import ProposalStatus, ReviewAction
 from story.service import StoryService
 from tests.unit.store_dump import stores_dump
+from tests.unit.test_story_bundle import _stores
 from tests.unit.test_story_campaign import gm_entity, new_campaign, play
 
 pytestmark = pytest.mark.servers
@@ -191,3 +196,47 @@ def test_a_review_is_refused_whole_when_it_cannot_stand(story: StoryService) -> 
     with pytest.raises(InvalidRequest, match="already rejected"):  # decided: its review is history
         story.review(low, "gm:anna", action=ReviewAction.ACCEPT, rationale="Changed my mind.")
     assert _dump(story) == before
+
+
+@pytest.fixture
+def other_story(tmp_path: Path) -> Iterator[StoryService]:
+    with _stores(tmp_path / "other") as service:
+        yield service
+
+
+def test_a_campaign_bundle_carries_the_reviews(story: StoryService, other_story: StoryService) -> None:
+    campaign_id, scene_id, turn_id, _ = _table(story)
+    low = _extracted(story, scene_id, turn_id, 0.45, title="A stranger arrives")
+    edited = {"type": "event", "title": "Bren arrives"}
+    story.review(low, "gm:anna", action=ReviewAction.EDIT, rationale="He is Bren.", content=edited)  # type: ignore[arg-type]
+    waiting = _extracted(story, scene_id, turn_id, 0.3, title="A dog barks")
+    story.review(waiting, "gm:anna", action=ReviewAction.REJECT, rationale="No dog.")
+    story.end_scene(scene_id)
+    buffer = io.BytesIO()
+    story.export_campaign(campaign_id, buffer)
+    other_story.import_campaign(buffer.getvalue())
+    assert other_story.reviews.reviews_of(low) == story.reviews.reviews_of(low)
+    assert other_story.provenance(turn_id).reviews == story.provenance(turn_id).reviews
+    assert other_story.get_proposal(low).review == story.get_proposal(low).review
+    query = "MATCH (h:Happening)-[:ESTABLISHED_BY]->(:StateEvent)-[:FROM_REVIEW]->(r:ProposalReview) RETURN r.uid AS r"
+    assert other_story.graph.run(query) == story.graph.run(query) != []
+
+
+def test_a_review_racing_the_gate_is_judged_with_it_or_not_at_all(story: StoryService) -> None:
+    """Another process's GM rejects a proposal while this one's scene end is about to commit: the end's commit
+    loses the race to the review (the campaign's version moved), reads again and rejects it; canon never holds
+    what the GM rejected, nor is a review left on a proposal the gate decided without it."""
+    campaign_id, scene_id, turn_id, _ = _table(story)
+    high = _extracted(story, scene_id, turn_id, 0.92, title="The roof caves in")
+    elsewhere = StoryService(story.graph, story.blobs)  # another process: no lock shared with this one
+    commit, raced = story.story.commit, []
+
+    def racing_commit(ctx, writes, *, kind, **props):  # type: ignore[no-untyped-def]
+        if kind == "gate" and not raced:
+            raced.append(elsewhere.review(high, "gm:bo", action=ReviewAction.REJECT, rationale="No."))
+        return commit(ctx, writes, kind=kind, **props)
+
+    story.story.commit = racing_commit  # type: ignore[method-assign]
+    report = story.end_scene(scene_id)
+    assert raced and [(d.proposal_id, d.status) for d in report.decisions] == [(high, ProposalStatus.REJECTED)]
+    assert story.graph.run("MATCH (h:Happening) RETURN count(h) AS n") == [{"n": 0}]
