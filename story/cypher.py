@@ -356,10 +356,6 @@ def create_proposal(scene_id: str, props: dict[str, Any]) -> Statement:
     )
 
 
-def set_reviewer(proposal_id: str, reviewer: str) -> Statement:
-    return "MATCH (p:ProposedChange {uid: $p}) SET p.reviewed_by = $r", {"p": proposal_id, "r": reviewer}
-
-
 def proposals_of(scene_id: str, status: str | None) -> Statement:
     where = "n.scene_uid = $s" + (" AND n.status = $st" if status else "")
     return (
