@@ -30,6 +30,7 @@ from jobs.chunk import chunk_document
 from jobs.concepts import assign_bold_terms, build_concept_extractor, collect_concepts
 from jobs.document import ExtractedDocument, StructureFigures, TextChunk
 from jobs.extract import extract_document
+from jobs.index_records import embedding_text, index_records
 from jobs.plan import IngestOptions, StagePlan, fit_chunking
 from jobs.rows import ChunkRow, EmbeddedRow, RowStatus, SourceRow, WrittenRow, chunk_uid
 from jobs.rule_facts import FACT_FILE_TYPES, RULE_FACTS_READ, FactsRead, read_facts, rule_tables
@@ -426,13 +427,6 @@ class ExtractStage:
         return read
 
 
-def embedding_text(heading_path: list[str], text: str) -> str:
-    """What gets embedded: the heading path gives a short chunk the context a reader would have."""
-    if heading_path:
-        return " > ".join(heading_path) + "\n" + text
-    return text
-
-
 class EmbedStage:
     """Embed chunk texts in large batches; one actor per GPU, or one CPU actor using every core."""
 
@@ -477,40 +471,6 @@ class EmbedStage:
             metrics.EMBEDDING_DURATION.labels(model=self.embedder.name).observe(seconds)
         here = node_id()
         return EmbeddedRow.encode([EmbeddedRow.of(row, vectors[i], seconds, here) for i, row in enumerate(rows)])
-
-
-def index_records(
-    library: Library, item: Item, chunk: Chunk, text: str, vector: Any, model: str
-) -> tuple[TextDocument, VectorPoint]:
-    """A chunk's full-text document and vector point: keyword fields for filters, citation data, the model.
-
-    Ingestion and ``reindex`` both build index records here, so the two indexes always agree.
-    """
-    fields: dict[str, str | list[str]] = {
-        "library": library.uid,
-        "library_type": library.type.value,
-        "item": item.uid,
-        "classification": item.classification.value,
-    }
-    if item.collection_uid:
-        fields["collection"] = item.collection_uid
-    data = {
-        "sequence": chunk.sequence,
-        "page_start": chunk.page_start,
-        "page_end": chunk.page_end,
-        "heading_path": chunk.heading_path,
-        "title": item.title,
-        "token_count": chunk.token_count,
-    }
-    document = TextDocument(
-        id=chunk.uid, text=text, title=item.title, heading=" > ".join(chunk.heading_path), fields=fields, data=data
-    )
-    point = VectorPoint(
-        id=chunk.uid,
-        vector=np.asarray(vector, dtype=np.float32).tolist(),
-        payload={**fields, **data, "embedding_model": model},
-    )
-    return document, point
 
 
 class WriteStage:

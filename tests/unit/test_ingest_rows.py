@@ -264,6 +264,8 @@ def test_chunk_rows_of_an_items_chunks_carry_their_concepts() -> None:
 
 
 class _FakeEmbedder:
+    name = "row-handling"  # the stage logs and counts by the model's name
+
     def __init__(self) -> None:
         self.texts: list[str] = []
 
