@@ -168,6 +168,7 @@ async def _job_of(ctx: IngestContext, body: IngestRequest, upload: UploadFile | 
         "file_type": body.file_type,
         "file_size": body.file_size,
         "source": body.source,
+        "classification": body.classification,
     }
     if body.path is not None:
         # a path job's reference is its path (the runner reads it from there); a caller's source_ref is not kept

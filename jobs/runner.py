@@ -135,7 +135,12 @@ class IngestRunner:
                 collection = next(
                     (c.name for c in self.catalog.list_collections(library.uid) if c.uid == job.collection_uid), None
                 )
-            options = IngestOptions(library=library.name, library_type=library.type, collection=collection)
+            options = IngestOptions(
+                library=library.name,
+                library_type=library.type,
+                collection=collection,
+                classification=job.classification,
+            )
             if job.origin is IngestSource.SOURCE_BUCKET:
                 job = self._copy_from_source(job, options.max_file_bytes)
             self._run_jobs([job], options)

@@ -144,6 +144,7 @@ class IngestJobView(LorekeeperModel):
     source_bucket: str | None
     raw_key: str | None
     origin: IngestSource
+    classification: Classification
     created_at: UtcDatetime
     started_at: UtcDatetime | None
     completed_at: UtcDatetime | None

@@ -521,6 +521,9 @@ class IngestJob(LorekeeperModel):
     title: str | None = Field(default=None, max_length=200, description="The title the caller gave.")
     file_type: str | None = Field(default=None, max_length=200, description="The type the caller declared (MIME).")
     file_size: NonNegativeInt | None = Field(default=None, description="The size the caller declared, in bytes.")
+    classification: Classification = Field(
+        default=Classification.CANON, description="How far the item binds the story (canon, reference, inspiration)."
+    )
     created_at: UtcDatetime = Field(default_factory=utc_now)
     started_at: UtcDatetime | None = None
     completed_at: UtcDatetime | None = Field(default=None, description="When the job ended, successfully or not.")

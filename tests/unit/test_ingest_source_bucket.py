@@ -120,6 +120,7 @@ def test_json_ingest_copies_from_the_source_bucket_and_completes(buckets: Bucket
             "file_size": len(data),
             "source": "library-service",
             "source_ref": "doc-fae-1",
+            "classification": "reference",
         }
         accepted = client.post(f"{API}/ingest", json=body)
         assert accepted.status_code == 202, accepted.text
@@ -149,6 +150,7 @@ def test_json_ingest_copies_from_the_source_bucket_and_completes(buckets: Bucket
             "origin": "source_bucket",
             "library_uid": library,
             "collection_uid": None,
+            "classification": "reference",
         }
         assert {name: job[name] for name in expected} == expected
         assert job["chunks_created"] > 10 and job["concepts_extracted"] > 0
@@ -157,6 +159,7 @@ def test_json_ingest_copies_from_the_source_bucket_and_completes(buckets: Bucket
 
         item = client.get(f"{API}/items/{item_uid}").json()
         assert item["status"] == "ready" and item["title"] == "Fate Accelerated" and item["file_type"] == "markdown"
+        assert item["classification"] == "reference"
         assert (item["source"], item["source_ref"], item["size_bytes"], item["raw_key"]) == (
             "library-service",
             "doc-fae-1",
