@@ -169,7 +169,7 @@ def judge(
             evidence=proposal.evidence,
             resolution_id=resolution_id,
             source=source,
-            ruled_by=proposal.proposed_by or proposal.authority.value,
+            ruled_by=_ruler(proposal),
             depth=(anchors or {}).get(proposal.id),
             review=proposal.review,
         )
@@ -238,6 +238,12 @@ def _before_canon_checks(proposal: ProposedChange, citations: Citations, policy:
             )
         refusal = authority_verdict(proposal, policy)
     return None if refusal is None else _rejected(proposal, refusal)
+
+
+def _ruler(proposal: ProposedChange) -> str:
+    """Who a ruling is: the GM who reviewed the proposal (an extractor's claim the GM accepted), else who
+    proposed it."""
+    return (proposal.review.reviewer if proposal.review else None) or proposal.proposed_by or proposal.authority.value
 
 
 def _rejected(proposal: ProposedChange, why: str, source_fact_ids: Sequence[str] = ()) -> ProposalDecision:

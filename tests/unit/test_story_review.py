@@ -240,3 +240,67 @@ def test_a_review_racing_the_gate_is_judged_with_it_or_not_at_all(story: StorySe
     report = story.end_scene(scene_id)
     assert raced and [(d.proposal_id, d.status) for d in report.decisions] == [(high, ProposalStatus.REJECTED)]
     assert story.graph.run("MATCH (h:Happening) RETURN count(h) AS n") == [{"n": 0}]
+
+
+def test_the_dry_run_asks_the_axiom_judge_when_one_is_bound(story: StoryService) -> None:
+    import json
+
+    from narrator.axioms import LLMAxiomJudge
+    from narrator.engines import EchoEngine
+
+    campaign_id, scene_id, turn_id, _ = _table(story)
+    axiom = story.add_axiom(story.get_campaign(campaign_id).world_id, "The dead do not return.")
+    risen = _extracted(story, scene_id, turn_id, 0.92, title="Old Tam rises from his grave")
+    verdict = {"proposal_id": risen, "axiom_id": axiom.id, "verdict": "breaks", "reason": "Tam is dead"}
+    answer = json.dumps({"verdicts": [verdict]})
+    judge = LLMAxiomJudge(EchoEngine("echo-judge", structured_outputs=[answer, answer]), timeout_s=10)
+    try:
+        story.axiom_judge = judge
+        before = _dump(story)
+        (queued,) = story.reviews.queue(scene_id, ProposalStatus.PENDING)
+        assert _dump(story) == before
+        assert queued.verdict is not None and queued.verdict.unchecked_axioms == []
+        decision = queued.verdict.decision
+        assert decision.status is ProposalStatus.REJECTED
+        assert decision.rationale == "it breaks the world's axioms: 'The dead do not return.': Tam is dead"
+        (ended,) = story.end_scene(scene_id).decisions
+        assert (ended.status, ended.rationale) == (decision.status, decision.rationale)
+    finally:
+        judge.close()
+
+
+def test_the_dry_run_holds_proposals_to_the_rulebook_and_a_reviewed_ruling_is_the_reviewers_house_rule(
+    story: StoryService,
+) -> None:
+    from tests.unit.test_source_check import rulebook
+    from tests.unit.test_source_check import table as goblin_table
+
+    rulebook(story, "Basic Rules")
+    campaign_id, scene_id, goblin, turn_id = goblin_table(story)
+
+    def claimed(hp: int, confidence: float) -> str:
+        return story.propose(
+            scene_id,
+            type="fact",
+            content={"subject_entity_id": goblin, "predicate": "hit points", "value": hp},
+            authority="system",
+            confidence=confidence,
+            turn_id=turn_id,
+            evidence={"turn_ids": [turn_id]},
+            proposed_by="extractor",
+        ).id
+
+    sure, unsure = claimed(30, 0.92), claimed(12, 0.45)
+    verdict = {p.id: p.verdict for p in story.reviews.queue(scene_id)}
+    assert verdict[sure] is not None and verdict[sure].decision.status is ProposalStatus.REJECTED
+    assert "contradicts the rulebook: Goblin — Hit Points 7" in verdict[sure].decision.rationale
+    waiting = verdict[unsure]
+    assert waiting is not None and waiting.awaiting_review and waiting.if_accepted is not None
+    assert waiting.if_accepted.status is ProposalStatus.ACCEPTED and waiting.if_accepted.house_rule  # the GM's word
+
+    story.review(unsure, "gm:anna", action=ReviewAction.ACCEPT, rationale="Our goblins are tougher.")
+    decided = {d.proposal_id: d for d in story.end_scene(scene_id).decisions}
+    assert decided[unsure].status is ProposalStatus.ACCEPTED and decided[unsure].house_rule
+    (rule,) = story.house_rules(campaign_id)
+    assert (rule.field, rule.book_value, rule.ruled_value) == ("hit_points", "7", 12)
+    assert rule.ruled_by == "gm:anna"  # who ruled is the GM who accepted it, not the extractor that proposed it
