@@ -291,7 +291,9 @@ def test_the_dry_run_holds_proposals_to_the_rulebook_and_a_reviewed_ruling_is_th
         ).id
 
     sure, unsure = claimed(30, 0.92), claimed(12, 0.45)
+    before = _dump(story)
     verdict = {p.id: p.verdict for p in story.reviews.queue(scene_id)}
+    assert _dump(story) == before
     assert verdict[sure] is not None and verdict[sure].decision.status is ProposalStatus.REJECTED
     assert "contradicts the rulebook: Goblin — Hit Points 7" in verdict[sure].decision.rationale
     waiting = verdict[unsure]
