@@ -18,6 +18,7 @@ and any proposal that names it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +107,17 @@ class Viewer:
             return False
         return not (set(hidden) & set(_strings(content.model_dump(mode="json"))))
 
+    def names_only_seen(self, text: str | None, state: WorldStateView) -> bool:
+        """Whether every fact and entity ``text`` names by id (a gate's rationale: "it contradicts fact
+        fact_… (plan = '…')") is one this seat sees in ``state``; an id it cannot find there fails closed."""
+        if self.gm or not text:
+            return True
+        named = set(_RECORD_ID.findall(text))
+        if not named:
+            return True
+        seen = self.state(state)
+        return named <= {f.id for f in seen.facts} | {e.id for e in seen.entities}
+
     def hits(
         self,
         hits: Sequence[RecallHit],
@@ -132,6 +144,9 @@ class Viewer:
 
         return [h for h in hits if seen(h)]
 
+
+_RECORD_ID = re.compile(r"\b(?:fact|ent)_[0-9A-Za-z]+")
+"""A fact's or an entity's id, as a text names it."""
 
 TABLE = Viewer()
 """What the whole table sees: public records only (a scene's outcomes in words are written for it)."""

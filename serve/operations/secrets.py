@@ -15,7 +15,9 @@ player's turn is cut by), applied here to every answer that carries the story's 
   out: the filter fails closed);
 * a turn's provenance: the prompt snapshot and the exact prompt text are the GM's (the narrator of a GM's
   turn may have been told what the players may not see), and so are the records recall put into it and the
-  GM's reviews of secret proposals; the book passages (the shared knowledge) stay.
+  GM's reviews; the book passages (the shared knowledge) stay;
+* a decided proposal's rationale, where it names a fact or entity the player may not see (the gate quotes
+  the canon a proposal contradicts): the status stays, the why is withheld.
 
 A scene's outcomes in words are written for the table (public canon only: :mod:`story.scenes`), so a scene
 passes as it is. An answer no rule names passes as it is: the other answers carry no secret record.
@@ -61,7 +63,7 @@ async def redact(call: Call[Any], result: Any) -> Any:
     if isinstance(result, WorldStateView):
         return viewer.state(result)
     if isinstance(result, TurnProvenance):
-        return await _provenance(call, viewer, result)
+        return _provenance(result)
     if isinstance(result, RecallResponse):
         return await _recall(call, viewer, result)
     if isinstance(result, list):
@@ -74,7 +76,10 @@ async def _items(call: Call[Any], viewer: Viewer, items: list[Any]) -> list[Any]
     story, campaign_id = call.ctx.story, call.campaign_id
     hidden: set[str] = set()
     if any(isinstance(r, ProposedChange) for r in items):
-        hidden = viewer.hidden(await call.run(story.state, campaign_id))
+        state = await call.run(story.state, campaign_id)
+        hidden = viewer.hidden(state)
+        # a decision's rationale may quote the canon it was held against ("it contradicts fact … (plan = …)")
+        items = [_told(viewer, r, state) if isinstance(r, ProposedChange) else r for r in items]
     if any(isinstance(r, HouseRule) for r in items):
         state = await call.run(story.state, campaign_id, turn_id=getattr(call.body, "turn_id", None))
         seen_facts = {f.id for f in viewer.state(state).facts}
@@ -92,17 +97,23 @@ async def _items(call: Call[Any], viewer: Viewer, items: list[Any]) -> list[Any]
     return [r for r in items if seen(r)]
 
 
-async def _provenance(call: Call[Any], viewer: Viewer, provenance: TurnProvenance) -> TurnProvenance:
-    """A player's view of a turn's provenance: no prompt, no recalled records, the reviews of the proposals it
-    may see; the book passages stay."""
+def _told(viewer: Viewer, proposal: ProposedChange, state: WorldStateView) -> ProposedChange:
+    """A decided proposal whose rationale names a record the player may not see keeps its status, not its why."""
+    if viewer.names_only_seen(proposal.rationale, state):
+        return proposal
+    why = f"{proposal.status.value} by the gate, against canon this key may not see"
+    return proposal.model_copy(update={"rationale": why})
+
+
+def _provenance(provenance: TurnProvenance) -> TurnProvenance:
+    """A player's view of a turn's provenance: no prompt, no recalled records, no GM's reviews (their
+    rationales are the GM's notes, as in the review queue); the book passages stay."""
     retrievals = [
         r.model_copy(update={"recalled": []}) for r in provenance.retrievals if r.source is RetrievalSource.KNOWLEDGE
     ]
     update: dict[str, Any] = {"prompt": None, "prompt_text": None, "retrievals": retrievals}
-    reviews = getattr(provenance, "reviews", None)
-    if reviews:  # a GM's review may carry the content it edited in: shown only where it is not a secret
-        hidden = viewer.hidden(await call.run(call.ctx.story.state, call.campaign_id))
-        update["reviews"] = [r for r in reviews if r.content is None or viewer.sees_content(r.content, hidden)]
+    if getattr(provenance, "reviews", None):
+        update["reviews"] = []
     return provenance.model_copy(update=update)
 
 

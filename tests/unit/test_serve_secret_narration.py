@@ -291,3 +291,34 @@ def test_a_scenes_outcomes_and_what_its_end_formed_are_the_tables(table: Table) 
     players = (table.ids["hero"], table.ids["rival"])  # the memories formed for the characters their players read
     theirs = [m.text for m in story.memories(table.ids["campaign_id"]) if m.observer_entity_id in players]
     assert not _markers(theirs) & GM_ONLY, theirs
+
+
+def test_a_decisions_rationale_does_not_quote_a_secret_to_a_player(table: Table) -> None:
+    """A player's claim against the GM's hidden plan is rejected by the gate, which quotes the fact it
+    contradicts; the player reads the rejection, not the plan (runs last: it starts a scene)."""
+    gm, hero = table.keys["gm"], table.keys["hero_player"]
+    code, scene = table.doors.call("rest", "start_scene", gm, {"campaign_id": table.ids["campaign_id"]}, {})
+    assert code is None, scene
+    mordecai = next(e.id for e in table.services.story.state(table.ids["campaign_id"]).entities if e.name == "Mordecai")
+    roll = {"expression": "1d20", "rolls": [15], "total": 15, "target": 12}
+    claim = {
+        "type": "fact",
+        "content": {"type": "fact", "subject_entity_id": mordecai, "predicate": "plan", "value": "peace"},
+        "authority": "player",
+        "confidence": 1.0,
+        "resolution": {"method": "dice", "outcome": "success", "roll": roll},
+        "evidence": {"turn_ids": [table.turns["hero_player"]["turn_id"]]},
+    }
+    sid = {"scene_id": scene["id"]}
+    code, proposal = table.doors.call("mcp", "propose_change", hero, sid, claim)
+    assert code is None, proposal
+    code, report = table.doors.call("rest", "commit_scene", gm, sid, {"proposal_ids": [proposal["id"]]})
+    assert code is None and report["decisions"][0]["status"] == "rejected", report
+    code, queue = table.doors.call("rest", "list_proposals", gm, sid, {})
+    assert code is None and "gmplanmarker" in json.dumps(queue)  # the rationale quotes the plan: the test can fail
+    for door in ("rest", "mcp"):
+        for who in PLAYERS:
+            code, queue = table.doors.call(door, "list_proposals", table.keys[who], sid, {})
+            assert code is None, queue
+            (seen,) = [p for p in queue if p["id"] == proposal["id"]]
+            assert seen["status"] == "rejected" and "gmplanmarker" not in json.dumps(queue), (door, who, seen)

@@ -159,3 +159,14 @@ def test_recalled_hits_are_looked_up_and_fail_closed() -> None:
     assert [h.id for h in seen] == ["turn_1", "mem_ada", "fact_public"]
     assert ADA.hits(hits, memories=[], state=None, summaries=[]) == [hits[0]]
     assert Viewer(gm=True).hits(hits, memories=[], state=None, summaries=[]) == hits
+
+
+def test_a_text_naming_records_is_seen_only_when_every_record_it_names_is() -> None:
+    state = _state()
+    said = "it contradicts fact fact_gm (note = 'fact_gm') of gm authority, which outranks player"
+    assert not ADA.names_only_seen(said, state) and Viewer(gm=True).names_only_seen(said, state)
+    assert ADA.names_only_seen("already canon as fact fact_ada", state)
+    assert not TABLE.names_only_seen("already canon as fact fact_ada", state)
+    assert not ADA.names_only_seen("ent_lurk is at ent_ada", state)  # a hidden entity
+    assert not ADA.names_only_seen("fact_elsewhere", state)  # not in the state: fails closed
+    assert ADA.names_only_seen("accepted", state) and ADA.names_only_seen(None, state)
