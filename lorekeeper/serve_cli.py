@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Annotated
 
@@ -9,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from schemas.errors import LorekeeperError
+from schemas.errors import ConfigError, LorekeeperError
 
 keys_app = typer.Typer(help="API keys: campaign-scoped, or admin (libraries, ingest, every campaign).")
 console = Console()
@@ -71,8 +72,6 @@ def _worker_logging() -> dict[str, object]:
 
 
 def _serve_direct(settings, serve_settings, *, eager: bool = False) -> None:  # noqa: ANN001 - lazily imported types
-    import uvicorn
-
     from jobs import stopping
     from serve.app import create_app
     from serve.services import check_binding, open_services
@@ -91,21 +90,47 @@ def _serve_direct(settings, serve_settings, *, eager: bool = False) -> None:  # 
             if warm is not None and not eager:  # listen now; the models load meanwhile (/health: warming)
                 services.warming.start("search", warm)  # after the app's imports, which it would slow down
             console.print(f"Lorekeeper API on http://{serve_settings.api_host}:{serve_settings.api_port} (direct)")
-            config = uvicorn.Config(
-                app,
-                host=serve_settings.api_host,
-                port=serve_settings.api_port,
-                log_level="warning",
-                timeout_graceful_shutdown=GRACE_SECONDS,
-            )
-            server = uvicorn.Server(config)
+            servers = [_uvicorn(app, serve_settings.api_host, serve_settings.api_port)]
+            if serve_settings.mcp_port is not None:  # MCP on a port of its own, in this process
+                from serve.mcp import create_mcp_app
+
+                servers.append(_uvicorn(create_mcp_app(services), serve_settings.api_host, serve_settings.mcp_port))
+                console.print(f"Lorekeeper MCP on http://{serve_settings.api_host}:{serve_settings.mcp_port}/mcp")
+
             # SIGTERM: stop accepting, let in-flight requests finish, close the app (its Ray, the
             # ingest runner) and the stores, exit 0. The handler survives the ingest plugin's ray.init
             # (start_ray reclaims it); uvicorn's own would re-raise the signal after shutdown.
-            stopping.on_sigterm(lambda _signum: setattr(server, "should_exit", True))
-            server.run()
+            def stop(_signum: int) -> None:
+                for server in servers:
+                    server.should_exit = True
+
+            stopping.on_sigterm(stop)
+            if len(servers) == 1:
+                servers[0].run()
+            else:
+                asyncio.run(_serve_all(servers))
     except LorekeeperError as exc:
         raise _fail(exc) from None
+
+
+def _uvicorn(app, host: str, port: int):  # noqa: ANN001, ANN202 - uvicorn is imported lazily
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS)
+    return uvicorn.Server(config)
+
+
+async def _serve_all(servers) -> None:  # noqa: ANN001
+    """The API and MCP servers in one loop; when one stops (a failed bind, SIGTERM), both do."""
+
+    async def one(server) -> None:  # noqa: ANN001
+        try:
+            await server.serve()
+        finally:
+            for other in servers:
+                other.should_exit = True
+
+    await asyncio.gather(*(one(s) for s in servers))
 
 
 def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
@@ -120,6 +145,14 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
     from serve.services import check_binding
     from stores.factory import open_graph_store
 
+    if serve_settings.mcp_port is not None:  # Ray Serve's proxy listens on one port for every route
+        raise _fail(
+            ConfigError(
+                "LOREKEEPER_MCP_PORT",
+                "MCP on a port of its own runs with `lorekeeper serve --direct`; on Ray Serve it is /mcp on the "
+                "API's port (leave LOREKEEPER_MCP_PORT unset)",
+            )
+        )
     # Refuse a public address without keys here, before anything starts, exactly as --direct does;
     # the ingress replicas then check again with these same settings, bound into the application.
     graph = open_graph_store(settings)

@@ -179,6 +179,11 @@ class SentenceTransformerEmbedder:
         self._max_tokens = int(model.max_seq_length or 256)
         return model
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (a health probe embeds with it only then, and never loads it)."""
+        return self._model is not None
+
     def load(self) -> None:
         """Load the model now (an actor's constructor), not on the first batch; with it the ONNX copy
         that embeds small batches, where the config asks for one."""

@@ -164,6 +164,21 @@ class OpenAIEngine:
             raise AnswerTruncated.at("extractor", max_tokens)
         return response.choices[0].message.content or ""
 
+    async def health(self) -> str:
+        """``ok`` when the endpoint lists its models (one short request, no generation).
+
+        Raises:
+            Unavailable: the endpoint does not answer.
+        """
+        import openai
+
+        try:
+            await self._client.models.list()
+        except openai.APIError as exc:
+            reason = f"the model endpoint failed: {type(exc).__name__}"
+            raise Unavailable("narrator", reason, url=self.base_url) from None
+        return "ok"
+
     async def close(self) -> None:
         await self._client.close()
 
@@ -203,6 +218,10 @@ class VLLMEngine:
         self._engine: Any = None
         self._tokenizer: Any = None
         self._lock = asyncio.Lock()
+
+    async def health(self) -> str:
+        """``ok`` once the engine has started, ``idle`` before (it starts on first use)."""
+        return "ok" if self._engine is not None else "idle"
 
     async def _ready(self) -> Any:
         async with self._lock:

@@ -191,6 +191,10 @@ class LocalEngine:
             self.model = self._loaded.name
         return self._loaded
 
+    async def health(self) -> str:
+        """``ok`` once the model is loaded, ``idle`` before (it loads on first use; a probe never loads it)."""
+        return "ok" if self._loaded is not None else "idle"
+
     def _load(self) -> LoadedModel:
         from models.llm import local_model_path
 

@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from schemas.campaign import LibraryPin, check_library_pins
 from schemas.common import AttributeValue, Authority, Confidence, Id
 from schemas.errors import ConfigError
+from schemas.health import Health
 from schemas.model_roles import RESERVED_ENGINES, EngineName, ModelRoles
 from schemas.search import SearchHit
 from schemas.settings import ENV_PREFIX
@@ -113,6 +114,20 @@ class ServeSettings(BaseSettings):
     max_concurrent_turns: int = Field(
         default=64, ge=1, description="Turns one ingress replica narrates at once; more get 429 with Retry-After."
     )
+    mcp_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Serve MCP on this port of its own (lorekeeper serve --direct); unset: /mcp on the API's port.",
+    )
+    mcp_require_key: bool = Field(
+        default=True,
+        description="Whether an MCP caller needs a key; false: a caller without one may use the shared knowledge "
+        "tools (search, library, health) and nothing of a campaign.",
+    )
+    health_timeout_s: float = Field(
+        default=2.0, gt=0.0, le=60.0, description="How long a health probe waits for each part before calling it down."
+    )
 
     narrator_engine: EngineKind = Field(
         default=EngineKind.LOCAL, description="local (the embedded default model), vllm, openai or echo."
@@ -187,6 +202,11 @@ class ServeSettings(BaseSettings):
             raise ConfigError(f"{ENV_PREFIX}NARRATOR_BASE_URL", "engine 'openai' needs the endpoint's base URL")
         if self.extractor_engine is EngineKind.OPENAI and not (self.extractor_base_url or self.narrator_base_url):
             raise ConfigError(f"{ENV_PREFIX}EXTRACTOR_BASE_URL", "engine 'openai' needs the endpoint's base URL")
+        if self.mcp_port is not None and self.mcp_port == self.api_port:
+            raise ConfigError(
+                f"{ENV_PREFIX}MCP_PORT",
+                f"{self.mcp_port} is the API's port: leave it unset to serve MCP at /mcp on the API's port",
+            )
         return self
 
     @property
@@ -277,14 +297,6 @@ class SearchAnswer(BaseModel):
     query: str
     hits: list[SearchHit]
     took_ms: float
-
-
-class Health(BaseModel):
-    """Whether the server and its stores answer."""
-
-    status: str = Field(description="ok or degraded")
-    checks: dict[str, str] = Field(default_factory=dict, description="Each dependency: 'ok', or why not.")
-    search: bool = Field(default=False, description="Whether knowledge search is configured here.")
 
 
 class RetconAnswer(BaseModel):

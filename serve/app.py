@@ -88,7 +88,7 @@ def create_app(
         plugin_lifespan = mount(app, Depends(admin), services.settings)
         if plugin_lifespan is not None:
             extra_lifespans.append(plugin_lifespan)
-    if mcp:
+    if mcp and services.serve.mcp_port is None:  # else MCP has a port of its own (serve.mcp.create_mcp_app)
         from serve.mcp import mount_mcp
 
         extra_lifespans.append(mount_mcp(app, services))

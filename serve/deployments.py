@@ -44,6 +44,7 @@ from ray.serve.config import RequestRouterConfig
 from ray.serve.handle import DeploymentHandle
 
 from narrator.engines import Message, NarratorEngine, build_engine
+from schemas.health import HealthStatus
 from schemas.model_roles import Seat
 from schemas.recall import RecallHit, RecallKind, RecallRecord
 from schemas.search import SearchFilters, SearchHit
@@ -51,6 +52,7 @@ from schemas.serving import ServeSettings, get_serve_settings
 from schemas.settings import Settings, VectorBackend, get_settings
 from schemas.story import GateReport
 from search.metrics import SEARCH_DURATION
+from serve.health import BlockingProbe, Outcome
 from serve.seats import EngineFactory, EngineSet
 from story.lineage import Lineage
 from story.recall_index import RecallIndex
@@ -175,6 +177,11 @@ class NarratorReplica:
     def model_name(self) -> str:
         return self.model
 
+    async def health(self) -> str:
+        """The engine's own health (``ok``, or ``idle`` for a model not loaded yet)."""
+        check = getattr(self.engine, "health", None)
+        return str(await check()) if check is not None else "ok"
+
     def placement(self) -> str:
         """Which replica answered (routed like a turn of the request's campaign): for operators and tests."""
         return str(serve.get_replica_context().replica_id.unique_id)
@@ -200,6 +207,12 @@ class SearchReplica:
         self, query: str, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
     ) -> list[SearchHit]:
         return self.searcher.search(query, filters=filters, limit=limit, rerank=rerank)
+
+    def probe(self, part: str) -> tuple[str, str | None]:
+        """One health probe of what this replica stands on (``text``, ``vectors``, ``embedding``), for
+        :meth:`RemoteSearch.probes`: the status and its detail; raises when the part is down."""
+        status, detail = self.searcher.probes()[part]()
+        return status.value, detail
 
     # the memory index, for RemoteRecallIndex
 
@@ -311,6 +324,18 @@ class RemoteSearch:
         # own /metrics, kept out of Ray's export where the replica's own timing is.
         SEARCH_DURATION.labels(search_type="hybrid").observe(time.perf_counter() - started, export=False)
         return hits
+
+    def probes(self) -> dict[str, BlockingProbe]:
+        """The health probes of the Search replica's indexes and model, each asked of the replica."""
+
+        def remote(part: str) -> BlockingProbe:
+            def probe() -> Outcome:
+                status, detail = self.handle.probe.remote(part).result()
+                return HealthStatus(status), detail
+
+            return probe
+
+        return {part: remote(part) for part in ("text", "vectors", "embedding")}
 
 
 class RemoteRecallIndex(RecallIndex):

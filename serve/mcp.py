@@ -5,17 +5,21 @@ operation's ids and request fields are its tool's arguments, and the tool calls 
 :func:`~serve.operations.invoke` as the REST route, so its access rule, defaults and errors are the
 REST door's (an error is the tool's error message ``code: message``, with REST's code). The few REST
 routes without a tool are listed in :data:`serve.operations.REST_ONLY_ROUTES` with their reasons.
-Resources: ``lorekeeper://library-types`` and ``lorekeeper://libraries``.
+Resources: ``lorekeeper://library-types`` (each type's chunking defaults) and ``lorekeeper://libraries``
+(the ``list_libraries`` answer, with counts). ``/mcp/health`` beside the endpoint answers the health
+check without a key, like ``/health``.
 
 Auth is the REST API's: the same ``Authorization: Bearer KEY``, checked before a request reaches the
-MCP session. Every call is logged at debug level (``mcp_tool_called`` with its arguments,
+MCP session; with ``LOREKEEPER_MCP_REQUIRE_KEY=false`` a caller without a key is served as a key of no
+campaign (the shared knowledge: search, library, health). MCP is mounted at ``/mcp`` on the API's
+port, or served on a port of its own (``LOREKEEPER_MCP_PORT``, :func:`create_mcp_app`).
+Every call is logged at debug level (``mcp_tool_called`` with its arguments,
 ``mcp_tool_response`` with sizes and durations; docs/ingest-events.md) and counted
 (``lorekeeper_mcp_tool_invocations_total{tool,status}``, ``lorekeeper_mcp_tool_duration_seconds{tool}``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import time
@@ -37,13 +41,16 @@ from schemas.knowledge import CHUNKING_DEFAULTS, LibraryType
 from schemas.text import RecordId
 from serve.auth import Principal, Unauthorized
 from serve.metrics import MCP_CALLS, MCP_DURATION
-from serve.operations import OPERATIONS, Operation, invoke
+from serve.operations import OPERATIONS, Empty, Operation, invoke
 from serve.services import Services
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 _PRINCIPAL = "lorekeeper.principal"
+
+KEYLESS = Principal(key_id="keyless")
+"""An MCP caller without a key where ``LOREKEEPER_MCP_REQUIRE_KEY`` is false: a key of no campaign."""
 
 
 def _caller(ctx: Context[Any, Any, Any]) -> Principal:
@@ -213,14 +220,15 @@ def _resources(server: FastMCP[Any], services: Services) -> None:
 
     @server.resource("lorekeeper://library-types", mime_type="application/json")
     def library_types() -> str:
-        """Library types and the chunking defaults each carries."""
+        """Library types and the chunking defaults each carries (a library may override them)."""
         return json.dumps({t.value: CHUNKING_DEFAULTS[t].model_dump(mode="json") for t in LibraryType})
 
     @server.resource("lorekeeper://libraries", mime_type="application/json")
     async def libraries() -> str:
-        """The libraries of this server."""
-        found = await asyncio.to_thread(services.catalog.list_libraries)
-        return json.dumps([lib.model_dump(mode="json") for lib in found])
+        """The libraries of this server, with their item, chunk and concept counts (as ``list_libraries``)."""
+        op = OPERATIONS["list_libraries"]  # the shared knowledge: the caller passed the door's key check
+        found = await invoke(op, services, KEYLESS, {}, Empty())
+        return json.dumps(TypeAdapter(op.output).dump_python(found, mode="json"))
 
 
 class _Authenticated:
@@ -238,7 +246,7 @@ class _Authenticated:
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
         key = token.strip() if scheme.lower() == "bearer" else ""
         try:
-            principal = await self.services.authenticate(key or None)
+            principal = await self._principal(key or None)
         except LorekeeperError as exc:
             from fastapi.responses import JSONResponse
 
@@ -248,14 +256,32 @@ class _Authenticated:
         scope[_PRINCIPAL] = principal
         await self.app(scope, receive, send)
 
+    async def _principal(self, key: str | None) -> Principal:
+        try:
+            return await self.services.authenticate(key)
+        except Unauthorized:
+            if key is None and not self.services.serve.mcp_require_key:
+                return KEYLESS  # no key, and none required: the shared knowledge only
+            raise
+
 
 def mount_mcp(app: FastAPI, services: Services) -> Callable[[FastAPI], Any]:
-    """Mount the MCP server at ``/mcp``; returns the lifespan that runs its session manager."""
+    """Mount the MCP server at ``/mcp`` and its health check at ``/mcp/health``; returns the lifespan that
+    runs its session manager."""
+    from fastapi.responses import JSONResponse
+    from starlette.requests import Request
+    from starlette.responses import Response
     from starlette.routing import Route
+
+    async def health(_: Request) -> Response:
+        """The health check (no key), as ``/health``: 503 when any part is down."""
+        found = await services.health()
+        return JSONResponse(found.model_dump(mode="json"), status_code=200 if found.status == "ok" else 503)
 
     server = build_mcp(services, protect_hosts=services.open)
     # A route, not a mount: "/mcp" itself answers (a mount would redirect it to "/mcp/").
     endpoint = _Authenticated(server.streamable_http_app(), services)
+    app.router.routes.append(Route("/mcp/health", endpoint=health, methods=["GET"]))
     app.router.routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
 
     @asynccontextmanager
@@ -264,3 +290,11 @@ def mount_mcp(app: FastAPI, services: Services) -> Callable[[FastAPI], Any]:
             yield
 
     return lifespan
+
+
+def create_mcp_app(services: Services) -> FastAPI:
+    """MCP on a port of its own (``LOREKEEPER_MCP_PORT``): ``/mcp`` and ``/mcp/health`` over the API's services
+    and keys; the API then leaves ``/mcp`` out (:func:`serve.app.create_app`)."""
+    app = FastAPI(title="Lorekeeper MCP", openapi_url=None, docs_url=None, redoc_url=None)
+    app.router.lifespan_context = mount_mcp(app, services)
+    return app

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
@@ -29,14 +30,17 @@ import structlog
 from models.embedding import Embedder
 from narrator.engines import NarratorEngine, build_engine
 from narrator.turn import SearchBackend, TurnFlow
-from schemas.errors import ConfigError, InvalidRequest, LorekeeperError
+from schemas.errors import ConfigError, InvalidRequest
+from schemas.health import Health
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings
 from schemas.settings import Settings
 from schemas.story import GateReport
 from serve.auth import OPEN, ApiKeys, Principal
+from serve.health import BlockingProbe, HealthProbes, embedding_probe, engine_probe, logged, overall, store_probe
 from serve.seats import EngineFactory, NamedNarrators, open_story, turn_engines
 from serve.warming import Warming
+from stores.blob.base import BlobStore
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store
 from stores.source_facts import SourceFactStore
@@ -74,6 +78,15 @@ class LocalSearch:
         load = getattr(self.searcher, "load", None)
         if load is not None:
             load()
+
+    def probes(self) -> dict[str, BlockingProbe]:
+        """The health probes of what search stands on: the full-text and vector indexes, the embedding model."""
+        s = self.searcher
+        return {
+            "text": store_probe(s.text),
+            "vectors": store_probe(s.vectors),
+            "embedding": embedding_probe(s.embedder),
+        }
 
     def search(
         self, query: str, *, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
@@ -212,6 +225,9 @@ class Services:
     capacity: Capacity
     open: bool = False
     """True when the API runs without keys (loopback only)."""
+    source_blobs: BlobStore | None = None
+    """The bucket ingest copies from (``LOREKEEPER_SOURCE_BLOB_URL``), when one is set: probed by health."""
+    probes: HealthProbes | None = None
     warming: Warming = field(default_factory=Warming)
     """What is still loading in the background (``/health`` lists it; ready once empty)."""
 
@@ -234,15 +250,34 @@ class Services:
         """The library's rulebook facts (what the knowledge operations read)."""
         return SourceFactStore(self.catalog.graph)
 
-    async def health(self) -> dict[str, str]:
-        """Each dependency that answers: ``"ok"``, or why not."""
-        checks: dict[str, str] = {}
-        try:
-            await self.run(self.story.graph.run, "RETURN 1 AS ok")
-            checks["graph"] = "ok"
-        except LorekeeperError as exc:
-            checks["graph"] = exc.client_message
-        return checks
+    async def health(self) -> Health:
+        """Every part this server stands on, probed at once, each within ``LOREKEEPER_HEALTH_TIMEOUT_S``: the
+        graph, the blob store, the source bucket (when set), the full-text and vector indexes and the
+        embedding model (where search runs: here, or the Search deployment), and the narrator engine.
+        Logged as ``mcp_health_check``."""
+        started = time.perf_counter()
+        if self.probes is None:
+            self.probes = HealthProbes(self.serve.health_timeout_s)
+        blocking = {"graph": store_probe(self.story.graph), "blob": store_probe(self.story.blobs)}
+        off: tuple[str, ...] = ()
+        if self.source_blobs is not None:
+            blocking["source_blob"] = store_probe(self.source_blobs)
+        else:
+            off += ("source_blob",)
+        search_probes = getattr(self.search, "probes", None)
+        if search_probes is not None:
+            blocking.update(search_probes())
+        else:
+            off += ("text", "vectors", "embedding")
+        # whether keyless callers are served is asked of the graph too, so it is bounded the same way: a graph
+        # that is down or slow (the checks say so) reports closed, never open
+        checks, is_open = await asyncio.gather(
+            self.probes.check(blocking, {"narrator": engine_probe(self.narrator.default)}, off),
+            self.probes.value("open", lambda: self.open and not self.keys.any_configured(), False),
+        )
+        took = round((time.perf_counter() - started) * 1000, 2)
+        searching = self.search is not None
+        return logged(Health(status=overall(checks), checks=checks, search=searching, open=is_open, took_ms=took))
 
     async def run(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Run a blocking store call off the event loop."""

@@ -1,6 +1,6 @@
 """Every use case of the API once: typed, transport-free operations with their access rules as data.
 
-One module per family (:mod:`~serve.operations.knowledge` — search, library, health —,
+One module per family (:mod:`~serve.operations.knowledge` — search, health —, :mod:`~serve.operations.library`,
 :mod:`~serve.operations.campaigns`, :mod:`~serve.operations.turns`, :mod:`~serve.operations.timeline`,
 :mod:`~serve.operations.scenes` — scenes, the gate, rulings —, :mod:`~serve.operations.memory`,
 :mod:`~serve.operations.keys`). :data:`OPERATIONS` is the table the REST routes
@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from serve.auth import Principal
-from serve.operations import campaigns, keys, knowledge, memory, models, scenes, timeline, turns
+from serve.operations import campaigns, keys, knowledge, library, memory, models, scenes, timeline, turns
 from serve.operations.access import authorize, visible
 from serve.operations.base import Access, Call, Empty, On, Operation, Rest, Role, table
 from serve.services import Services
@@ -51,7 +51,7 @@ __all__ = [
     "stream",
 ]
 
-_ = (campaigns, keys, knowledge, memory, models, scenes, timeline, turns)  # imported for their operations
+_ = (campaigns, keys, knowledge, library, memory, models, scenes, timeline, turns)  # imported for their operations
 
 
 async def invoke(op: Operation, ctx: Services, caller: Principal, ids: dict[str, str], body: BaseModel) -> Any:
