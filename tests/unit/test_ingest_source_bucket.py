@@ -3,9 +3,9 @@
 Two nanio servers: the product's bucket (the session's server) and the source bucket (one started here, with
 other credentials). A real corpus file placed in the source bucket is ingested through the JSON body on local
 Ray; the job document is checked field by field, the copy in the product's layout byte for byte, and the
-endpoint's and the copy's events in the structured log. A missing key, a size that disagrees, and a read the
-source refuses each fail the job with the reason and leave nothing behind; the refused job, retried once the
-credentials are right, completes without duplicates.
+endpoint's and the copy's events in the structured log. A missing key, a size that disagrees, a read the
+source refuses and a copy the product's bucket cannot take each fail the job with the reason and leave nothing
+behind; the refused job, retried once the credentials are right, completes without duplicates.
 """
 
 from __future__ import annotations
@@ -252,6 +252,21 @@ def test_missing_resized_and_refused_objects_fail_the_job_and_a_retry_completes_
     assert failed["s3_key"] == "in/rules.pdf" and failed["retry_count"] == 0 and "refused" in failed["error"]
     assert not _events(logs, "s3_cross_bucket_copy_start")
 
+    # A copy the product's bucket cannot take (the bucket is gone): the job fails naming it, nothing is kept.
+    with capture_logs() as logs, _client(good, tmp_path, runner=False) as client:
+        note_job = {"library_uid": library, "s3_key": "in/gone.md", "file_size": len(note), "source_ref": "doc-2"}
+        uncopied_id = client.post(f"{API}/ingest", json=note_job).json()["job_id"]
+        drop_s3_buckets(buckets.product, [buckets.product_bucket])
+        client.app.state.ingest.runner.start()  # type: ignore[attr-defined]
+        uncopied = _wait(client, uncopied_id)
+        buckets.product.ensure_bucket()
+        assert uncopied["status"] == "failed" and "bucket does not exist" in uncopied["error"], uncopied["error"]
+        _nothing_written(client, buckets)
+    copy_failed = _one(logs, "s3_cross_bucket_copy_failed", job_id=uncopied_id)
+    assert (copy_failed["source_bucket"], copy_failed["source_key"]) == (buckets.source_bucket, "in/gone.md")
+    assert "bucket does not exist" in copy_failed["error"]
+    assert not _events(logs, "s3_cross_bucket_copy_complete")
+
     # At the door: a missing key (404), a size that disagrees (400), a type that disagrees with the name (400).
     with _client(good, tmp_path, runner=False) as client:
         missing = client.post(f"{API}/ingest", json={**body, "s3_key": "in/nothing.md"})
@@ -262,7 +277,7 @@ def test_missing_resized_and_refused_objects_fail_the_job_and_a_retry_completes_
             f"{API}/ingest", json={"library_uid": library, "s3_key": "in/gone.md", "file_type": "application/pdf"}
         )
         assert typed.status_code == 400 and "file_type" in typed.json()["message"]
-        assert [j["job_id"] for j in client.get(f"{API}/jobs").json()] == [refused_id]
+        assert [j["job_id"] for j in client.get(f"{API}/jobs").json()] == [uncopied_id, refused_id]
         # Accepted, then the object goes away or changes before the job runs.
         size = {"file_size": len(note), "library_uid": library, "source": "library-service"}
         gone_id = client.post(f"{API}/ingest", json={**size, "s3_key": "in/gone.md"}).json()["job_id"]
@@ -277,7 +292,7 @@ def test_missing_resized_and_refused_objects_fail_the_job_and_a_retry_completes_
         assert resized["status"] == "failed" and f"but file_size says {len(note)}" in resized["error"]
         _nothing_written(client, buckets)
         listed = {j["job_id"] for j in client.get(f"{API}/jobs", params={"status": "failed"}).json()}
-        assert listed == {refused_id, gone_id, resized_id}
+        assert listed == {refused_id, uncopied_id, gone_id, resized_id}
 
         # The credentials are right now: the refused job, retried, completes once.
         retried = client.post(f"{API}/jobs/{refused_id}/retry")
