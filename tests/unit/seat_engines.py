@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,13 @@ class ScriptedEngine(EchoEngine):
         super().__init__(model)
         self.forbidden = forbidden.lower()
         self.names = names
+
+    async def stream(
+        self, messages: list[Message], *, max_tokens: int, temperature: float, seed: int | None = None
+    ) -> AsyncIterator[str]:
+        yield f"[{self.model}]"  # who narrated, in the narration itself
+        async for piece in super().stream(messages, max_tokens=max_tokens, temperature=temperature, seed=seed):
+            yield " " + piece if not piece.startswith(" ") else piece
 
     async def structured(self, messages: list[Message], *, schema: dict[str, Any], max_tokens: int) -> str:
         self.calls.append(messages)

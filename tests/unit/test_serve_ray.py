@@ -27,7 +27,11 @@ def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     settings = load_settings(data_dir=Path(tmp_path_factory.mktemp("served")))
     # every model seat configured, and bound to a test's engines the way production binds build_engine
-    serve_settings = ServeSettings(narrator_model="echo-on-ray", extractor_engine=EngineKind.ECHO)
+    serve_settings = ServeSettings(
+        narrator_model="echo-on-ray",
+        extractor_engine=EngineKind.ECHO,
+        engines={"second": {"kind": "echo", "model": "second-model"}},  # a campaign may name it (model roles)
+    )
     config = AppConfig(
         plugins=[],
         narrator=DeploymentConfig(num_replicas=2, num_cpus=0.5),
@@ -92,6 +96,19 @@ def test_on_ray_the_model_extracts_judges_an_axiom_broken_and_summarises(app_url
         assert "No dragon lives here." in decision["rationale"] and report["unchecked_axioms"] == []
         summaries = http.get(f"/api/v1/campaigns/{campaign}/summaries").json()
         assert [s["text"] for s in summaries] == [SCRIPTED_SUMMARY]
+
+
+def test_on_ray_a_campaign_narrates_on_the_engine_its_model_roles_name(app_url: str) -> None:
+    """The Narrator replicas build the named engine a campaign chose; other campaigns keep the deployment's."""
+    with httpx.Client(base_url=app_url, timeout=120) as http:
+        world = http.post("/api/v1/worlds", json={"name": "Roles"}).json()
+        body = {"world_id": world["id"], "name": "Named", "profile": {"genre": "mystery"}}
+        named = http.post("/api/v1/campaigns", json=body | {"model_roles": {"narrator": "second"}}).json()["id"]
+        plain = http.post("/api/v1/campaigns", json=body).json()["id"]
+        turn = http.post(f"/api/v1/campaigns/{named}/turns", json={"text": "I knock."}).json()
+        assert turn["narration"].startswith("[second-model]") and turn["generation"]["model"] == "second-model"
+        turn = http.post(f"/api/v1/campaigns/{plain}/turns", json={"text": "I knock."}).json()
+        assert turn["narration"].startswith("[echo-on-ray]") and turn["generation"]["model"] == "echo-on-ray"
 
 
 def test_a_campaign_stays_on_one_narrator_replica(app_url: str) -> None:
