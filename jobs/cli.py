@@ -366,6 +366,10 @@ app = typer.Typer(
 def main(
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "WARNING",
     log_json: Annotated[bool, typer.Option("--log-json", help="Logs as JSON lines.")] = False,
+    log_dir: Annotated[
+        str | None,
+        typer.Option(help="Also write JSON lines to DIR/<host>-<pid>.jsonl, one file per process (Ray workers too)."),
+    ] = None,
 ) -> None:
     """Lorekeeper ingestion jobs (the Ray Job entrypoint)."""
     # A callback keeps `ingest` a subcommand: with one command and none, Typer would make the app that
@@ -373,7 +377,7 @@ def main(
     # logs as `lorekeeper` does; the stage actors then log the same way (schemas.logs).
     from schemas.logs import LogConfig, apply
 
-    apply(LogConfig(level=log_level, json_lines=log_json))
+    apply(LogConfig(level=log_level, json_lines=log_json, directory=log_dir))
 
 
 app.command("ingest")(ingest)

@@ -77,10 +77,14 @@ err_console = Console(stderr=True)
 def main(
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "WARNING",
     log_json: Annotated[bool, typer.Option("--log-json", help="Logs as JSON lines.")] = False,
+    log_dir: Annotated[
+        str | None,
+        typer.Option(help="Also write JSON lines to DIR/<host>-<pid>.jsonl, one file per process (Ray workers too)."),
+    ] = None,
 ) -> None:
     from lorekeeper.logs import configure_logging
 
-    configure_logging(log_level, json=log_json)
+    configure_logging(log_level, json=log_json, directory=log_dir)
 
 
 def _settings():  # noqa: ANN202 - the Settings type is imported lazily

@@ -76,8 +76,9 @@ def test_the_ray_job_entrypoint_configures_the_same_logs(tmp_path: Path) -> None
 
     from jobs.cli import app
 
-    arguments = ["--log-json", "--log-level", "INFO", "ingest", str(tmp_path / "none"), "--library", "x"]
+    logs = str(tmp_path / "logs")
+    arguments = ["--log-json", "--log-level", "INFO", "--log-dir", logs, "ingest", str(tmp_path / "no"), "--library=x"]
     result = CliRunner().invoke(app, arguments)
     assert result.exit_code != 0  # no such path: the options were taken all the same
-    assert schemas.logs.applied() == schemas.logs.LogConfig(level="INFO", json_lines=True)
+    assert schemas.logs.applied() == schemas.logs.LogConfig(level="INFO", json_lines=True, directory=logs)
     assert schemas.logs.worker_setup_hook() is not None
