@@ -42,7 +42,8 @@ from serve.seats import EngineFactory, NamedNarrators, open_story, turn_engines
 from serve.warming import Warming
 from stores.blob.base import BlobStore
 from stores.catalog import Catalog
-from stores.factory import open_blob_store, open_graph_store
+from stores.factory import open_blob_store, open_graph_store, open_source_blob_store
+from stores.graph.base import GraphStore
 from stores.source_facts import SourceFactStore
 from story.recall_index import RecallIndex
 from story.service import StoryService
@@ -299,6 +300,19 @@ def close_engine(engine: NarratorEngine) -> None:
     closer.join(timeout=60)
 
 
+def _stores(settings: Settings, stack: ExitStack) -> tuple[GraphStore, BlobStore, BlobStore | None]:
+    """The graph, the blob store and the source bucket (``LOREKEEPER_SOURCE_BLOB_URL``, when set: health probes
+    it), each closed with the stack."""
+    graph = open_graph_store(settings)
+    stack.callback(graph.close)
+    blobs = open_blob_store(settings)
+    stack.callback(blobs.close)
+    source = open_source_blob_store(settings)
+    if source is not None:
+        stack.callback(source.close)
+    return graph, blobs, source
+
+
 def check_binding(serve: ServeSettings, keys: ApiKeys) -> bool:
     """Whether the API may run open; refuse to serve a non-loopback address without keys.
 
@@ -347,10 +361,7 @@ def open_services(
     answers through blocking calls (the Ray ingress) runs it itself, off the loop.
     """
     with ExitStack() as stack:
-        graph = open_graph_store(settings)
-        stack.callback(graph.close)
-        blobs = open_blob_store(settings)
-        stack.callback(blobs.close)
+        graph, blobs, source_blobs = _stores(settings, stack)
         embedder: SharedQueries | None = None
         if search is None and with_search:
             from search.service import open_searcher
@@ -400,4 +411,5 @@ def open_services(
             narrator=narrator,
             flow=flow,
             capacity=Capacity(serve.max_concurrent_turns),
+            source_blobs=source_blobs,
         )

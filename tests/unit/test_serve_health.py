@@ -217,3 +217,27 @@ def test_ray_serve_refuses_an_mcp_port_of_its_own(monkeypatch: pytest.MonkeyPatc
     finally:
         get_serve_settings.cache_clear()
     assert result.exit_code == 2 and "LOREKEEPER_MCP_PORT" in result.output + str(result.stderr), result.output
+
+
+def test_the_source_bucket_is_probed_when_one_is_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    from schemas.settings import get_settings
+    from serve.app import create_app
+
+    monkeypatch.setenv("LOREKEEPER_SOURCE_BLOB_URL", f"file://{tmp_path / 'library-service'}")
+    get_settings.cache_clear()
+    with api_services() as services, running(create_app(services)) as url:
+        check = httpx.get(f"{url}/health", timeout=10).json()["checks"]["source_blob"]
+    assert check["status"] == "ok" and check["latency_ms"] >= 0
+    # a source bucket whose server is not there: down with the store's reason, the server degraded
+    monkeypatch.setenv("LOREKEEPER_SOURCE_BLOB_URL", "s3://library-service?endpoint=http://127.0.0.1:9")
+    monkeypatch.setenv("LOREKEEPER_SOURCE_BLOB_ACCESS_KEY", "reader")
+    monkeypatch.setenv("LOREKEEPER_SOURCE_BLOB_SECRET_KEY", "reader-secret")
+    monkeypatch.setenv("LOREKEEPER_STORE_TIMEOUT_S", "1")
+    get_settings.cache_clear()
+    with api_services() as services, running(create_app(services)) as url:
+        answer = httpx.get(f"{url}/health", timeout=10)
+    body = answer.json()
+    assert answer.status_code == 503 and body["status"] == "degraded"
+    assert body["checks"]["source_blob"]["status"] == "down" and body["checks"]["source_blob"]["detail"]
+    assert "127.0.0.1" not in body["checks"]["source_blob"]["detail"]  # never where a store lives
+    assert {k for k, v in _statuses(body).items() if v == "down"} == {"source_blob"}
