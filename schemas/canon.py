@@ -31,6 +31,7 @@ __all__ = [
     "Entity",
     "Evidence",
     "Fact",
+    "Happening",
     "Relationship",
     "RelationshipStatus",
     "StoryThread",
@@ -61,6 +62,9 @@ class Entity(LorekeeperModel):
     )
     created_turn_id: Id | None = Field(default=None, description="Turn it entered the story.")
     visibility: Visibility | None = Field(default=None, description="Who at the table may see it; unset: public.")
+    canon_level: CanonLevel = Field(
+        default=CanonLevel.CANON, description="'retconned': it never was, on this branch (it stays in the record)."
+    )
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
 
@@ -149,6 +153,9 @@ class Relationship(LorekeeperModel):
     since_turn_id: Id | None = None
     until_turn_id: Id | None = None
     visibility: Visibility | None = Field(default=None, description="Who at the table may see it; unset: public.")
+    canon_level: CanonLevel = Field(
+        default=CanonLevel.CANON, description="'retconned': it never was, on this branch (it stays in the record)."
+    )
 
     @model_validator(mode="after")
     def _check_span(self) -> Self:
@@ -187,6 +194,21 @@ class StoryThread(LorekeeperModel):
         return self
 
 
+class Happening(LorekeeperModel):
+    """Something that happened in the world (a battle, a coronation): narrative canon, as of a position."""
+
+    id: Id = default_id("hap")
+    title: Name
+    description: Text | None = None
+    participant_entity_ids: list[Id] = Field(default_factory=list)
+    location_entity_id: Id | None = None
+    turn_id: Id | None = Field(default=None, description="The turn it is anchored at.")
+    status: FactStatus = Field(default=FactStatus.ACTIVE, description="'superseded' once retconned.")
+    canon_level: CanonLevel = Field(default=CanonLevel.CANON, description="'retconned': it never happened.")
+    replaces: Id | None = Field(default=None, description="The happening this one is the retold version of.")
+    superseded_by: Id | None = Field(default=None, description="The happening that retells it, when retconned.")
+
+
 class WorldStateView(LorekeeperModel):
     """The world as of one position in the story tree: what was true then, on that branch."""
 
@@ -197,6 +219,9 @@ class WorldStateView(LorekeeperModel):
     facts: list[Fact] = Field(default_factory=list, description="Every fact, current or not (see status).")
     relationships: list[Relationship] = Field(default_factory=list)
     threads: list[StoryThread] = Field(default_factory=list)
+    happenings: list[Happening] = Field(
+        default_factory=list, description="What happened on this line up to the position, oldest first (see status)."
+    )
     locations: dict[str, Id] = Field(default_factory=dict, description="Entity id -> the location it is at.")
     holders: dict[str, Id] = Field(default_factory=dict, description="Item id -> the entity holding it.")
     active_scene_id: Id | None = None

@@ -16,7 +16,7 @@ branch forked at the end turn before the end never recalls it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -31,6 +31,7 @@ from stores.catalog import from_props
 from story import cypher
 from story.core import StoryCore
 from story.errors import RecallUnavailable
+from story.outcomes import canon_marks, outcome_canon
 from story.recall_index import RecallIndex
 
 log = structlog.get_logger(__name__)
@@ -212,13 +213,27 @@ def summary_record(
     )
 
 
-def outcome_records(scene: Scene, anchor: Turn, end: SceneEnd | None = None) -> list[RecallRecord]:
+def outcome_records(
+    scene: Scene,
+    anchor: Turn,
+    end: SceneEnd | None = None,
+    *,
+    canon: Sequence[Sequence[str]] = (),
+    retconned: Set[str] = frozenset(),
+) -> list[RecallRecord]:
     """A record per canon outcome an end of a scene made (what became true, in words), placed at the
-    ``end`` (its outcomes only); without one, every outcome of the scene at ``anchor``."""
+    ``end`` (its outcomes only); without one, every outcome of the scene at ``anchor``. ``canon``: the canon
+    ids beside each outcome (:func:`story.outcomes.outcome_canon`), carried as the record's ``ref``; an outcome
+    whose canon is all ``retconned`` is left out (a retcon takes it out of recall)."""
     participants = list(scene.participant_entity_ids)
     first, last = end.outcomes if end else (0, len(scene.canonical_outcomes))
-    return [
-        _anchored(
+    made = [list(ids) for ids in canon]
+    out = []
+    for i in range(first, min(last, len(scene.canonical_outcomes))):
+        ids = made[i] if i < len(made) else []
+        if ids and all(x in retconned for x in ids):
+            continue
+        record = _anchored(
             anchor,
             end,
             id=f"{scene.id}#canon{i}",
@@ -229,8 +244,8 @@ def outcome_records(scene: Scene, anchor: Turn, end: SceneEnd | None = None) -> 
             text=scene.canonical_outcomes[i],
             salience=0.8,
         )
-        for i in range(first, min(last, len(scene.canonical_outcomes)))
-    ]
+        out.append(record.model_copy(update={"ref": " ".join(ids)}) if ids else record)
+    return out
 
 
 class Recollection:
@@ -360,8 +375,13 @@ class Recollection:
                 scene = scenes.get(summary.scene_id) if summary.scene_id else None
                 end = formed_at(ends, summary.anchor_turn_id, summary.created_at, row.get("seq"))
                 records.append(summary_record(summary, turns[summary.anchor_turn_id], scene, end))
+        marks = canon_marks(self.core.graph, campaign_id, turns)  # what retcons took out and put in
+        rows_by_id = {str(row.get("id")): row for row in scene_rows}
         for end in ends:
-            records.extend(outcome_records(scenes[end.scene_id], turns[end.end_turn_id], end))
+            scene = scenes[end.scene_id]
+            made = outcome_canon(rows_by_id[end.scene_id], len(scene.canonical_outcomes))
+            records.extend(outcome_records(scene, turns[end.end_turn_id], end, canon=made, retconned=marks.retconned))
+        records.extend(marks.records)
         return records
 
     def rebuild(self, campaign_id: str, *, batch_size: int = 256, unreadable: Unreadable | None = None) -> int:

@@ -36,7 +36,12 @@ class Rule(StrEnum):
     THREAD_NOT_OPEN = "thread_not_open"
     NOT_NUMERIC = "not_numeric"  # incrementing an attribute that holds no number
     SCENE_NOT_ACTIVE = "scene_not_active"  # ending a scene that is not the active one here
+    UNKNOWN_RECORD = "unknown_record"  # retconning a happening or relationship that does not exist here
+    RECORD_NOT_CURRENT = "record_not_current"  # retconning a record already retconned
 
+
+RETCONNED = "retconned"
+"""The canon level of a record that never was (schemas.common.CanonLevel.RETCONNED)."""
 
 #: Kinds of entity something can be *in*.
 PLACE_KINDS = frozenset({EntityKind.LOCATION.value, EntityKind.STRUCTURE.value, EntityKind.VEHICLE.value})
@@ -109,6 +114,9 @@ class _Problems:
             return True
         if entity_id not in self.ents:
             self.add(Rule.UNKNOWN_ENTITY, f"{role} {entity_id!r} does not exist on this branch at this point")
+            return False
+        if self.ents[entity_id].get("canon_level") == RETCONNED:
+            self.add(Rule.UNKNOWN_ENTITY, f"{role} {entity_id!r} was retconned on this branch: it never was")
             return False
         return True
 
@@ -222,8 +230,9 @@ def _story_problems(p: _Problems, e: dict[str, Any]) -> None:
         p.need(e["target_entity_id"], "target")
     elif kind == "relationship_ended":
         rel = state.relationships.get(e["relationship_id"])
-        if rel is None or rel["status"] != RelationshipStatus.ACTIVE.value:
+        if rel is None or rel["status"] != RelationshipStatus.ACTIVE.value or rel.get("canon_level") == RETCONNED:
             why = "does not exist here" if rel is None else "has already ended"
+            why = "was retconned" if rel is not None and rel.get("canon_level") == RETCONNED else why
             p.add(Rule.RELATIONSHIP_NOT_ACTIVE, f"relationship {e['relationship_id']!r} {why}")
     elif kind == "thread_opened":
         if e["thread_id"] in state.threads:
@@ -252,6 +261,23 @@ def _story_problems(p: _Problems, e: dict[str, Any]) -> None:
         for ent in e.get("participant_entity_ids") or []:
             p.need(ent, "participant")
         p.need(e.get("location_entity_id"), "location")
+    elif kind == "record_retconned":
+        _retcon_problems(p, e)
+
+
+def _retcon_problems(p: _Problems, e: dict[str, Any]) -> None:
+    """A happening, entity or relationship retconned (schemas.retcons.RecordRetconned): it exists here, is not
+    retconned already, and what retells a happening is a happening recorded before it in the batch."""
+    table = {"happening": p.state.happenings, "entity": p.ents, "relationship": p.state.relationships}[e["record"]]
+    record = table.get(e["record_id"])
+    if record is None:
+        rule = Rule.UNKNOWN_ENTITY if e["record"] == "entity" else Rule.UNKNOWN_RECORD
+        p.add(rule, f"{e['record']} {e['record_id']!r} does not exist on this branch at this point")
+    elif record.get("canon_level") == RETCONNED:
+        p.add(Rule.RECORD_NOT_CURRENT, f"{e['record']} {e['record_id']!r} is already retconned")
+    new = e.get("superseded_by")
+    if new is not None and (e["record"] != "happening" or new not in p.state.happenings or new == e["record_id"]):
+        p.add(Rule.UNKNOWN_RECORD, f"{new!r} is not a happening recorded here that retells {e['record_id']!r}")
 
 
 def _contains(state: WorldState, *, inner: str, outer: str) -> bool:

@@ -8,6 +8,7 @@ and a retcon, are canon the GM states directly, checked against the rules (:mod:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from schemas.common import Authority, utc_now
 from schemas.events import BaseStateEvent, FactAdded, FactInvalidated, FactInvalidation, SceneEnded, SceneSet
+from schemas.retcons import RecordKind
 from schemas.story import (
     Evidence,
     GateReport,
@@ -33,11 +35,13 @@ from story.campaigns import Campaigns, write_branch
 from story.citations import read_citations
 from story.core import SKIP, StoryCore
 from story.errors import InvalidReference, StoryInvalid, StoryNotFound, validation_message
-from story.gate import CanonBatch, decision_writes, judge_pending, scene_of, scene_outcomes, write_canon
+from story.gate import CanonBatch, decision_writes, judge_pending, scene_of, write_canon
 from story.graph import CampaignContext, Writes, node_props
+from story.outcomes import OUTCOME_CANON, outcome_canon, outcomes_in_words
 from story.policy import AUTHORITY_RANK
 from story.recall import end_mark
 from story.references import check_scene_refs
+from story.retcons import dependents_in, mark_writes
 from story.review import as_reviewed, refuse_late_commit, refuse_scene_end
 from story.rules import check_events
 from story.state import WorldState
@@ -329,7 +333,7 @@ class Scenes:
                 # the end takes a sequence number of its own even without canon, and the node says where each
                 # end was committed: the records an end makes (story.recall) are cut where its canon is
                 event_seq = ctx.event_seq + max(len(batch.events), 1)
-                ended = _ended(ctx, scene, pending, decisions, summary, state)
+                ended = _ended(ctx, (row, scene), pending, decisions, summary, (state, batch.events))
                 placed = end_mark(row, len(scene.canonical_outcomes), ended, branch_id=branch_id, seq=event_seq)
                 writes.add(*cypher.update_scene(scene_id, {**ended, **placed}))
             after.update(
@@ -418,24 +422,16 @@ class Scenes:
                 what="the retcon",
                 evidence=evidence,
             )
+            mark_writes(ctx, writes, events, branch_id=branch_id, reason=reason)  # the stored node says so
             return new_id_, {**fork, **props}
 
         return self.core.mutate(campaign_id, "retcon", build)
 
     def dependents(self, campaign_id: str, fact_id: str) -> list[str]:
-        """Facts on the head's line that follow (transitively) from ``fact_id``."""
-        state: WorldState = self.core.fold(campaign_id)
-        if fact_id not in state.facts:
+        """Current facts on the head's line that follow (transitively) from ``fact_id`` (:mod:`story.retcons`)."""
+        if fact_id not in (state := self.core.fold(campaign_id)).facts:
             raise StoryNotFound(f"no fact {fact_id!r} on this branch of campaign {campaign_id!r}")
-        found: list[str] = []
-        frontier = [fact_id]
-        while frontier:
-            current = frontier.pop()
-            for fid, fact in sorted(state.facts.items()):
-                if current in fact["depends_on"] and fid not in found:
-                    found.append(fid)
-                    frontier.append(fid)
-        return found
+        return [d.id for d in dependents_in(state, RecordKind.FACT, fact_id)]
 
 
 def scene_opening(
@@ -524,20 +520,25 @@ def ended_props(scene: Scene, end_turn_id: str) -> dict[str, Any]:
 
 def _ended(
     ctx: CampaignContext,
-    scene: Scene,
+    scene_row: tuple[dict[str, Any], Scene],
     pending: list[ProposedChange],
     decisions: list[ProposalDecision],
     summary: str | None,
-    state: WorldState,
+    after: tuple[WorldState, list[BaseStateEvent]],
 ) -> dict[str, Any]:
     """What a scene's node says once it ends: completed, and its end not finished until the memories and
     summary it forms are written (:mod:`story.scene_end`), so a crash in between leaves that to do. Its
-    outcomes in words are the table's: no secret's (:func:`story.viewer.told_to_table`)."""
+    outcomes in words are the table's (no secret's: :func:`story.viewer.told_to_table`), with their canon ids
+    (:data:`story.outcomes.OUTCOME_CANON`)."""
+    (row, scene), (state, events) = scene_row, after
     told, decided = told_to_table(pending, decisions, state.entities)
+    words, canon = outcomes_in_words(told, decided, events, state.entities)
+    before = outcome_canon(row, len(scene.canonical_outcomes))
     props: dict[str, Any] = {
         "status": SceneStatus.COMPLETED.value,
         "ended_at": utc_now().isoformat(),
-        "canonical_outcomes": [*scene.canonical_outcomes, *scene_outcomes(told, decided)],
+        "canonical_outcomes": [*scene.canonical_outcomes, *words],
+        OUTCOME_CANON: json.dumps([*before, *canon]),
         cypher.END_PENDING: True,
     }
     if ctx.head is not None:

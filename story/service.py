@@ -44,6 +44,7 @@ from schemas.common import Authority
 from schemas.media import MediaAsset
 from schemas.model_roles import ModelRoles
 from schemas.recall import RecallHit, RecallKind
+from schemas.retcons import Dependents, RecordRetconAnswer
 from schemas.search import SearchFilters
 from schemas.story import (
     Axiom,
@@ -95,6 +96,7 @@ from story.provenance import Provenance
 from story.recall import Recollection, Unreadable
 from story.recall_index import RecallIndex
 from story.recall_sync import Reconciled, reconcile, sync_scene
+from story.retcons import Retcons
 from story.review import Reviews
 from story.scene_end import Formation
 from story.scenes import Scenes
@@ -460,7 +462,7 @@ class StoryService:
         """
         if authority not in (Authority.GM, Authority.SOURCE):
             raise StoryInvalid(f"a retcon is declared with gm (or source) authority, not {authority.value}")
-        return self._scenes.retcon(
+        new_id = self._scenes.retcon(
             campaign_id,
             fact_id,
             reason=reason,
@@ -469,6 +471,9 @@ class StoryService:
             authority=authority,
             evidence=evidence,
         )
+        if self._recall.index is not None:  # the old outcome out of recall, the replacing fact in
+            self.reconcile_recall(campaign_id)
+        return new_id
 
     def house_rules(self, campaign_id: str, *, turn_id: str | None = None) -> list[HouseRule]:
         """The GM's rulings against the rulebook in force as of the head (or a turn): :mod:`story.house_rules`."""
@@ -477,6 +482,17 @@ class StoryService:
 
     def dependents(self, campaign_id: str, fact_id: str) -> list[str]:
         return self._scenes.dependents(campaign_id, fact_id)
+
+    def record_dependents(self, campaign_id: str, record_id: str) -> Dependents:
+        """What current canon rests on a record of any kind: :meth:`story.retcons.Retcons.dependents`."""
+        return Retcons(self._scenes).dependents(campaign_id, record_id)
+
+    def retcon_record(self, campaign_id: str, record_id: str, **retcon: Any) -> RecordRetconAnswer:
+        """Retcon a record of any kind (:meth:`story.retcons.Retcons.retcon`), then bring recall in line."""
+        answer = Retcons(self._scenes).retcon(campaign_id, record_id, **retcon)
+        if self._recall.index is not None:
+            self.reconcile_recall(campaign_id)
+        return answer
 
     # -- memories and summaries (story.memory) ------------------------------------------------------
 

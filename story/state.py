@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from schemas.canon import Happening
 from schemas.common import (
     Authority,
     CanonLevel,
@@ -273,6 +274,23 @@ class WorldState:
                 "turn_id": turn,
                 "seq": seq,
             }
+        elif kind == "record_retconned":
+            self._apply_retcon(event)
+
+    def _apply_retcon(self, event: dict[str, Any]) -> None:
+        """A happening, entity or relationship never was (schemas.retcons.RecordRetconned): it stays, marked
+        retconned (a happening superseded, pointing at its retelling, which points back)."""
+        table = {"happening": self.happenings, "entity": self.entities, "relationship": self.relationships}
+        record = _own(table[event["record"]], event["record_id"])
+        if record is None:
+            return
+        record["canon_level"] = CanonLevel.RETCONNED.value
+        if event["record"] == "happening":
+            record["status"] = FactStatus.SUPERSEDED.value
+            if (new := event.get("superseded_by")) is not None:
+                record["superseded_by"] = new
+                if (retold := _own(self.happenings, new)) is not None:
+                    retold["replaces"] = event["record_id"]
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -306,6 +324,7 @@ class WorldState:
                 since_turn_id=r["since_turn_id"],
                 until_turn_id=r["until_turn_id"],
                 visibility=Visibility.model_validate(r["visibility"]) if r.get("visibility") else None,
+                canon_level=CanonLevel(r.get("canon_level", CanonLevel.CANON.value)),
             )
             for rid, r in sorted(self.relationships.items())
         ]
@@ -332,6 +351,7 @@ class WorldState:
             facts=facts,
             relationships=relationships,
             threads=threads,
+            happenings=self._happening_models(),
             locations={eid: e["location_id"] for eid, e in sorted(self.entities.items()) if e["location_id"]},
             holders={eid: e["holder_id"] for eid, e in sorted(self.entities.items()) if e["holder_id"]},
             active_scene_id=(self.scene or {}).get("scene_id"),
@@ -354,8 +374,27 @@ class WorldState:
                 created_turn_id=e["created_turn_id"],
                 created_at=now,
                 visibility=Visibility.model_validate(e["visibility"]) if e.get("visibility") else None,
+                canon_level=CanonLevel(e.get("canon_level", CanonLevel.CANON.value)),
             )
             for eid, e in sorted(self.entities.items())
+        ]
+
+    def _happening_models(self) -> list[Happening]:
+        """The happenings, oldest first (a retold one and its retelling both: see their status)."""
+        return [
+            Happening.model_construct(
+                id=hid,
+                title=h["title"],
+                description=h["description"],
+                participant_entity_ids=h["participants"],
+                location_entity_id=h["location_id"],
+                turn_id=h["turn_id"],
+                status=FactStatus(h.get("status", FactStatus.ACTIVE.value)),
+                canon_level=CanonLevel(h.get("canon_level", CanonLevel.CANON.value)),
+                replaces=h.get("replaces"),
+                superseded_by=h.get("superseded_by"),
+            )
+            for hid, h in sorted(self.happenings.items(), key=lambda kv: (kv[1]["seq"], kv[0]))
         ]
 
     def _fact_models(self, campaign_id: str, now: datetime) -> list[Fact]:
