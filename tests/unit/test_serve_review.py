@@ -137,7 +137,7 @@ def test_a_gm_reviews_the_extractors_proposals_before_canon(table: tuple[Any, Do
     titles = services.story.graph.run("MATCH (h:Happening {campaign_id: $c}) RETURN h.title AS t", {"c": c["id"]})
     assert [r["t"] for r in titles] == ["Bren the courier arrives"]
 
-    # provenance: each review with who and when (a player sees those whose content it may see: here, both)
+    # provenance: each review with who and when, for the GM; a player's view has none (the GM's notes)
     ids = {**cid, "turn_id": turn["turn_id"]}
     code, provenance = doors.call(door, "get_provenance", gm, ids, {})
     assert code is None
@@ -145,7 +145,7 @@ def test_a_gm_reviews_the_extractors_proposals_before_canon(table: tuple[Any, Do
     assert shown == [(low, "edit", "He is Bren."), (high, "reject", "The inn must stand.")]
     assert rows[0]["review"] == provenance["reviews"][0]["id"]
     assert all(r["reviewer"].startswith("gm:") and r["reviewed_at"] for r in provenance["reviews"])
-    assert doors.call(door, "get_provenance", player, ids, {})[1]["reviews"] == provenance["reviews"]
+    assert doors.call(door, "get_provenance", player, ids, {})[1]["reviews"] == []
 
 
 def test_the_rest_door_answers_403_404_and_422(table: tuple[Any, Doors]) -> None:
