@@ -6,6 +6,7 @@ mounts the same router behind its own ingress.
 from __future__ import annotations
 
 import contextlib
+import json as json_module
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -80,6 +81,22 @@ def _resolve_path(ctx: IngestContext, raw: str) -> Path:
     return path
 
 
+def _inline_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema with its ``$defs`` put in place, to stand alone inside the OpenAPI document."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {key: inline(value) for key, value in node.items()}
+        return [inline(value) for value in node] if isinstance(node, list) else node
+
+    return dict(inline(schema))
+
+
 @router.post(
     "/ingest",
     status_code=status.HTTP_202_ACCEPTED,
@@ -89,7 +106,7 @@ def _resolve_path(ctx: IngestContext, raw: str) -> Path:
             "required": True,
             "description": "JSON (IngestRequest: s3_key or path, title, library_uid, collection_uid, file_type, "
             "file_size, source, source_ref, classification) or a multipart form with the same fields and a file.",
-            "content": {"application/json": {"schema": {"type": "object"}}, "multipart/form-data": {}},
+            "content": {"application/json": {"schema": _inline_schema(IngestRequest)}, "multipart/form-data": {}},
         }
     },
 )
@@ -128,11 +145,18 @@ async def ingest(request: Request, ctx: ContextDep) -> IngestJobView:
 
 
 def _validated(data: bytes | dict[str, str], *, json: bool) -> IngestRequest:
-    """The request body as :class:`IngestRequest`; 422 naming each bad field (as FastAPI's own bodies)."""
+    """The request body as :class:`IngestRequest`; 422 naming each bad field (as FastAPI's own bodies).
+
+    JSON is decoded by Python's reader, as FastAPI decodes its bodies: pydantic's own refuses a lone
+    surrogate as invalid JSON without naming the field, where the field's rule names it.
+    """
+    if json:
+        assert isinstance(data, bytes)
+        try:
+            data = json_module.loads(data)
+        except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+            raise RequestValidationError([{"loc": ("body",), "msg": f"invalid JSON ({exc})"}]) from None
     try:
-        if json:
-            assert isinstance(data, bytes)
-            return IngestRequest.model_validate_json(data)
         return IngestRequest.model_validate(data)
     except ValidationError as exc:
         raise RequestValidationError(

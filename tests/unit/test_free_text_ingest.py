@@ -74,5 +74,16 @@ def test_ingest_writes_refuse_text_the_stores_cannot_hold(tmp_path: Path) -> Non
                     lambda name=name, value=value: client.post(f"{API}/library/ingest", data={**form, name: value}),
                     f"ingest {name} ({label})",
                 )
+        # the same route's JSON body (the contract's way in) holds two free-text fields more
+        for name in (*FIELDS[("POST", "/library/ingest")], "s3_key", "file_type", "unknown_field"):
+            for label, value in JSON_BAD.items():
+                body = json.dumps({**form, name: value}).encode("ascii")
+                unchanged(
+                    lambda body=body: client.post(
+                        f"{API}/library/ingest", content=body, headers={"content-type": "application/json"}
+                    ),
+                    f"ingest {name} ({label}, JSON)",
+                )
         assert client.post(f"{API}/library/libraries", json=base).status_code == 201  # the valid ones are accepted
         assert client.post(f"{API}/library/ingest", data=form).status_code == 202
+        assert client.post(f"{API}/library/ingest", json=form).status_code == 202
