@@ -33,7 +33,7 @@ REST_ONLY_ROUTES: dict[str, str] = {
     "model alone",
     "/api/v1/library/ingest, /api/v1/library/jobs…, POST /api/v1/library/libraries": "the ingest plugin "
     "(admin): uploads and jobs of the ingest service",
-    "GET /health, GET /metrics": "probes for the platform (no key), not use cases",
+    "GET /health, GET /mcp/health, GET /metrics": "probes for the platform (no key), not use cases",
 }
 """REST routes that are no operation, each with the reason it has no MCP tool."""
 

@@ -91,7 +91,7 @@ async def get_concepts(call: Call[ConceptsQuery]) -> ConceptGraph:
     )
     log.debug(
         "mcp_graph_traverse",
-        start_uid=found.start,
+        start_nodes=[found.start],
         start_kind=found.start_kind,
         relationships=found.relationships,
         depth=found.depth,

@@ -179,7 +179,7 @@ def test_concepts_traverse_from_a_concept_or_an_item_to_a_depth_on_both_doors(se
     reached = {link["target"] for link in rest["links"]}
     assert reached >= set(depth) - {start["uid"]}
     (traversed,) = [e for e in logs if e["event"] == "mcp_graph_traverse"]
-    assert traversed["start_uid"] == start["uid"] and traversed["relationships"] == ["RELATED_TO"]
+    assert traversed["start_nodes"] == [start["uid"]] and traversed["relationships"] == ["RELATED_TO"]
     assert traversed["depth"] == 2 and traversed["nodes_visited"] == len(rest["concepts"])
 
     by_uid = _rest(url, "/concepts", concept=start["uid"], depth=1)
