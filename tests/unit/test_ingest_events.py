@@ -83,6 +83,7 @@ class Run:
     scrape: str
     driver_worker_id: str
     search: dict[str, Any]
+    replica_scrape: str
 
 
 def _free_port() -> int:
@@ -106,6 +107,33 @@ def _scrape(port: int, wanted: list[str], timeout_s: float = 60.0) -> str:
             return text
         time.sleep(1)
     return text
+
+
+REPLICA_QUERY = "What is a stunt?"
+
+
+def _search_replica(settings: Any, port: int, driver_worker_id: str) -> str:
+    """The Search deployment alone on Ray Serve, asked once; Ray's export once its series are in."""
+    from ray import serve
+
+    from serve.deployments import SearchReplica
+
+    handle = serve.run(serve.deployment(SearchReplica).bind(settings), name="search-events", route_prefix=None)
+    try:
+        assert handle.search.remote(REPLICA_QUERY).result()
+        deadline = time.monotonic() + 60
+        text = ""
+        while time.monotonic() < deadline:
+            text = _scrape(port, ["ray_lorekeeper_search_results_total"], timeout_s=5)
+            if any(
+                metric == "ray_lorekeeper_search_duration_seconds_count" and labels.get("WorkerId") != driver_worker_id
+                for metric, labels, _ in _series(text)
+            ):
+                break
+            time.sleep(1)
+        return text
+    finally:
+        serve.shutdown()
 
 
 async def _mcp_search(url: str) -> dict[str, Any]:
@@ -183,6 +211,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, nanio_server: NanioServer) -> 
         )
         with api_services() as services, running(create_app(services)) as url:
             search = anyio.run(_mcp_search, url)
+        replica_scrape = _search_replica(settings, port, driver_worker_id)
     finally:
         ray.shutdown()
         schemas.logs._APPLIED = None  # later tests' Ray workers configure nothing
@@ -202,7 +231,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, nanio_server: NanioServer) -> 
         for text in path.read_text(encoding="utf-8").splitlines():
             if text.strip():
                 lines.append(json.loads(text))  # every line of every process is one JSON object
-    yield Run(report, lines, os.getpid(), scrape, driver_worker_id, search)
+    yield Run(report, lines, os.getpid(), scrape, driver_worker_id, search, replica_scrape)
 
 
 def _events(run: Run, name: str) -> list[dict[str, Any]]:
@@ -238,8 +267,10 @@ def test_every_checked_event_is_logged_with_its_fields(run: Run) -> None:
         pids = {line["pid"] for line in found}
         if row.process == "worker" and run.driver_pid in pids:
             problems.append(f"{row.event}: logged by the driver, the table says a Ray worker")
-        if row.process in ("driver", "API", "Search") and pids != {run.driver_pid}:
+        if row.process in ("driver", "API") and pids != {run.driver_pid}:
             problems.append(f"{row.event}: logged by {pids}, the table says the driver ({run.driver_pid})")
+        if row.process == "Search" and run.driver_pid not in pids:  # the API in this process, and the replica
+            problems.append(f"{row.event}: not logged by the API's search in this process")
     assert problems == []
 
 
@@ -280,12 +311,13 @@ def test_the_mcp_search_events_carry_the_call(run: Run) -> None:
     assert called["tool"] == "search_knowledge" and called["arguments"]["query"].startswith("How do aspects")
     call_id = called["mcp_call_id"]
     for event in ("mcp_search_vector_query", "mcp_search_vector_results", "mcp_graph_traverse", "mcp_tool_response"):
-        assert [line["mcp_call_id"] for line in _events(run, event)] == [call_id], event
-    results = _events(run, "mcp_search_vector_results")[0]
+        mine = [line for line in _events(run, event) if line["pid"] == run.driver_pid]  # not the replica's search
+        assert [line.get("mcp_call_id") for line in mine] == [call_id], event
+    results = next(line for line in _events(run, "mcp_search_vector_results") if line["pid"] == run.driver_pid)
     assert results["candidates"] > 0 and results["top_score"] >= results["lowest_score"]
     response = _events(run, "mcp_tool_response")[0]
     assert response["items"] == len(run.search["hits"]) and response["bytes"] > 0 and response["status"] == "ok"
-    traverse = _events(run, "mcp_graph_traverse")[0]
+    traverse = next(line for line in _events(run, "mcp_graph_traverse") if line["pid"] == run.driver_pid)
     assert traverse["start_nodes"] and traverse["nodes_visited"] >= len(traverse["start_nodes"])
 
 
@@ -336,3 +368,18 @@ def test_the_exported_names_are_the_dashboards_after_the_charts_rename(run: Run)
         name = RAY_EXPORT.sub(r"\1", metric)
         if name in known:
             assert code_metrics()[known[name]][1] <= set(labels), (metric, labels)
+
+
+def test_a_search_replicas_series_and_lines_reach_the_scrape_and_the_log(run: Run) -> None:
+    """What the Search replica on Ray Serve counts is in Ray's export (per leg, results, whole searches), and
+    it logs the same JSON lines as the driver, to its own file."""
+    replica = {
+        (metric, labels.get("search_type")): value
+        for metric, labels, value in _series(run.replica_scrape)
+        if labels.get("WorkerId") != run.driver_worker_id and metric.startswith("ray_lorekeeper_search_")
+    }
+    for leg in ("vector", "text", "hybrid"):
+        assert replica.get(("ray_lorekeeper_search_duration_seconds_count", leg)) == 1.0, (leg, replica)
+    assert replica.get(("ray_lorekeeper_search_results_total", "hybrid"), 0) > 0
+    asked = [line for line in _events(run, "mcp_search_vector_query") if line["query"] == REPLICA_QUERY]
+    assert len(asked) == 1 and asked[0]["pid"] != run.driver_pid and asked[0]["level"] == "debug"
