@@ -241,3 +241,36 @@ def test_the_source_bucket_is_probed_when_one_is_set(monkeypatch: pytest.MonkeyP
     assert body["checks"]["source_blob"]["status"] == "down" and body["checks"]["source_blob"]["detail"]
     assert "127.0.0.1" not in body["checks"]["source_blob"]["detail"]  # never where a store lives
     assert {k for k, v in _statuses(body).items() if v == "down"} == {"source_blob"}
+
+
+@pytest.mark.ray
+def test_on_ray_serve_the_search_replica_and_a_narrator_replica_answer_their_probes(tmp_path: Any) -> None:
+    from schemas.settings import load_settings
+    from serve.deployments import AppConfig, DeploymentConfig
+    from tests.unit.serve_support import on_local_ray
+
+    settings = load_settings(data_dir=tmp_path / "data")
+    config = AppConfig(
+        plugins=[],
+        narrator=DeploymentConfig(num_cpus=0.5),
+        search=DeploymentConfig(num_cpus=0.5),
+        gate=DeploymentConfig(num_cpus=0.25),
+        ingress=DeploymentConfig(num_cpus=0.25),
+    )
+    serve = ServeSettings(api_host="127.0.0.1", narrator_model="echo-on-ray")
+    with on_local_ray(config, settings, serve) as url:
+        probe = httpx.get(f"{url}/health", timeout=60)
+        beside_mcp = httpx.get(f"{url}/mcp/health", timeout=60)
+    assert probe.status_code == beside_mcp.status_code == 200, probe.text
+    body = probe.json()
+    assert _statuses(body) == _statuses(beside_mcp.json())
+    assert _statuses(body) == {
+        "graph": "ok",
+        "blob": "ok",
+        "source_blob": "off",
+        "text": "ok",
+        "vectors": "ok",
+        "embedding": "ok",  # the Search replica loads its model when it starts, and embeds the probe's word
+        "narrator": "ok",
+    }
+    assert body["checks"]["narrator"]["detail"] == "echo-on-ray" and body["checks"]["embedding"]["detail"]
