@@ -222,27 +222,31 @@ class RoutedJudge:
             judge.close()
 
 
-class NamedNarrators(Protocol):
-    """A narrator router that can reach a named engine where the narration runs (the Narrator replicas)."""
+class NarratorRouting(Protocol):
+    """The narrator router of the services (:class:`serve.services.NarratorRouter`)."""
 
-    def named(self, campaign_id: str, engine: str, model: str) -> NarratorEngine: ...
+    def for_campaign(self, campaign_id: str) -> NarratorEngine: ...
 
 
 def turn_engines(
     story: StoryService,
     serve: ServeSettings,
-    narrator_for: Callable[[str], NarratorEngine],
+    narrators: NarratorRouting,
     extractor: NarratorEngine | None,
-    engines: EngineFactory = build_engine,
-    remote: NamedNarrators | None = None,
-) -> tuple[Callable[[str], TurnEngines], EngineSet]:
-    """Which engines narrate and extract a campaign's turn (its model roles), and the set that builds them.
+    engines: EngineFactory,
+    stack: ExitStack,
+    closer: Callable[[NarratorEngine], None],
+) -> Callable[[str], TurnEngines]:
+    """Which engines narrate and extract a campaign's turn (its model roles).
 
-    The deployment's engines are the ones given (``narrator_for``, ``extractor``); a named engine is built
-    in this process on first use, except a narrator where the narration runs elsewhere (``remote``: the
-    Narrator replicas build it).
+    The deployment's engines are the ones given (``narrators``, ``extractor``); a named engine is built in
+    this process on first use (``stack`` closes it with ``closer``), except a narrator where the narration
+    runs elsewhere: a router with a ``named`` method (the Narrator replicas, which build it themselves).
     """
     named = EngineSet(serve, engines, campaign_roles(story))
+    stack.callback(named.close, closer)
+    narrator_for = narrators.for_campaign
+    remote = narrators if hasattr(narrators, "named") else None
 
     def engines_for(campaign_id: str) -> TurnEngines:
         deployment = narrator_for(campaign_id)
@@ -250,7 +254,7 @@ def turn_engines(
         if narrating == "narrator":
             narrator = deployment
         elif remote is not None:
-            narrator = remote.named(campaign_id, narrating, named.describe(narrating)[1] or narrating)
+            narrator = remote.named(campaign_id, narrating, named.describe(narrating)[1] or narrating)  # type: ignore[attr-defined]
         else:
             narrator = named.engine(narrating, Seat.NARRATOR)
         extracting, chosen = named.chosen(campaign_id, Seat.EXTRACTOR)
@@ -265,7 +269,7 @@ def turn_engines(
             extracted_by = named.engine(extracting, Seat.EXTRACTOR)
         return TurnEngines(narrator, extracted_by, narrator_name=narrating, extractor_name=extracting)
 
-    return engines_for, named
+    return engines_for
 
 
 def campaign_roles(story: StoryService) -> Callable[[str], ModelRoles | None]:

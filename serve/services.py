@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import numpy as np
 import structlog
@@ -38,7 +38,7 @@ from schemas.settings import Settings
 from schemas.story import GateReport
 from serve.auth import OPEN, ApiKeys, Principal
 from serve.health import BlockingProbe, HealthProbes, embedding_probe, engine_probe, logged, overall, store_probe
-from serve.seats import EngineFactory, NamedNarrators, open_story, turn_engines
+from serve.seats import EngineFactory, open_story, turn_engines
 from serve.warming import Warming
 from stores.blob.base import BlobStore
 from stores.catalog import Catalog
@@ -387,10 +387,7 @@ def open_services(
             stack.callback(close_engine, extractor)
         if catch_up:
             story.catch_up()
-        # the Narrator replicas build a campaign's named narrator themselves
-        remote = cast("NamedNarrators", narrator) if hasattr(narrator, "named") else None
-        engines_for, named = turn_engines(story, serve, narrator.for_campaign, extractor, engines, remote=remote)
-        stack.callback(named.close, close_engine)
+        engines_for = turn_engines(story, serve, narrator, extractor, engines, stack, close_engine)
         flow = TurnFlow(
             story,
             narrator.default,

@@ -15,7 +15,7 @@ from narrator.extraction import extractor_budget
 from narrator.local_engine import LOCAL_STRUCTURED_MAX_TOKENS, LocalEngine
 from schemas.serving import EngineKind, ServeSettings
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.servers  # the turn's test runs the embedded graph (redis-server with FalkorDB)
 
 
 def test_the_budget_is_the_engines_unless_the_settings_name_one() -> None:
@@ -34,7 +34,6 @@ class CutShort(EchoEngine):
         raise AnswerTruncated.at("extractor", max_tokens)
 
 
-@pytest.mark.servers  # the embedded graph runs redis-server with FalkorDB as a child process
 def test_a_cut_answer_is_a_dropped_reason_of_the_turn() -> None:
     import asyncio
 
