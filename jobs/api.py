@@ -28,7 +28,7 @@ from schemas.knowledge import Collection, FileType, IngestJob, IngestSource, Ite
 from schemas.rulefacts import StoredSourceFact
 from schemas.settings import Settings, get_settings
 from schemas.text import Name, RecordId, Text
-from stores.blob.layout import sanitize_filename, upload_key
+from stores.blob.layout import sanitize_filename, upload_key, validate_key
 from stores.catalog import Catalog
 from stores.factory import open_blob_store, open_graph_store, open_source_blob_store
 from stores.source_facts import SourceFactStore
@@ -244,7 +244,7 @@ def _object_job(ctx: IngestContext, body: IngestRequest, common: dict[str, Any])
     that cannot be made (the bucket refused or did not answer) lets the job run and fail with the reason,
     so that fixing the bucket and retrying the job is enough.
     """
-    key = body.s3_key or ""
+    key = validate_key(body.s3_key or "")  # a key no bucket can hold is the caller's mistake: 400 here
     store = ctx.source_blob or ctx.blob
     bucket = store.default_bucket
     name = _name(key, body.file_type)

@@ -271,6 +271,8 @@ def test_missing_resized_and_refused_objects_fail_the_job_and_a_retry_completes_
     with _client(good, tmp_path, runner=False) as client:
         missing = client.post(f"{API}/ingest", json={**body, "s3_key": "in/nothing.md"})
         assert missing.status_code == 404 and "in/nothing.md" in missing.json()["message"]
+        climbing = client.post(f"{API}/ingest", json={**body, "s3_key": "in/../rules.pdf"})
+        assert climbing.status_code == 400 and "'..' segment" in climbing.json()["message"]
         wrong = client.post(f"{API}/ingest", json={**body, "s3_key": "in/gone.md"})
         assert wrong.status_code == 400 and f"file_size says {len(pdf)}" in wrong.json()["message"]
         typed = client.post(
