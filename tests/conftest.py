@@ -38,13 +38,42 @@ pytest_plugins = [
 ]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Session-scoped fixtures get a data folder of the session's: never the default ``./.lorekeeper``,
+    which is shared with every other run (a developer's server, another test run)."""
+    with pytest.MonkeyPatch.context() as env:
+        _use_data_dir(env, tmp_path_factory.mktemp("session-data"))
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Module-scoped fixtures (services opened once for a module's tests) get a data folder of the module's.
+    Autouse fixtures are set up first within their scope, so this one is in place before any module fixture
+    reads the settings; each test then gets its own folder (:func:`_fresh_settings`) and, after it, the
+    module's is back."""
+    with pytest.MonkeyPatch.context() as env:
+        _use_data_dir(env, tmp_path_factory.mktemp("module-data"))
+        yield
+
+
+def _use_data_dir(env: pytest.MonkeyPatch, path: Any) -> None:
+    from schemas.settings import get_settings
+
+    env.setenv("LOREKEEPER_DATA_DIR", str(path))
+    get_settings.cache_clear()
+
+
 @pytest.fixture(autouse=True)
-def _fresh_settings(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def _fresh_settings(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Each test starts from default settings with its own data folder."""
     from schemas.settings import get_settings
 
     monkeypatch.setenv("LOREKEEPER_DATA_DIR", str(tmp_path_factory.mktemp("data")))
     get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()  # the module's folder is back: its settings are read afresh
 
 
 @pytest.fixture(autouse=True)
