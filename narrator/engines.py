@@ -165,17 +165,23 @@ class OpenAIEngine:
         return response.choices[0].message.content or ""
 
     async def health(self) -> str:
-        """``ok`` when the endpoint lists its models (one short request, no generation).
+        """``ok`` when the endpoint answers its model listing (one short request, no generation); an endpoint
+        that answers without one (404, 501: not every server lists models) is reachable, so ok too.
 
         Raises:
-            Unavailable: the endpoint does not answer.
+            Unavailable: the endpoint cannot be reached, does not answer in time, or refuses the key.
         """
         import openai
 
         try:
             await self._client.models.list()
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                raise Unavailable("narrator", f"the model endpoint refused the key ({exc.status_code})") from None
+            if exc.status_code >= 500 and exc.status_code != 501:  # 501: it lists no models, and said so
+                raise Unavailable("narrator", f"the model endpoint answered {exc.status_code}") from None
         except openai.APIError as exc:
-            reason = f"the model endpoint failed: {type(exc).__name__}"
+            reason = f"the model endpoint does not answer: {type(exc).__name__}"
             raise Unavailable("narrator", reason, url=self.base_url) from None
         return "ok"
 

@@ -274,3 +274,51 @@ def test_on_ray_serve_the_search_replica_and_a_narrator_replica_answer_their_pro
         "narrator": "ok",
     }
     assert body["checks"]["narrator"]["detail"] == "echo-on-ray" and body["checks"]["embedding"]["detail"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "detail"),
+    [
+        (200, "ok", "narrator-model"),  # lists its models
+        (501, "ok", "narrator-model"),  # answers, without a model listing (http.server's own 501): reachable
+        (401, "down", "refused the key (401)"),
+        (503, "down", "answered 503"),
+        (None, "down", "does not answer"),  # nothing listening
+    ],
+)
+def test_an_openai_compatible_narrator_is_probed_by_its_model_listing(
+    answer: int | None, status: str, detail: str
+) -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from narrator.engines import OpenAIEngine
+    from serve.health import HealthProbes, engine_probe
+    from tests.unit.serve_support import free_port
+
+    class Endpoint(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            body = json.dumps({"object": "list", "data": [{"id": "narrator-model", "object": "model"}]}).encode()
+            if answer != 200:
+                self.send_error(answer or 500)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    port = free_port()
+    server = ThreadingHTTPServer(("127.0.0.1", port), Endpoint) if answer is not None else None
+    if server is not None:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    engine = OpenAIEngine(f"http://127.0.0.1:{port}/v1", "narrator-model", timeout_s=2)
+    try:
+        checks = anyio.run(lambda: HealthProbes(3.0).check({}, {"narrator": engine_probe(engine)}))
+    finally:
+        if server is not None:
+            server.shutdown()
+        anyio.run(engine.close)
+    assert checks["narrator"].status.value == status and detail in (checks["narrator"].detail or "")
