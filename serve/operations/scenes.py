@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from schemas.errors import NotFound
+from schemas.retcons import Dependents, RecordRetconAnswer, RecordRetconRequest
 from schemas.review import QueuedProposal, ReviewRequest
 from schemas.serving import CommitRequest, EndSceneRequest, ProposalCreate, RetconAnswer, RetconRequest, SceneCreate
 from schemas.story import GateReport, ProposalStatus, ProposedChange, ResolutionMethod, Scene
@@ -198,6 +199,41 @@ async def retcon_fact(call: Call[RetconRequest]) -> RetconAnswer:
         authority=b.authority,
     )
     return RetconAnswer(fact_id=call.id("fact_id"), replaced_by=new_id)
+
+
+@operation(
+    family="rulings",
+    access=Access(Role.GM, On.CAMPAIGN),
+    rest=Rest("GET", "/campaigns/{campaign_id}/records/{record_id}/dependents"),
+    ids=("campaign_id", "record_id"),
+    output=Dependents,
+)
+async def list_dependents(call: Call[Any]) -> Dependents:
+    """What current canon rests on a fact, happening, entity or relationship: read it before a retcon (the GM's)."""
+    return await call.run(call.ctx.story.record_dependents, call.id("campaign_id"), call.id("record_id"))  # type: ignore[no-any-return]
+
+
+@operation(
+    family="rulings",
+    access=Access(Role.GM, On.CAMPAIGN),
+    rest=Rest("POST", "/campaigns/{campaign_id}/records/{record_id}/retcon"),
+    ids=("campaign_id", "record_id"),
+    body=RecordRetconRequest,
+    output=RecordRetconAnswer,
+)
+async def retcon_record(call: Call[RecordRetconRequest]) -> RecordRetconAnswer:
+    """Retcon a fact, happening, entity or relationship on this branch (the GM's): it never was, or is retold."""
+    b = call.body
+    return await call.run(  # type: ignore[no-any-return]
+        call.ctx.story.retcon_record,
+        call.id("campaign_id"),
+        call.id("record_id"),
+        reason=b.reason,
+        dependents=b.dependents,
+        retelling=b.retelling,
+        value=b.value,
+        object_entity_id=b.object_entity_id,
+    )
 
 
 @operation(

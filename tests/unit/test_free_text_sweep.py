@@ -52,6 +52,7 @@ NOT_TEXT = {
     "role",
     "library_type",
     "action",
+    "dependents",
 }
 
 
@@ -186,6 +187,13 @@ def cases(t: dict[str, str]) -> list[Case]:
             "/facts/{fact_id}/retcon",
             {"fact_id": t["fact_id"]},
             {"campaign_id": cid, "reason": "she never did", "value": "no one"},
+        ),
+        Case(
+            "retcon_record",
+            "POST",
+            "/campaigns/{campaign_id}/records/{record_id}/retcon",
+            {**camp, "record_id": t["ayla"]},
+            {"reason": "she never was", "dependents": "retcon"},
         ),
         Case("end_scene", "POST", "/scenes/{scene_id}/end", {"scene_id": t["scene_id"]}, {"summary": "They cross."}),
         Case("start_scene", "POST", "/campaigns/{campaign_id}/scenes", camp, {"title": "The far bank"}),

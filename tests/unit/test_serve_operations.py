@@ -76,6 +76,8 @@ ROLES: dict[str, str] = {
     "commit_scene": "gm",
     "end_scene": "gm",
     "retcon_fact": "gm",
+    "list_dependents": "gm",
+    "retcon_record": "gm",
     "list_house_rules": "player",
     # memory
     "recall": "player",
@@ -268,6 +270,11 @@ REQUESTS: dict[str, Callable[[Table], tuple[list[str] | dict[str, str], dict[str
     "commit_scene": lambda t: (["scene_id"], {"proposal_ids": [_fresh(t, "proposal")]}),
     "end_scene": lambda t: (["scene_id"], {}),
     "retcon_fact": lambda t: (["fact_id"], {"campaign_id": t.ids["campaign_id"], "reason": "no", "value": "wild"}),
+    "list_dependents": lambda t: ({"campaign_id": t.ids["campaign_id"], "record_id": t.ids["fact_id"]}, {}),
+    "retcon_record": lambda t: (
+        {"campaign_id": t.ids["campaign_id"], "record_id": t.ids["fact_id"]},
+        {"reason": "it never was", "dependents": "keep"},
+    ),
     "list_house_rules": lambda t: (["campaign_id"], {}),
     "recall": lambda t: (["campaign_id"], {"query": "the gate"}),
     "list_memories": lambda t: (["campaign_id"], {}),
