@@ -265,8 +265,8 @@ def scene_lines(state: WorldStateView) -> list[str]:
             bits.append(", ".join(f"{k}={v}" for k, v in sorted(e.attributes.items())))
         lines.append("- " + "; ".join(bits))
     for t in state.threads:
-        if t.status.value == "open":
-            lines.append(f"- open thread: {t.title}")
+        if t.status.value in ("open", "advanced"):
+            lines.append(f"- open thread: {t.title}" + (f" (lately: {t.advances[-1].progress})" if t.advances else ""))
     for f in state.facts:
         if f.status.value == "active":
             obj = names.get(f.object_entity_id or "") or f.value

@@ -167,8 +167,25 @@ class Relationship(LorekeeperModel):
 
 
 class ThreadStatus(StrEnum):
+    """A thread's lifecycle: open, advanced (moved on, still open), then resolved or abandoned (closed)."""
+
     OPEN = "open"
+    ADVANCED = "advanced"
     RESOLVED = "resolved"
+    ABANDONED = "abandoned"
+
+    @property
+    def live(self) -> bool:
+        """Open or advanced: it may still be advanced, resolved or abandoned."""
+        return self in (ThreadStatus.OPEN, ThreadStatus.ADVANCED)
+
+
+class ThreadAdvance(LorekeeperModel):
+    """One step a thread moved: what happened, at which turn, and the entities it drew in."""
+
+    turn_id: Id | None = None
+    progress: Text
+    involved_entity_ids: list[Id] = Field(default_factory=list)
 
 
 class StoryThread(LorekeeperModel):
@@ -181,16 +198,17 @@ class StoryThread(LorekeeperModel):
     status: ThreadStatus = ThreadStatus.OPEN
     involved_entity_ids: list[Id] = Field(default_factory=list)
     opened_turn_id: Id | None = None
-    resolved_turn_id: Id | None = None
-    resolution: Text | None = None
+    resolved_turn_id: Id | None = Field(default=None, description="The turn it was resolved or abandoned at.")
+    resolution: Text | None = Field(default=None, description="How it was resolved, or why it was abandoned.")
+    advances: list[ThreadAdvance] = Field(default_factory=list, description="How it moved on, oldest first.")
     visibility: Visibility | None = Field(default=None, description="Who at the table may see it; unset: public.")
 
     @model_validator(mode="after")
     def _check_status(self) -> Self:
-        if self.status is ThreadStatus.RESOLVED and self.resolved_turn_id is None:
-            raise ValueError("a resolved thread needs resolved_turn_id")
-        if self.status is ThreadStatus.OPEN and self.resolved_turn_id is not None:
-            raise ValueError("an open thread has no resolved_turn_id; set status 'resolved'")
+        if not self.status.live and self.resolved_turn_id is None:
+            raise ValueError(f"a {self.status.value} thread needs resolved_turn_id")
+        if self.status.live and self.resolved_turn_id is not None:
+            raise ValueError("an open thread has no resolved_turn_id; set status 'resolved' or 'abandoned'")
         return self
 
 

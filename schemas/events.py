@@ -53,6 +53,8 @@ __all__ = [
     "SceneSet",
     "StateEvent",
     "StateEventList",
+    "ThreadAbandoned",
+    "ThreadAdvanced",
     "ThreadOpened",
     "ThreadResolved",
     "TouchedIds",
@@ -73,6 +75,8 @@ class EventKind(StrEnum):
     RELATIONSHIP_ENDED = "relationship_ended"
     THREAD_OPENED = "thread_opened"
     THREAD_RESOLVED = "thread_resolved"
+    THREAD_ADVANCED = "thread_advanced"
+    THREAD_ABANDONED = "thread_abandoned"
     CURRENT_LOCATION_SET = "current_location_set"
     POSSESSION_SET = "possession_set"
     SCENE_SET = "scene_set"
@@ -337,6 +341,31 @@ class ThreadResolved(BaseStateEvent):
         return TouchedIds(thread_ids=_ids(self.thread_id))
 
 
+class ThreadAdvanced(BaseStateEvent):
+    """A story thread moves on (a clue found, a step taken); it stays open."""
+
+    kind: Literal["thread_advanced"] = "thread_advanced"
+    thread_id: Id
+    progress: Text = Field(description="What moved the thread on.")
+    involved_entity_ids: list[Id] = Field(default_factory=list, description="Entities this step draws in.")
+
+    @property
+    def touches(self) -> TouchedIds:
+        return TouchedIds(entity_ids=_ids(*self.involved_entity_ids), thread_ids=_ids(self.thread_id))
+
+
+class ThreadAbandoned(BaseStateEvent):
+    """A story thread is dropped unresolved (the quest given up, the question left open for good)."""
+
+    kind: Literal["thread_abandoned"] = "thread_abandoned"
+    thread_id: Id
+    reason: Text = Field(description="Why the thread was abandoned.")
+
+    @property
+    def touches(self) -> TouchedIds:
+        return TouchedIds(thread_ids=_ids(self.thread_id))
+
+
 class CurrentLocationSet(BaseStateEvent):
     """An entity is now at a location (absolute: where it is, not where it moved from)."""
 
@@ -425,6 +454,8 @@ _EVENT_CLASSES: tuple[type[BaseStateEvent], ...] = (
     RelationshipEnded,
     ThreadOpened,
     ThreadResolved,
+    ThreadAdvanced,
+    ThreadAbandoned,
     CurrentLocationSet,
     PossessionSet,
     SceneSet,
@@ -467,6 +498,8 @@ StateEvent = Annotated[
         | RelationshipEnded
         | ThreadOpened
         | ThreadResolved
+        | ThreadAdvanced
+        | ThreadAbandoned
         | CurrentLocationSet
         | PossessionSet
         | SceneSet

@@ -239,12 +239,14 @@ def _story_problems(p: _Problems, e: dict[str, Any]) -> None:
             p.add(Rule.DUPLICATE_ID, f"thread {e['thread_id']!r} already exists")
         for ent in e.get("involved_entity_ids") or []:
             p.need(ent, "involved entity")
-    elif kind == "thread_resolved":
+    elif kind in ("thread_resolved", "thread_advanced", "thread_abandoned"):
         thread = state.threads.get(e["thread_id"])
         if thread is None:
             p.add(Rule.UNKNOWN_THREAD, f"thread {e['thread_id']!r} does not exist here")
-        elif thread["status"] != ThreadStatus.OPEN.value:
-            p.add(Rule.THREAD_NOT_OPEN, f"thread {e['thread_id']!r} is already resolved")
+        elif not ThreadStatus(thread["status"]).live:
+            p.add(Rule.THREAD_NOT_OPEN, f"thread {e['thread_id']!r} is already {thread['status']}")
+        for ent in e.get("involved_entity_ids") or []:
+            p.need(ent, "involved entity")
     elif kind == "scene_set":
         where = e.get("location_entity_id")
         if where is not None and p.need(where, "location") and p.ents[where]["kind"] not in PLACE_KINDS:

@@ -102,6 +102,7 @@ from story.scene_end import Formation
 from story.scenes import Scenes
 from story.snapshots import DEFAULT_SNAPSHOT_INTERVAL
 from story.state import WorldState
+from story.threads import Threads
 from story.timeline import Timeline
 from story.transcripts import Transcript
 from story.versions import Versions
@@ -150,6 +151,8 @@ class StoryService:
         self._scenes = Scenes(core, self._campaigns)
         self.reviews = Reviews(core, self._scenes)
         """The GM's reviews of pending proposals and the queue with the gate's dry run: :mod:`story.review`."""
+        self.threads = Threads(self._scenes, self._timeline.state)
+        """Threads opened, advanced, resolved and abandoned by the GM, listed as of a turn: :mod:`story.threads`."""
         self._memories = Memories(core)
         self._provenance = Provenance(core)
         self._recall = Recollection(core, recall)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from schemas.canon import Happening
+from schemas.canon import Happening, ThreadAdvance
 from schemas.common import (
     Authority,
     CanonLevel,
@@ -45,6 +45,9 @@ _ENTITY_EVENTS = frozenset(
     {"entity_created", "set_entity_status", "set_entity_attribute", "current_location_set", "possession_set"}
 )
 _FACT_EVENTS = frozenset({"fact_added", "fact_invalidated"})
+
+#: The events that close a thread, and the status each leaves it in.
+_THREAD_CLOSED = {"thread_resolved": ThreadStatus.RESOLVED.value, "thread_abandoned": ThreadStatus.ABANDONED.value}
 
 #: Statuses in which an entity can no longer act.
 INERT_STATUSES = frozenset({EntityStatus.DEAD.value, EntityStatus.DESTROYED.value})
@@ -251,11 +254,20 @@ class WorldState:
             }
             if event.get("visibility"):  # only when set: a public thread's state (and hash) is as before
                 self.threads[event["thread_id"]]["visibility"] = event["visibility"]
-        elif kind == "thread_resolved":
+        elif kind in _THREAD_CLOSED:
             if (thread := _own(self.threads, event["thread_id"])) is not None:
-                thread["status"] = ThreadStatus.RESOLVED.value
+                thread["status"] = _THREAD_CLOSED[kind]
                 thread["resolved_turn_id"] = turn or thread["opened_turn_id"] or "unknown"
-                thread["resolution"] = event["resolution"]
+                thread["resolution"] = event.get("resolution") or event.get("reason")
+        elif kind == "thread_advanced":
+            if (thread := _own(self.threads, event["thread_id"])) is not None:
+                step = {"turn_id": turn, "progress": event["progress"]}
+                more = [e for e in event.get("involved_entity_ids") or [] if e not in thread["involved"]]
+                step["involved"] = more
+                # only when advanced: an open thread's state (and hash) is as before
+                thread["advances"] = [*thread.get("advances", []), step]
+                thread["involved"] = [*thread["involved"], *more]
+                thread["status"] = ThreadStatus.ADVANCED.value
         elif kind == "scene_set":
             self.scene = {
                 "scene_id": event["active_scene_id"],
@@ -339,6 +351,12 @@ class WorldState:
                 opened_turn_id=t["opened_turn_id"],
                 resolved_turn_id=t["resolved_turn_id"],
                 resolution=t["resolution"],
+                advances=[
+                    ThreadAdvance.model_construct(
+                        turn_id=a["turn_id"], progress=a["progress"], involved_entity_ids=a["involved"]
+                    )
+                    for a in t.get("advances", ())
+                ],
                 visibility=Visibility.model_validate(t["visibility"]) if t.get("visibility") else None,
             )
             for tid, t in sorted(self.threads.items())
