@@ -476,7 +476,8 @@ def test_the_ingest_job_runs_the_real_entrypoint(chart: helm.Chart, use_gpus: bo
     job = one(render(chart, values), "RayJob")
     assert deploy.problems(job) == []
     assert job["metadata"]["name"] == f"{FULLNAME}-ingest-core-2025"
-    params = deploy.ingest_entrypoint_params(job["spec"]["entrypoint"])
+    params = deploy.ingest_entrypoint_params(job["spec"]["entrypoint"])  # the CLI takes the log options too
+    assert job["spec"]["entrypoint"].split()[3:7] == ["--log-json", "--log-level", "INFO", "ingest"]
     assert params["paths"] == ["s3://lorekeeper-corpus/rulebooks/core/"]
     assert (params["library"], params["collection"], params["library_type"].value) == ("Core Rules", "srd", "rulebook")
     assert job["spec"]["shutdownAfterJobFinishes"] is True and job["spec"]["ttlSecondsAfterFinished"] == 3600
