@@ -322,3 +322,34 @@ def test_an_openai_compatible_narrator_is_probed_by_its_model_listing(
             server.shutdown()
         anyio.run(engine.close)
     assert checks["narrator"].status.value == status and detail in (checks["narrator"].detail or "")
+
+
+@pytest.mark.slow
+def test_serve_direct_serves_mcp_on_its_own_port_and_sigterm_stops_both(tmp_path: Any) -> None:
+    from tests.unit.serve_support import free_port
+    from tests.unit.test_sigterm import _kill_group, _start, _stop_and_wait
+
+    api_port, mcp_port = free_port(), free_port()
+    env = {"LOREKEEPER_DATA_DIR": str(tmp_path / "data"), "LOREKEEPER_MCP_PORT": str(mcp_port)}
+    server = _start(["serve", "--direct", "--port", str(api_port)], env, tmp_path)
+    api, mcp = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{mcp_port}"
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert server.poll() is None, server.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "the MCP port did not answer"
+            try:
+                if httpx.get(f"{mcp}/mcp/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        assert httpx.get(f"{api}/health", timeout=10).status_code == 200
+        assert httpx.post(f"{api}/mcp", json={}, timeout=10).status_code == 404  # not on the API's port
+        assert _mcp_health(mcp)["checks"]["graph"]["status"] == "ok"
+        code, output, _ = _stop_and_wait(server, timeout=60)
+    finally:
+        _kill_group(server)
+    assert code == 0, output[-3000:]
+    for url in (api, mcp):
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/health", timeout=2)
