@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from narrator.engine_loop import EngineLoop
 from narrator.engines import Message, NarratorEngine
@@ -40,6 +40,11 @@ AXIOM_INSTRUCTIONS = (
 )
 
 
+REASON_CHARS = 160
+"""The longest reason a verdict carries. The schema says so, so constrained decoding keeps a small model's
+reason to a sentence: with 500, SmolLM2 filled every reason and no verdict list closed within 128 tokens."""
+
+
 class AxiomVerdict(BaseModel):
     """One proposal held against one axiom, as the model states it."""
 
@@ -48,7 +53,13 @@ class AxiomVerdict(BaseModel):
     proposal_id: str = Field(min_length=1, max_length=200)
     axiom_id: str = Field(min_length=1, max_length=200)
     verdict: Literal["breaks", "consistent", "unclear"]
-    reason: str = Field(default="", max_length=500)
+    reason: str = Field(default="", max_length=REASON_CHARS)
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _clip(cls, value: object) -> object:
+        """A longer reason from a model the schema did not bind is cut, not the verdict dropped."""
+        return value[:REASON_CHARS] if isinstance(value, str) else value
 
 
 class AxiomAnswer(BaseModel):

@@ -67,6 +67,16 @@ def test_breaking_verdicts_become_violations_with_the_reason(judge_with) -> None
     assert rulings.unchecked == [] and rulings.judge == "llm"
 
 
+def test_the_schema_bounds_a_reason_and_a_longer_one_is_cut_not_dropped() -> None:
+    from narrator.axioms import REASON_CHARS, axiom_schema
+
+    reason = axiom_schema()["$defs"]["AxiomVerdict"]["properties"]["reason"]
+    assert reason["maxLength"] == REASON_CHARS == 160  # constrained decoding keeps a small model's reason short
+    rulings, notes = parse_verdicts(answer(("prop_a", SPOKEN.id, "breaks", "x" * 900)), [SPOKEN], {"prop_a"})
+    assert notes == [] and rulings is not None
+    assert rulings.violations["prop_a"] == [f"{SPOKEN.text!r}: {'x' * REASON_CHARS}"]
+
+
 def test_unknown_ids_are_dropped_and_unclear_axioms_are_unchecked() -> None:
     rulings, notes = parse_verdicts(
         "Sure! " + answer(("prop_x", SPOKEN.id, "breaks", "?"), ("prop_a", DEAD.id, "unclear", "")) + " Hope it helps",
