@@ -35,6 +35,19 @@ KUBERNETES_VERSION = "1.31.0"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
+_RELABEL_ACTIONS = (
+    "replace",
+    "keep",
+    "drop",
+    "hashmod",
+    "labelmap",
+    "labeldrop",
+    "labelkeep",
+    "lowercase",
+    "uppercase",
+    "keepequal",
+    "dropequal",
+)
 SERVICE_MONITOR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec"],
@@ -73,6 +86,36 @@ SERVICE_MONITOR_SCHEMA: dict[str, Any] = {
                             "path": {"type": "string", "pattern": "^/"},
                             "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
                             "scheme": {"enum": ["http", "https"]},
+                            # the operator's RelabelConfig (monitoring.coreos.com/v1), as its CRD states it
+                            "metricRelabelings": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "additionalProperties": False,
+                                    "properties": {
+                                        "sourceLabels": {
+                                            "type": "array",
+                                            "items": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_]*$"},
+                                        },
+                                        "separator": {"type": "string"},
+                                        "targetLabel": {"type": "string"},
+                                        "regex": {"type": "string"},
+                                        "modulus": {"type": "integer"},
+                                        "replacement": {"type": "string"},
+                                        "action": {
+                                            "enum": [
+                                                *(a for name in _RELABEL_ACTIONS for a in (name, name.capitalize())),
+                                                "HashMod",
+                                                "LabelMap",
+                                                "LabelDrop",
+                                                "LabelKeep",
+                                                "KeepEqual",
+                                                "DropEqual",
+                                            ]
+                                        },
+                                    },
+                                },
+                            },
                         },
                     },
                 },
