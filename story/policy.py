@@ -31,6 +31,7 @@ from schemas.story import (
     ProposedStateChange,
     ResolutionOutcome,
 )
+from story.predicates import same_field
 from story.state import WorldState
 
 #: Higher outranks lower: a rulebook (source) outranks the GM, who outranks players and the system.
@@ -250,7 +251,14 @@ def resolve_contradictions(
             out.append(event)
             continue
         single = event.value is not None or event.predicate in policy.single_valued_predicates
-        current = state.active_facts(event.subject_entity_id, event.predicate)
+        # predicates compared as the rulebook check compares them: "hp" contradicts "hit_points"
+        current = [
+            (fid, f)
+            for fid, f in state.facts.items()
+            if f["subject"] == event.subject_entity_id
+            and f["status"] != FactStatus.SUPERSEDED.value
+            and same_field(f["predicate"], event.predicate)
+        ]
         same = [fid for fid, f in current if f["object"] == event.object_entity_id and f["value"] == event.value]
         if same:
             return Judgement(False, f"already canon as fact {same[0]}")

@@ -37,10 +37,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
 from typing import Any
 
-from rulebook.tables import builtin_tables
 from schemas.campaign import LibraryPin
 from schemas.common import Authority, FactStatus
 from schemas.events import (
@@ -61,7 +59,6 @@ from schemas.rulefacts import (
     RuleValueError,
     StoredSourceFact,
     TextValue,
-    clean_text,
     compare_values,
     entry_key,
     parse_value,
@@ -70,6 +67,7 @@ from schemas.story import ProposedChange
 from stores.graph.base import GraphStore
 from stores.source_facts import SourceFactStore
 from story.policy import ContradictionPolicy, GatePolicy, proposal_events
+from story.predicates import field_labels, predicate_field
 from story.state import WorldState
 
 #: The attribute naming the rulebook entry an entity is an instance of ("Grik" → "Goblin").
@@ -82,45 +80,6 @@ _CITED = 2
 # -- predicates as fields of the family tables --------------------------------------------------------
 
 
-def _norm(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", clean_text(text).casefold()).strip("_")
-
-
-@cache
-def _field_maps() -> tuple[dict[str, dict[str, str]], dict[str, str]]:
-    """Per entry kind and over all kinds: a normalised field name or printed label → the field.
-
-    Field names win over labels (the armor table's "Strength" label is not the creature's strength
-    score), and a kind's own labels over another kind's.
-    """
-    per_kind: dict[str, dict[str, str]] = {}
-    every: dict[str, str] = {}
-    labels: list[tuple[str, str, str]] = []
-    for table in builtin_tables().values():
-        for kind_name, kind in table.kinds.items():
-            names = per_kind.setdefault(kind_name, {})
-            for spec in kind.fields:
-                subs = [s.field for s in (spec.paren, spec.rest) if s is not None]
-                for name in (spec.name, *subs):
-                    names.setdefault(_norm(name), name)
-                    every.setdefault(_norm(name), name)
-                labels += [(kind_name, _norm(label), spec.name) for label in spec.labels]
-    for kind_name, label, name in labels:
-        per_kind[kind_name].setdefault(label, name)
-        every.setdefault(label, name)
-    return per_kind, every
-
-
-@cache
-def field_labels(field_name: str) -> tuple[str, ...]:
-    """The words a field is printed or said under ("Hit Points", "HP", "hit points"), longest first."""
-    labels = {field_name.replace("_", " ")}
-    for table in builtin_tables().values():
-        for kind in table.kinds.values():
-            labels.update(label for spec in kind.fields if spec.name == field_name for label in spec.labels)
-    return tuple(sorted(labels, key=len, reverse=True))
-
-
 def _unlabelled(text: str, field_name: str) -> str | None:
     """The text without the field's label before or after the value ("AC 15", "7 hit points"), or None."""
     for label in field_labels(field_name):
@@ -130,23 +89,6 @@ def _unlabelled(text: str, field_name: str) -> str | None:
             if m and m.group(1).strip():
                 return m.group(1).strip()
     return None
-
-
-@lru_cache(maxsize=4096)  # the gate asks it for every current fact against every claim
-def predicate_field(predicate: str, kind: str | None = None) -> str:
-    """A proposal's predicate as a field of the family tables ("HP", "Hit Points" → ``hit_points``).
-
-    Args:
-        kind: the entry kind whose fields and labels come first (a source fact's ``subject.kind``).
-
-    Returns:
-        The field's name, or the predicate normalised when no table knows it.
-    """
-    norm = _norm(predicate)
-    per_kind, every = _field_maps()
-    if kind is not None and norm in per_kind.get(kind, {}):
-        return per_kind[kind][norm]
-    return every.get(norm, norm)
 
 
 # -- claims ---------------------------------------------------------------------------------------------
@@ -475,7 +417,7 @@ def check_proposal(
         verdict.cite_all(book)
         ruling = _house_rule(claim, state, book[0].predicate)
         if ruling is not None:
-            refusal = _against_house_rule(claim, ruling, book, gm, verdict, facts)
+            refusal = _against_house_rule(claim, ruling, book, gm, events, verdict, facts)
         else:
             refusal = _against_book(claim, book, gm, policy, events, verdict, facts)
         if refusal is not None:
@@ -513,12 +455,10 @@ def _against_book(
     if claim.instance and gm:  # a GM's tougher goblin chief is that one goblin, not a rule for every goblin
         verdict.notes.append(f"a GM's individual ({said}) departs from its entry in the rulebook: {shown}")
         return None
-    if gm and claim.fact_id is not None:
-        verdict.house_rules.append(HouseRuleDraft(claim.fact_id, claim.event_id, book[0].predicate, tuple(different)))
+    if gm:  # an attribute ruling is kept as a fact of the ruling beside it: a house rule like a fact's
+        _rule(claim, book[0].predicate, different, events, verdict)
         verdict.notes.append(f"a GM ruling ({said}) overrides the rulebook for this campaign, kept as a house rule: "
                              f"{shown}")  # fmt: skip
-    elif gm:  # an attribute, not a fact: the GM's word stands, but only a fact is kept as a house rule
-        verdict.notes.append(f"a GM ruling ({said}) departs from the rulebook: {shown}")
     elif policy.source_contradiction is ContradictionPolicy.DISPUTE and claim.fact_id is not None:
         verdict.disputes.setdefault(claim.event_id, []).extend(f.uid for f in different)
         first = events[0] if events else None
@@ -538,7 +478,13 @@ def _against_book(
 
 
 def _against_house_rule(
-    claim: Claim, ruling: _Ruling, book: list[StoredSourceFact], gm: bool, verdict: SourceVerdict, facts: SourceFacts
+    claim: Claim,
+    ruling: _Ruling,
+    book: list[StoredSourceFact],
+    gm: bool,
+    events: Sequence[BaseStateEvent],
+    verdict: SourceVerdict,
+    facts: SourceFacts,
 ) -> str | None:
     """Hold a claim against a house rule in force; the refusal, or None (notes added to ``verdict``)."""
     like = book[0].value
@@ -564,9 +510,35 @@ def _against_house_rule(
         if gm:
             verdict.notes.append(f"a GM ruling ({said}) changes {what}")
             different = [f for f in book if compare_claim(claim.value, f.value, f.predicate) is Comparison.DIFFERENT]
-            if claim.fact_id is not None and different:
-                verdict.house_rules.append(HouseRuleDraft(claim.fact_id, claim.event_id, field_name, tuple(different)))
+            if different:
+                _rule(claim, field_name, different, events, verdict)
             return None
         return f"{said} contradicts {what}"
     verdict.notes.append(f"not checked: {claim.value!r} does not read as the value of {what}")
     return None
+
+
+def _rule(
+    claim: Claim,
+    field_name: str,
+    book: Sequence[StoredSourceFact],
+    events: Sequence[BaseStateEvent],
+    verdict: SourceVerdict,
+) -> None:
+    """Keep a GM's ruling against the book as a house rule: its fact, or for an attribute (a new entity's, or one
+    set on it) a GM fact of the same field and value added beside it, so the ruling is listed and held as the rule
+    in force (:func:`_house_rule`) like a fact ruling."""
+    fact_id, event_id = claim.fact_id, claim.event_id
+    if fact_id is None:
+        first = events[0] if events else None
+        ruling = FactAdded(
+            turn_id=first.turn_id if first else None,
+            scene_id=first.scene_id if first else None,
+            subject_entity_id=claim.entity_id,
+            predicate=field_name,
+            value=claim.value,
+            authority=Authority.GM,
+        )
+        verdict.events.append(ruling)
+        fact_id, event_id = ruling.fact_id, ruling.event_id
+    verdict.house_rules.append(HouseRuleDraft(fact_id, event_id, field_name, tuple(book)))
