@@ -8,7 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
 
-from schemas.knowledge import ChunkingDefaults, Item, Library
+from schemas.knowledge import ChunkingDefaults, Classification, Item, Library
+from schemas.rulefacts import StoredSourceFact
 from schemas.text import RecordId
 
 __all__ = [
@@ -17,9 +18,13 @@ __all__ = [
     "ConceptLink",
     "ConceptNode",
     "ConceptsQuery",
+    "CampaignPin",
     "ItemConcept",
     "ItemDetail",
+    "ItemListing",
     "ItemQuery",
+    "ItemsQuery",
+    "LibraryItems",
     "LibrarySummary",
     "LibraryTypeInfo",
 ]
@@ -134,3 +139,47 @@ class ConceptGraph(BaseModel):
     relationships: list[Relationship] = Field(default_factory=list)
     concepts: list[ConceptNode] = Field(default_factory=list)
     links: list[ConceptLink] = Field(default_factory=list)
+
+
+class ItemsQuery(BaseModel):
+    """Which of a library's items ``list_items`` shows, and how many of each one's facts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int = Field(default=50, ge=1, le=500, description="Items shown, by title.")
+    offset: int = Field(default=0, ge=0, description="Items skipped before them (paging).")
+    fact_limit: int = Field(default=10, ge=0, le=500, description="Facts shown per item, in extraction order.")
+    fact_offset: int = Field(default=0, ge=0, description="Facts of each item skipped before them (paging).")
+    include_superseded: bool = Field(default=False, description="Also the editions a newer one replaced.")
+
+
+class CampaignPin(BaseModel):
+    """A campaign of the caller's that draws on a library or an item, and as what."""
+
+    campaign_id: str
+    campaign_name: str
+    via: Literal["library", "item"] = Field(description="Pinned as the whole library, or as this one item.")
+    use: Classification | None = Field(
+        default=None, description="canon, reference or inspiration; null: as classified."
+    )
+
+
+class ItemListing(Item):
+    """An item of a library with its rulebook facts (how many, and a page of them) and the pins that reach it."""
+
+    fact_count: NonNegativeInt = Field(default=0, description="The facts it states (none before its ingest ends).")
+    facts: list[StoredSourceFact] = Field(default_factory=list)
+    pins: list[CampaignPin] = Field(
+        default_factory=list,
+        description="The caller's campaigns that draw on it: its own pin, else its library's. A campaign with "
+        "no pins at all draws on the whole library and is not listed.",
+    )
+
+
+class LibraryItems(BaseModel):
+    """The answer of ``list_items``: a page of a library's items, and the caller's campaigns that pin the library."""
+
+    library_uid: str
+    item_count: NonNegativeInt = Field(description="Items of the library (the superseded ones only when asked).")
+    items: list[ItemListing] = Field(default_factory=list)
+    pins: list[CampaignPin] = Field(default_factory=list, description="Pins of the whole library.")

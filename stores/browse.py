@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from schemas.errors import NotFound
-from schemas.knowledge import ChunkStatus, ItemStatus, normalize_name
+from schemas.knowledge import ChunkStatus, Item, ItemStatus, normalize_name
 from schemas.library import (
     ChunkPreview,
     ConceptGraph,
@@ -55,6 +55,11 @@ _ITEM_CONCEPTS = (
     "RETURN k.uid AS uid, k.name AS name, k.normalized_name AS normalized_name, k.kind AS kind, "
     "count(DISTINCT c) AS mentions ORDER BY mentions DESC, name LIMIT $limit"
 )
+_LIBRARY_ITEMS = (
+    "MATCH (:Library {uid: $uid})-[:HAS_ITEM]->(i:Item) WHERE $all OR i.status <> $superseded "
+    "WITH i ORDER BY i.title, i.uid WITH collect(i) AS items "
+    "RETURN size(items) AS total, items[$offset..$end] AS page"
+)
 _CONCEPT_START = (
     "MATCH (k:Concept) WHERE k.uid = $start OR k.normalized_name = $normalized OR k.name = $start "
     "RETURN k.uid AS uid, k.name AS name, k.normalized_name AS normalized_name, k.kind AS kind "
@@ -83,6 +88,27 @@ class LibraryBrowser:
         )
         counts = ("item_count", "items"), ("chunk_count", "chunks"), ("concept_count", "concepts")
         return [from_props(LibrarySummary, r["l"] | {field: int(r[n]) for field, n in counts}) for r in rows]
+
+    def items(
+        self, library_uid: str, *, limit: int = 50, offset: int = 0, include_superseded: bool = False
+    ) -> tuple[int, list[Item]]:
+        """A page of a library's items by title, and how many it holds (two queries, whatever it holds).
+
+        Raises:
+            NotFound: no such library.
+        """
+        self.catalog.get_library(library_uid)
+        params = {
+            "uid": library_uid,
+            "all": include_superseded,
+            "superseded": ItemStatus.SUPERSEDED.value,
+            "offset": offset,
+            "end": offset + limit,
+        }
+        rows = self.graph.run(_LIBRARY_ITEMS, params)
+        if not rows:
+            return 0, []
+        return int(rows[0]["total"]), [from_props(Item, props) for props in rows[0]["page"]]
 
     def item(self, uid: str, *, chunk_limit: int = 10, chunk_offset: int = 0, concept_limit: int = 25) -> ItemDetail:
         """An item with a page of chunk previews (reading order) and the concepts its chunks mention.

@@ -251,6 +251,22 @@ class SourceFactStore:
         )
         return [_from_props(r["f"]) for r in rows]
 
+    def pages(
+        self, item_uids: Sequence[str], *, limit: int = 10, offset: int = 0
+    ) -> dict[str, tuple[int, list[StoredSourceFact]]]:
+        """For each item whose ingest finished, how many facts it states and a page of them in extraction order
+        (one query for every item; an item still being ingested, or stating nothing, is left out).
+        """
+        if not item_uids:
+            return {}
+        rows = self.graph.run(
+            "MATCH (i:Item)-[:STATES]->(f:SourceFact) WHERE i.uid IN $items AND i.status IN $finished "
+            "WITH i, f ORDER BY f.seq WITH i, collect(f) AS facts "
+            "RETURN i.uid AS uid, size(facts) AS n, facts[$offset..$end] AS page",
+            {"items": sorted(set(item_uids)), "finished": _FINISHED, "offset": offset, "end": offset + limit},
+        )
+        return {r["uid"]: (int(r["n"]), [_from_props(f) for f in r["page"]]) for r in rows}
+
     def count(self, item_uid: str) -> int:
         """How many facts an item states."""
         rows = self.graph.run(

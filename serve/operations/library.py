@@ -1,24 +1,38 @@
-"""Browsing the library: the libraries with their counts, their collections, an item with its chunk previews and
-concept links, the concept graph around a concept or an item, and a rulebook entry's typed facts.
+"""Browsing the library: the libraries with their counts, their collections, a library's items with their facts
+and pins, an item with its chunk previews and concept links, the concept graph around a concept or an item, and
+a rulebook entry's typed facts.
 
-Any valid key reads the library (a table's agent looks things up); with ``LOREKEEPER_MCP_REQUIRE_KEY=false``
-an MCP caller without a key does too. Each answer is a fixed number of graph queries
-(:class:`stores.browse.LibraryBrowser`), whatever the library holds.
+Any valid key reads the library (a table's agent looks things up); with ``LOREKEEPER_MCP_REQUIRE_KEY=false`` an
+MCP caller without a key does too. The pins a library's items show are those of the campaigns the key holds
+(an admin: every campaign's; a keyless caller: none): another table's books are not a key's business. Each
+answer is a fixed number of graph queries (:class:`stores.browse.LibraryBrowser`), whatever the library holds.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.knowledge import Collection
-from schemas.library import ConceptGraph, ConceptsQuery, ItemDetail, ItemQuery, LibrarySummary
+from schemas.library import (
+    CampaignPin,
+    ConceptGraph,
+    ConceptsQuery,
+    ItemDetail,
+    ItemListing,
+    ItemQuery,
+    ItemsQuery,
+    LibraryItems,
+    LibrarySummary,
+)
 from schemas.rulefacts import StoredSourceFact
+from schemas.story import Campaign
 from serve.operations.base import Access, Call, Rest, Role, operation
 from stores.browse import LibraryBrowser
+from story.library_pins import pin_for
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +67,44 @@ async def list_collections(call: Call[Any]) -> list[Collection]:
     """The collections of a library."""
     await call.run(call.ctx.catalog.get_library, call.id("library_uid"))  # an unknown library is not_found
     return await call.run(call.ctx.catalog.list_collections, call.id("library_uid"))  # type: ignore[no-any-return]
+
+
+@operation(
+    family="library",
+    access=ANY,
+    rest=Rest("GET", "/library/libraries/{library_uid}/items"),
+    ids=("library_uid",),
+    body=ItemsQuery,
+    output=LibraryItems,
+)
+async def list_items(call: Call[ItemsQuery]) -> LibraryItems:
+    """A library's items (paged, by title), each with its rulebook facts (how many, and a page of them) and the
+    caller's campaigns that draw on it (its own pin, else its library's), with the pins of the whole library."""
+    b, library_uid = call.body, call.id("library_uid")
+    total, items = await call.run(
+        _browser(call).items, library_uid, limit=b.limit, offset=b.offset, include_superseded=b.include_superseded
+    )
+    facts = await call.run(
+        call.ctx.source_facts.pages, [i.uid for i in items], limit=b.fact_limit, offset=b.fact_offset
+    )
+    # pins of the caller's campaigns only: another table's books are its own business
+    campaigns: list[Campaign] = await call.run(call.ctx.story.list_campaigns)
+    mine = [c for c in campaigns if call.caller.plays(c.id)]
+
+    def pins(item_uid: str | None) -> list[CampaignPin]:
+        found = []
+        for c in mine:
+            pin = pin_for(c.library_pins, item=item_uid, library=library_uid)
+            if pin is not None:
+                via: Literal["library", "item"] = "item" if pin.item_id is not None else "library"
+                found.append(CampaignPin(campaign_id=c.id, campaign_name=c.name, via=via, use=pin.use))
+        return found
+
+    listed = []
+    for item in items:
+        count, page = facts.get(item.uid, (0, []))
+        listed.append(ItemListing(**item.model_dump(), fact_count=count, facts=page, pins=pins(item.uid)))
+    return LibraryItems(library_uid=library_uid, item_count=total, items=listed, pins=pins(None))
 
 
 @operation(
