@@ -112,7 +112,10 @@ def setup_table(services: Any) -> dict[str, str]:
     flood = {"type": "event", "title": "The ford rises"}
     pending = story.propose(scene.id, type="event", content=flood, authority="gm", confidence=1.0)
     (row,) = story.graph.run("MATCH (f:Fact) WHERE f.campaign_id = $c RETURN f.uid AS uid", {"c": campaign.id})
+    caravan, reeve = (story.threads.open(campaign.id, title).id for title in ("The caravan", "The reeve's debt"))
     return {
+        "thread_id": caravan,
+        "other_thread_id": reeve,
         "world_id": world.id,
         "campaign_id": campaign.id,
         "first_turn_id": first.id,
@@ -138,6 +141,28 @@ def cases(t: dict[str, str]) -> list[Case]:
             "POST",
             "/campaigns",
             body={"world_id": t["world_id"], "name": "Fen", "profile": profile, "narrator_rules": ["Be brief."]},
+        ),
+        Case("open_thread", "POST", "/campaigns/{campaign_id}/threads", camp, {"title": "Tolls", "description": "?"}),
+        Case(
+            "advance_thread",
+            "POST",
+            "/campaigns/{campaign_id}/threads/{thread_id}/advance",
+            {**camp, "thread_id": t["thread_id"]},
+            {"progress": "Wheel ruts by the ford."},
+        ),
+        Case(
+            "resolve_thread",
+            "POST",
+            "/campaigns/{campaign_id}/threads/{thread_id}/resolve",
+            {**camp, "thread_id": t["thread_id"]},
+            {"resolution": "The caravan was robbed."},
+        ),
+        Case(
+            "abandon_thread",
+            "POST",
+            "/campaigns/{campaign_id}/threads/{thread_id}/abandon",
+            {**camp, "thread_id": t["other_thread_id"]},
+            {"reason": "The reeve left town."},
         ),
         Case("set_library", "PUT", "/campaigns/{campaign_id}/library", camp, {"pins": []}),
         Case("create_key", "POST", "/keys", body={"name": "the sweep's key", "admin": True}),
