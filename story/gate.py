@@ -43,7 +43,14 @@ from story.citations import Citations, read_citations
 from story.graph import CampaignContext, Writes, commit_uid
 from story.policy import GatePolicy, authority_verdict, awaits_review, proposal_events, resolve_contradictions
 from story.rules import check_events
-from story.source_check import HouseRuleDraft, SourceFacts, SourceVerdict, check_proposal, read_source_facts
+from story.source_check import (
+    HouseRuleDraft,
+    SourceFacts,
+    SourceVerdict,
+    canon_rulings,
+    check_proposal,
+    read_source_facts,
+)
 from story.state import WorldState
 
 #: Canon node label per event kind, and the event field holding the node's id.
@@ -143,6 +150,7 @@ def judge(
         source = SourceVerdict()
         if source_facts is not None:
             source = check_proposal(proposal, settled.events, state, source_facts, policy)
+        source.house_rules.extend(canon_rulings(settled.overrides, state))  # a GM's word over source canon
         if source.refusal is not None:
             decisions.append(_rejected(proposal, source.refusal, source.cited))
             continue
@@ -414,23 +422,11 @@ def _source_props(meta: dict[str, Any], at: str) -> dict[str, Any]:
     uids = [*(meta.get("supports") or []), *(meta.get("disputes") or []), *([f.uid for f in rule.book] if rule else [])]
     props: dict[str, Any] = {"source_fact_ids": list(dict.fromkeys(uids))} if uids else {}
     if rule is not None:
-        book = rule.book[0]
-        props.update(
-            {
-                "house_rule": True,
-                "ruled_by": meta.get("ruled_by") or "gm",
-                "ruled_at": at,
-                "book_entry": book.subject.name,
-                "book_field": rule.field,
-                "book_value": book.value.canonical(),
-                "book_raw": book.raw,
-                "book_item": book.item_uid,
-            }
-        )
-        if book.page is not None:
-            props["book_page"] = book.page
-        if book.chunk_id:
-            props["book_chunk"] = book.chunk_id
+        props.update(rule.marks(meta.get("ruled_by") or "gm", at))
+        if rule.canon:  # a ruling against the campaign's source canon: the facts it departs from
+            props["source_fact_ids"] = list(
+                dict.fromkeys([*props.get("source_fact_ids", []), *(c[0] for c in rule.canon)])
+            )
     return props
 
 

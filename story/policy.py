@@ -94,6 +94,9 @@ class Judgement:
     accepted: bool
     rationale: str
     events: list[BaseStateEvent] = field(default_factory=list)
+    overrides: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    """A GM's facts that override campaign canon of source authority: event id -> (fact id, the facts overridden),
+    kept as house rules (:func:`story.source_check.canon_rulings`)."""
 
 
 def authority_verdict(proposal: ProposedChange, policy: GatePolicy) -> str | None:
@@ -236,6 +239,7 @@ def resolve_contradictions(
     rank = AUTHORITY_RANK[authority.value]
     out: list[BaseStateEvent] = []
     notes: list[str] = []
+    overrides: dict[str, tuple[str, list[str]]] = {}
     for event in events:
         if not isinstance(event, FactAdded):
             out.append(event)
@@ -266,6 +270,17 @@ def resolve_contradictions(
             out.append(event)
             continue
         higher = [(fid, f) for fid, f in current if AUTHORITY_RANK[f["authority"]] > rank]
+        if higher and authority is Authority.GM and all(f["authority"] == Authority.SOURCE.value for _, f in higher):
+            # the GM's word is final at the table: a ruling against the campaign's source canon, a house rule
+            overridden = [fid for fid, f in current if f["status"] != FactStatus.SUPERSEDED.value]
+            event = event.validated_copy(replaces=overridden[0])
+            out.extend(_superseded(event, overridden[1:]))
+            overrides[event.event_id] = (event.fact_id, overridden)
+            notes.append(
+                f"a GM ruling overrides fact {', '.join(overridden)} of source authority, kept as a house rule"
+            )
+            out.append(event)
+            continue
         if higher:
             fid, f = higher[0]
             if policy.contradiction is ContradictionPolicy.REJECT:
@@ -290,16 +305,21 @@ def resolve_contradictions(
         lower = [fid for fid, f in current if f["status"] != FactStatus.SUPERSEDED.value]
         if lower:
             event = event.validated_copy(replaces=lower[0])
-            out.extend(
-                FactInvalidated(
-                    turn_id=event.turn_id,
-                    scene_id=event.scene_id,
-                    fact_id=fid,
-                    reason=f"superseded by {event.fact_id}",
-                    superseded_by=event.fact_id,
-                )
-                for fid in lower[1:]
-            )
+            out.extend(_superseded(event, lower[1:]))
             notes.append(f"supersedes fact {', '.join(lower)}")
         out.append(event)
-    return Judgement(True, "; ".join(notes), out)
+    return Judgement(True, "; ".join(notes), out, overrides)
+
+
+def _superseded(event: FactAdded, fact_ids: list[str]) -> list[FactInvalidated]:
+    """The other current facts a new fact supersedes (the first it ``replaces``)."""
+    return [
+        FactInvalidated(
+            turn_id=event.turn_id,
+            scene_id=event.scene_id,
+            fact_id=fid,
+            reason=f"superseded by {event.fact_id}",
+            superseded_by=event.fact_id,
+        )
+        for fid in fact_ids
+    ]

@@ -345,6 +345,23 @@ class HouseRuleDraft:
     event_id: str
     field: str
     book: tuple[StoredSourceFact, ...]
+    canon: tuple[tuple[str, str, Any], ...] = ()
+    """Or, a ruling against the campaign's own canon of source authority: (fact id, entry name, value) each."""
+
+    def marks(self, ruled_by: str, at: str) -> dict[str, Any]:
+        """What the ruling's fact node records of what it departs from (:func:`story.house_rules.house_rules`)."""
+        marks: dict[str, Any] = {"house_rule": True, "ruled_by": ruled_by, "ruled_at": at, "book_field": self.field}
+        if not self.book:
+            fact_id, entry, value = self.canon[0]
+            return {**marks, "book_entry": entry, "book_value": str(value), "book_fact": fact_id}
+        book = self.book[0]
+        marks.update(book_entry=book.subject.name, book_value=book.value.canonical(), book_raw=book.raw)
+        marks["book_item"] = book.item_uid
+        if book.page is not None:
+            marks["book_page"] = book.page
+        if book.chunk_id:
+            marks["book_chunk"] = book.chunk_id
+        return marks
 
 
 @dataclass(slots=True)
@@ -542,3 +559,21 @@ def _rule(
         verdict.events.append(ruling)
         fact_id, event_id = ruling.fact_id, ruling.event_id
     verdict.house_rules.append(HouseRuleDraft(fact_id, event_id, field_name, tuple(book)))
+
+
+def canon_rulings(overrides: Mapping[str, tuple[str, list[str]]], state: WorldState) -> list[HouseRuleDraft]:
+    """A GM's facts that override the campaign's own canon of source authority (:class:`story.policy.Judgement`)
+    as house rules: what each departs from is that canon (its entity's name and value), not a library's fact."""
+    out = []
+    for event_id, (fact_id, overridden) in overrides.items():
+        canon = []
+        for fid in overridden:
+            fact = state.facts[fid]
+            entry = (state.entities.get(fact["subject"]) or {}).get("name") or fact["subject"]
+            canon.append((fid, str(entry), fact["value"] if fact["value"] is not None else fact["object"]))
+        out.append(
+            HouseRuleDraft(
+                fact_id, event_id, predicate_field(state.facts[overridden[0]]["predicate"]), (), tuple(canon)
+            )
+        )
+    return out

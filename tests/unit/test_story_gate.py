@@ -257,22 +257,32 @@ def test_contradicting_higher_authority_is_rejected_or_disputed(story: StoryServ
         confidence=1.0,
     )
     (decision,) = story.end_scene(scene.id).decisions
-    assert decision.proposal_id == claim.id and decision.status is ProposalStatus.REJECTED
-    assert "outranks" in decision.rationale
+    # the GM's word is final: against the campaign's source canon it is a house rule (it was refused before)
+    assert decision.proposal_id == claim.id and decision.status is ProposalStatus.ACCEPTED, decision.rationale
+    assert decision.house_rule and "of source authority, kept as a house rule" in decision.rationale
+
+    def player_says(value: str) -> str:
+        scene = story.start_scene(campaign_id)
+        story.propose(
+            scene.id,
+            type="fact",
+            content={"subject_entity_id": ids["orc"], "predicate": "species", "value": value},
+            authority="player",
+            confidence=1.0,
+            resolution=ROLL,
+            evidence={"turn_ids": [turn_id]},
+        )
+        return scene.id
+
+    (decision,) = story.end_scene(player_says("troll")).decisions
+    assert decision.status is ProposalStatus.REJECTED and "outranks" in decision.rationale
 
     story.policy = GatePolicy(contradiction=ContradictionPolicy.DISPUTE)
-    scene = story.start_scene(campaign_id)
-    story.propose(
-        scene.id,
-        type="fact",
-        content={"subject_entity_id": ids["orc"], "predicate": "species", "value": "elf"},
-        authority="gm",
-        confidence=1.0,
-    )
+    scene = story.get_scene(player_says("troll"))
     (decision,) = story.end_scene(scene.id).decisions
     assert decision.status is ProposalStatus.ACCEPTED and "disputes" in decision.rationale
     facts = [f for f in story.state(campaign_id).facts if f.predicate == "species"]
-    assert sorted(f.status.value for f in facts) == ["disputed", "disputed"]
+    assert sorted(f.status.value for f in facts) == ["disputed", "disputed", "superseded"]
 
 
 def test_mid_scene_commit_of_given_proposals(story: StoryService) -> None:

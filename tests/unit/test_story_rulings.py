@@ -9,6 +9,7 @@ import pytest
 from schemas.story import ProposalStatus
 from story.predicates import predicate_field
 from story.service import StoryService
+from tests.unit.test_gate_provenance import write_book
 from tests.unit.test_source_check import claim, decided, rulebook, table
 from tests.unit.test_story_campaign import play
 
@@ -61,3 +62,34 @@ def test_a_contradiction_under_another_predicate_name_is_caught(story: StoryServ
     current = [f for f in story.state(campaign_id).facts if f.status.value == "active"]
     assert [(f.predicate, f.value) for f in current if f.subject_entity_id == goblin] == [("hit_points", 9)]
     assert decided is not None and first
+
+
+def test_a_gm_fact_against_campaign_canon_of_source_authority_is_a_house_rule(story: StoryService) -> None:
+    campaign_id, scene_id, goblin, turn_id = table(story)
+    _, (chunk, _) = write_book(story.graph, "Goblin Lore")
+    story.propose(
+        scene_id,
+        type="fact",
+        content={"subject_entity_id": goblin, "predicate": "lair", "value": "the old mill"},
+        authority="source",
+        confidence=1.0,
+        evidence={"chunk_ids": [chunk]},
+    )
+    decided(story, scene_id)
+    book_fact = next(f.id for f in story.state(campaign_id).facts if f.predicate == "lair")
+    scene_id = story.start_scene(campaign_id, title="The GM rules").id
+    ruling = claim(story, scene_id, goblin, turn_id, "lair", "the sunken chapel", authority="gm")
+    decision = decided(story, scene_id)[ruling]
+    # before: rejected, "it contradicts fact … of source authority, which outranks gm"
+    assert decision.status is ProposalStatus.ACCEPTED, decision.rationale
+    assert decision.house_rule and "kept as a house rule" in decision.rationale
+    (rule,) = story.house_rules(campaign_id)
+    assert (rule.entry, rule.field, rule.book_value, rule.ruled_value) == (
+        "Goblin",
+        "lair",
+        "the old mill",
+        "the sunken chapel",
+    )
+    assert book_fact in rule.source_fact_ids
+    facts = {f.id: f for f in story.state(campaign_id).facts}
+    assert facts[book_fact].status.value == "superseded" and facts[rule.fact_id].replaces == book_fact
