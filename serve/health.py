@@ -104,8 +104,8 @@ class HealthProbes:
         return dict(sorted(found.items(), key=lambda kv: order.get(kv[0], len(order))))
 
     async def value(self, name: str, fn: Callable[[], Any], default: Any) -> Any:
-        """``fn()`` run like a probe (in the pool, one at a time, within the timeout), or ``default`` when it fails
-        or does not answer in time."""
+        """``fn()`` run like a probe (in a thread of its own, one at a time, within the timeout), or ``default``
+        when it fails or does not answer in time (whether the API runs open: a question to the graph too)."""
         started, running = self._start(name, lambda: (fn(), None), None)  # type: ignore[arg-type,return-value]
         waiter = asyncio.wrap_future(running) if isinstance(running, Future) else running
         try:
