@@ -237,6 +237,7 @@ class TurnFlow:
         search = self._pool.submit(self._knowledge, campaign_id, text)
         recall = self._pool.submit(self._recall, campaign_id, turn, text, filtered=viewer is not None)
         context = self.story.turn_context(campaign_id, turn=turn, recent=self.settings.recent_turns)
+        notes = self.story.triggers.notes_for(turn)
         hits, retrieval_error = search.result()
         recalled, recall_error = recall.result()
         if recalled is not None:
@@ -258,7 +259,8 @@ class TurnFlow:
             memories=context.memories,
             summaries=context.summaries,
             recent=context.recent,
-            player_input=text,
+            # the GM's notes from triggers fired for this turn: last, so the prompt's prefix stays the same
+            player_input="\n\n".join([text, *(f"[GM's note to the narrator] {n}" for n in notes)]) if notes else text,
             retrieval_error=retrieval_error,
             recalled=recalled,
             recall_error=recall_error,

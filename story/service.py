@@ -73,6 +73,7 @@ from schemas.story import (
     WorldStateCheckpointKind,
     WorldStateView,
 )
+from schemas.triggers import FiredBy
 from stores.blob.base import BlobStore
 from stores.graph.base import GraphStore
 from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
@@ -105,6 +106,7 @@ from story.state import WorldState
 from story.threads import Threads
 from story.timeline import Timeline
 from story.transcripts import Transcript
+from story.triggers import Triggers
 from story.versions import Versions
 
 T = TypeVar("T")
@@ -152,6 +154,8 @@ class StoryService:
         self.reviews = Reviews(core, self._scenes)
         """The GM's reviews of pending proposals and the queue with the gate's dry run: :mod:`story.review`."""
         self.threads = Threads(self._scenes, self._timeline.state)
+        self.triggers = Triggers(self._scenes)
+        """The GM's triggers, fired at each turn and scene end, and their activations: :mod:`story.triggers`."""
         """Threads opened, advanced, resolved and abandoned by the GM, listed as of a turn: :mod:`story.threads`."""
         self._memories = Memories(core)
         self._provenance = Provenance(core)
@@ -332,6 +336,7 @@ class StoryService:
         )
         if turn.narration is not None:
             self._recall.turn_recorded(turn)
+        self.triggers.evaluate(turn, FiredBy.TURN)
         return turn
 
     def get_turn(self, turn_id: str) -> Turn:
@@ -436,6 +441,8 @@ class StoryService:
         """
         report = self._scenes.end_scene(scene_id, summary=summary)
         self.finish_scene_end(scene_id)
+        if (head := self.get_campaign(self._scenes.get_scene(scene_id).campaign_id).head_turn_id) is not None:
+            self.triggers.evaluate(self.get_turn(head), FiredBy.SCENE_END)
         return report
 
     def finish_scene_end(self, scene_id: str) -> Formation | None:
