@@ -101,11 +101,11 @@ def outcome_canon(props: Mapping[str, Any], outcomes: int) -> list[list[str]]:
 # -- what the graph says of canon, for recall ------------------------------------------------------------------
 
 
-def retconned_nodes(campaign_id: str) -> Statement:
-    """The campaign's canon nodes a retcon marked, and those it wrote in place of one."""
+def retconned_nodes(label: str, campaign_id: str) -> Statement:
+    """The campaign's canon nodes of ``label`` a retcon marked, and those it wrote in place of one."""
     return (
-        "MATCH (n) WHERE n.campaign_id = $c AND (n.canon_level = 'retconned' OR n.retcon_of IS NOT NULL) "
-        "RETURN n, labels(n) AS labels",
+        f"MATCH (n:{label}) WHERE n.campaign_id = $c AND (n.canon_level = 'retconned' OR n.retcon_of IS NOT NULL) "
+        "RETURN n",
         {"c": campaign_id},
     )
 
@@ -137,14 +137,12 @@ def canon_marks(graph: GraphStore, campaign_id: str, turns: Mapping[str, Turn]) 
     """What :func:`retconned_nodes` finds: the ids retconned, and a record (kind fact, id the new record's) for
     each fact or happening a retcon wrote, anchored at its turn on the retcon's branch and commit sequence."""
     marks = CanonMarks()
-    rows = graph.run(*retconned_nodes(campaign_id))
+    rows = [(label, row["n"]) for label in CANON_LABELS for row in graph.run(*retconned_nodes(label, campaign_id))]
     if not rows:
         return marks
     names = {r["uid"]: {"name": r["name"]} for r in graph.run(*entity_names(campaign_id))}
-    for row in rows:
-        node, labels = row["n"], set(row["labels"])
-        if not labels & set(CANON_LABELS):
-            continue
+    for label, node in rows:
+        labels = {label}
         if node.get("canon_level") == "retconned":
             marks.retconned.add(str(node["uid"]))
         turn = turns.get(str(node.get("turn_id")))
