@@ -58,7 +58,8 @@ class Viewer:
 
     def state(self, state: WorldStateView) -> WorldStateView:
         """The world as this seat sees it: the entities, facts, relationships and threads it may see, and
-        nothing that names a hidden entity (its facts, relationships, whereabouts, holdings, places in threads)."""
+        nothing that names a hidden entity (its facts, relationships, whereabouts, holdings, places in threads,
+        the happenings it took part in or that took place in it)."""
         if self.gm:
             return state
         hidden = self.hidden(state)
@@ -83,6 +84,12 @@ class Viewer:
                 "facts": facts,
                 "relationships": relationships,
                 "threads": threads,
+                # a happening naming a hidden entity is the GM's (as a scene's outcome naming one is)
+                "happenings": [
+                    h
+                    for h in state.happenings
+                    if h.location_entity_id not in hidden and not hidden & set(h.participant_entity_ids)
+                ],
                 "locations": {k: v for k, v in state.locations.items() if k not in hidden and v not in hidden},
                 "holders": {k: v for k, v in state.holders.items() if k not in hidden and v not in hidden},
             }

@@ -170,3 +170,21 @@ def test_a_text_naming_records_is_seen_only_when_every_record_it_names_is() -> N
     assert not ADA.names_only_seen("ent_lurk is at ent_ada", state)  # a hidden entity
     assert not ADA.names_only_seen("fact_elsewhere", state)  # not in the state: fails closed
     assert ADA.names_only_seen("accepted", state) and ADA.names_only_seen(None, state)
+
+
+def test_a_happening_naming_a_hidden_entity_is_the_gms() -> None:
+    from schemas.canon import Happening
+
+    state = _state().model_copy(
+        update={
+            "happenings": [
+                Happening(id="hap_public", title="A storm", participant_entity_ids=["ent_ada"]),
+                Happening(id="hap_lurk", title="The lurker strikes", participant_entity_ids=["ent_lurk"]),
+                Happening(id="hap_at_lurk", title="A meeting", location_entity_id="ent_lurk"),
+            ]
+        }
+    )
+    # before: the state view had no happenings; with them, one naming a hidden entity would reach players
+    assert [h.id for h in ADA.state(state).happenings] == ["hap_public"]
+    assert [h.id for h in TABLE.state(state).happenings] == ["hap_public"]
+    assert len(Viewer(gm=True).state(state).happenings) == 3
