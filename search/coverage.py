@@ -39,7 +39,7 @@ from enum import StrEnum
 from functools import lru_cache
 
 from models.stemming import stem
-from search.graph import STOP_WORDS
+from search.query_names import STOP_WORDS
 
 # Units of measure and how they are printed, to one key each: "feet", "foot" and "ft" are the same unit.
 UNITS: dict[str, str] = {

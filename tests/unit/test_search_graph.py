@@ -6,7 +6,7 @@ import pytest
 
 from models.fusion import rrf
 from models.stemming import singular
-from search.graph import heading_keys, query_names, stem_key, without_section_number
+from search.query_names import heading_keys, query_names, stem_key, without_section_number
 
 pytestmark = pytest.mark.unit
 
