@@ -63,7 +63,7 @@ def test_every_operation_has_its_row_with_role_route_and_tool() -> None:
             wrong.append(f"{name}: REST {cells[2]!r}, declared {route}")
         if cells[0].split(":", 1)[0] != op.family:
             wrong.append(f"{name}: family {cells[0].split(':', 1)[0]!r}, declared {op.family!r}")
+    assert not wrong, "\n".join(wrong)
     unknown = sorted(set(by_tool) - set(OPERATIONS))
     assert not unknown, f"rows naming no operation: {unknown}"
     assert len(rows) == len(OPERATIONS), "one row per operation"
-    assert not wrong, "\n".join(wrong)

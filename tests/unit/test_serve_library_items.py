@@ -100,6 +100,7 @@ def shelf() -> Iterator[tuple[Any, Doors, dict[str, Any]]]:
             "gm": keys.create("gm A", campaigns=[a.id], role=KeyRole.GM)[0],
             "player": keys.create("player A", campaigns=[a.id])[0],
             "other_player": keys.create("player B", campaigns=[b.id])[0],
+            "no_campaign": keys.create("reader")[0],
         }  # fmt: skip
         with TestClient(create_app(services), base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
             yield services, Doors(client), ids
@@ -123,7 +124,7 @@ def test_items_carry_their_facts_and_the_pins_of_the_callers_campaigns_only(
     services, doors, ids = shelf
     where = {"library_uid": ids["library"]}
     seen = {}
-    for caller in ("admin", "gm", "player", "other_player"):
+    for caller in ("admin", "gm", "player", "other_player", "no_campaign"):
         seen[caller] = _both(doors, ids[caller], where, {"fact_limit": 3})
     answer = seen["admin"]
     assert answer["item_count"] == 2  # the superseded edition left out
@@ -144,6 +145,9 @@ def test_items_carry_their_facts_and_the_pins_of_the_callers_campaigns_only(
     theirs = seen["other_player"]
     assert [_pins(i) for i in theirs["items"]] == [{b_item}, set()] and _pins(theirs) == set()
     assert ids["a"] not in str(theirs) and ids["b"] not in str(seen["player"])  # not even an id
+    nobody = seen["no_campaign"]  # a key of no campaign reads the library and sees no pin
+    assert [_pins(i) for i in nobody["items"]] == [set(), set()] and _pins(nobody) == set()
+    assert [i["fact_count"] for i in nobody["items"]] == [srd["fact_count"], 0]
 
 
 def test_items_and_facts_are_paged_and_a_missing_library_is_not_found(shelf: tuple[Any, Doors, dict[str, Any]]) -> None:
