@@ -3,7 +3,7 @@
 One module per family (:mod:`~serve.operations.knowledge` — search, health —, :mod:`~serve.operations.library`,
 :mod:`~serve.operations.campaigns`, :mod:`~serve.operations.turns`, :mod:`~serve.operations.timeline`,
 :mod:`~serve.operations.scenes` — scenes, the gate, rulings —, :mod:`~serve.operations.threads`,
-:mod:`~serve.operations.memory`,
+:mod:`~serve.operations.triggers`, :mod:`~serve.operations.memory`,
 :mod:`~serve.operations.keys`). :data:`OPERATIONS` is the table the REST routes
 (:mod:`serve.routes.operations`) and the MCP tools (:mod:`serve.mcp`) are generated from; both call
 :func:`invoke`, so an operation's access rule, defaults and errors are the same through either door.
@@ -18,7 +18,19 @@ from typing import Any
 from pydantic import BaseModel
 
 from serve.auth import Principal
-from serve.operations import campaigns, keys, knowledge, library, memory, models, scenes, threads, timeline, turns
+from serve.operations import (
+    campaigns,
+    keys,
+    knowledge,
+    library,
+    memory,
+    models,
+    scenes,
+    threads,
+    timeline,
+    triggers,
+    turns,
+)
 from serve.operations.access import authorize, visible
 from serve.operations.base import Access, Call, Empty, On, Operation, Rest, Role, table
 from serve.services import Services
@@ -53,7 +65,7 @@ __all__ = [
 ]
 
 # imported for their operations
-_ = (campaigns, keys, knowledge, library, memory, models, scenes, threads, timeline, turns)
+_ = (campaigns, keys, knowledge, library, memory, models, scenes, threads, timeline, triggers, turns)
 
 
 async def invoke(op: Operation, ctx: Services, caller: Principal, ids: dict[str, str], body: BaseModel) -> Any:

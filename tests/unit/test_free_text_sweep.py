@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from schemas.story import Memory, StoryProfile
+from schemas.triggers import TriggerCreate
 from tests.unit.serve_support import api_services, running
 from tests.unit.store_dump import stores_dump
 from tests.unit.test_serve_mcp import session
@@ -53,6 +54,7 @@ NOT_TEXT = {
     "library_type",
     "action",
     "dependents",
+    "on",
 }
 
 
@@ -113,7 +115,11 @@ def setup_table(services: Any) -> dict[str, str]:
     pending = story.propose(scene.id, type="event", content=flood, authority="gm", confidence=1.0)
     (row,) = story.graph.run("MATCH (f:Fact) WHERE f.campaign_id = $c RETURN f.uid AS uid", {"c": campaign.id})
     caravan, reeve = (story.threads.open(campaign.id, title).id for title in ("The caravan", "The reeve's debt"))
+    far = {"on": "turn_count", "at_least": 900}
+    spec = TriggerCreate.model_validate({"name": "Far", "conditions": [far], "action": {"kind": "note", "text": "-"}})
+    trigger = story.triggers.create(campaign.id, spec)
     return {
+        "trigger_id": trigger.id,
         "thread_id": caravan,
         "other_thread_id": reeve,
         "world_id": world.id,
@@ -163,6 +169,24 @@ def cases(t: dict[str, str]) -> list[Case]:
             "/campaigns/{campaign_id}/threads/{thread_id}/abandon",
             {**camp, "thread_id": t["other_thread_id"]},
             {"reason": "The reeve left town."},
+        ),
+        Case(
+            "create_trigger",
+            "POST",
+            "/campaigns/{campaign_id}/triggers",
+            camp,
+            {
+                "name": "Dawn",
+                "conditions": [{"on": "turn_count", "at_least": 800}],
+                "action": {"kind": "note", "text": "The cock crows."},
+            },
+        ),
+        Case(
+            "update_trigger",
+            "PATCH",
+            "/campaigns/{campaign_id}/triggers/{trigger_id}",
+            {**camp, "trigger_id": t["trigger_id"]},
+            {"name": "Far away", "action": {"kind": "note", "text": "Far bells ring."}},
         ),
         Case("set_library", "PUT", "/campaigns/{campaign_id}/library", camp, {"pins": []}),
         Case("create_key", "POST", "/keys", body={"name": "the sweep's key", "admin": True}),
@@ -251,6 +275,7 @@ NO_FREE_TEXT = {
     "restore_checkpoint",
     "retake_turn",
     "select_take",
+    "delete_trigger",
 }
 
 
