@@ -72,7 +72,8 @@ class _Killer(threading.Thread):
             time.sleep(0.02)
 
 
-def test_graph_server_killed_during_ingest_leaves_a_whole_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize("executor", ["local", "ray"])  # the stages in the driver, and on Ray's actors
+def test_graph_server_killed_during_ingest_leaves_a_whole_folder(tmp_path: Path, executor: str) -> None:
     books = tmp_path / "books"
     books.mkdir()
     for name in ("fate-accelerated-SRD.md", "Fate-Condensed-SRD-CC-BY.md"):
@@ -84,7 +85,8 @@ def test_graph_server_killed_during_ingest_leaves_a_whole_folder(tmp_path: Path)
     killer.start()
     try:
         run = subprocess.run(
-            [sys.executable, "-m", "lorekeeper.cli", "ingest", str(books), "--library", "fate", "--json"],
+            [sys.executable, "-m", "lorekeeper.cli", "ingest", str(books), "--library", "fate", "--json"]
+            + ["--executor", executor],
             capture_output=True,
             text=True,
             timeout=420,
