@@ -4,6 +4,8 @@ evaluation never fires twice; a proposal it makes goes through the gate; a note 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from schemas.triggers import FiredBy, TriggerCreate
@@ -91,3 +93,27 @@ def test_a_proposal_trigger_goes_through_the_gate_and_a_repeatable_one_fires_eac
     assert story.get_proposal(proposed.proposal_id).proposed_by.startswith("trigger:")
     story.end_scene(scene.id)
     assert next(e for e in story.state(campaign_id).entities if e.id == mira).status.value == "missing"
+
+
+def test_threads_triggers_and_activations_travel_in_a_bundle(story: StoryService, tmp_path: Path) -> None:
+    from tests.unit.test_story_bundle import _export, _stores
+
+    campaign_id, mira, _, tower = _table(story)
+    story.threads.open(campaign_id, "The tower's secret", involved_entity_ids=[tower])
+    at_tower = {"on": "entity_at", "entity_id": mira, "location_entity_id": tower}
+    spec = {"name": "Bell", "conditions": [at_tower], "action": {"kind": "note", "text": "The bell tolls."}}
+    trigger = story.triggers.create(campaign_id, TriggerCreate.model_validate(spec))
+    scene = story.start_scene(campaign_id, title="Climb")
+    gm_events(story, scene.id, {"kind": "current_location_set", "entity_id": mira, "location_entity_id": tower})
+    play(story, campaign_id, "We climb")
+    story.end_scene(scene.id)
+    (fired,) = story.triggers.activations(campaign_id)
+    bundle = _export(story, campaign_id)
+    with _stores(tmp_path / "other") as other:
+        other.import_campaign(bundle)
+        assert other.threads.at(campaign_id) == story.threads.at(campaign_id)
+        assert other.triggers.of(campaign_id) == [trigger]
+        assert other.triggers.activations(campaign_id) == [fired]
+        # the imported line remembers the firing: another turn there does not fire it again
+        play(other, campaign_id, "We ring it again")
+        assert other.triggers.activations(campaign_id) == [fired]
