@@ -189,33 +189,36 @@ class PromptAssembler:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": parts[-1]}]
         whole = system + "\n\n" + parts[-1]
         snapshot = PromptSnapshot(turn_id=turn.id, model=model, sections=records, content_hash=sha256_hex(whole))
-        used_ids = {h.chunk_id for h in hits[: _shown(cut, len(hits))]}
-        retrieval = (
-            RetrievalRecord(
-                turn_id=turn.id,
-                query=query,
-                hits=[
-                    RetrievalHit(
-                        chunk_id=h.chunk_id,
-                        rank=i,
-                        item_uid=h.item_uid,
-                        leg_scores=_legs(h.scores),
-                        fused_score=h.score,
-                        used_in_prompt=h.chunk_id in used_ids,
-                    )
-                    for i, h in enumerate(hits, start=1)
-                ],
-                error=retrieval_error,
-            )
-            if hits or retrieval_error
-            else None
-        )
+        retrieval = retrieval_record(turn, query, hits, cut, retrieval_error) if hits or retrieval_error else None
         recall = recall_record(turn, query, recalled or [], cut, recall_error) if recalled or recall_error else None
         return Assembled(messages=messages, text=whole, snapshot=snapshot, retrieval=retrieval, recall=recall, cut=cut)
 
 
 def _shown(cut: dict[str, int], total: int, kind: PromptSectionKind = PromptSectionKind.RETRIEVED_KNOWLEDGE) -> int:
     return total - cut.get(kind.value, 0)
+
+
+def retrieval_record(
+    turn: Turn, query: str, hits: Sequence[SearchHit], cut: dict[str, int], error: str | None
+) -> RetrievalRecord:
+    """What the turn's knowledge search found, each hit marked whether the prompt kept it."""
+    used_ids = {h.chunk_id for h in hits[: _shown(cut, len(hits))]}
+    return RetrievalRecord(
+        turn_id=turn.id,
+        query=query,
+        hits=[
+            RetrievalHit(
+                chunk_id=h.chunk_id,
+                rank=i,
+                item_uid=h.item_uid,
+                leg_scores=_legs(h.scores),
+                fused_score=h.score,
+                used_in_prompt=h.chunk_id in used_ids,
+            )
+            for i, h in enumerate(hits, start=1)
+        ],
+        error=error,
+    )
 
 
 def recall_record(
