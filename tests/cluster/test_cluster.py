@@ -32,6 +32,7 @@ import pytest
 import yaml
 
 from tests.cluster.cluster import VECTOR_WRITER_RESOURCE, RayCluster, ray_env, store_snapshot
+from tests.cluster.containers import make_cluster
 from tests.servers import ServerProcess, free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
@@ -154,7 +155,7 @@ def lane(tmp_path_factory: pytest.TempPathFactory, nanio_server: Any, osmem_text
             "LOREKEEPER_NARRATOR_MODEL": "echo-on-cluster",
         }
         started = time.monotonic()
-        cluster = RayCluster(root, ray_env(stores_env))
+        cluster = make_cluster(root, ray_env(stores_env))  # processes, or containers (LK_CLUSTER_IMAGE)
         cluster.start_head()
         cluster.add_worker("worker1")
         timings["cluster start"] = time.monotonic() - started

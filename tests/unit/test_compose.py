@@ -167,3 +167,64 @@ def test_the_containers_settings_pass_in_production(compose: dict) -> None:
     from schemas.settings import load_settings
 
     load_settings(**_container_settings(compose))
+
+
+# -- the stand-in override (.ci/containers compose) ---------------------------------------------------
+
+STANDINS = ("minio", "opensearch", "neo4j")  # the stores with a stand-in built here; qdrant has none
+
+
+@pytest.fixture(scope="module")
+def standin() -> dict:
+    return yaml.safe_load((CLUSTER / "docker-compose.standin.yml").read_text())
+
+
+def _merged(base: dict, override: dict) -> dict:
+    """Compose's merge of an override file: mappings merge key by key, anything else is replaced."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def test_the_standin_override_changes_only_image_and_build_of_the_stores(compose: dict, standin: dict) -> None:
+    assert {k for k in standin if not k.startswith("x-")} == {"services"}
+    services = standin["services"]
+    assert set(services) == set(STANDINS) | set(LOREKEEPER_SERVICES)
+    for name in STANDINS:
+        assert set(services[name]) == {"image", "build"}, name
+        assert services[name]["image"].startswith("localhost/lorekeeper/standin-"), name
+        build = services[name]["build"]
+        assert build["args"] == {"STANDIN": name}, name
+        assert (CLUSTER / build["context"] / build["dockerfile"]).is_file(), name
+    # the graph stand-in speaks FalkorDB's Cypher: the one environment variable the override adds
+    for name in LOREKEEPER_SERVICES:
+        assert services[name] == {"environment": {"LOREKEEPER_GRAPH_DIALECT": "falkordb"}}, name
+    merged = _merged(compose, standin)
+    for name, service in compose["services"].items():
+        after = merged["services"][name]
+        for key in set(service) | set(after):
+            if key in ("image", "build") and name in STANDINS:
+                continue
+            if key == "environment" and name in LOREKEEPER_SERVICES:
+                assert after[key] == {**service[key], "LOREKEEPER_GRAPH_DIALECT": "falkordb"}, name
+                continue
+            assert after.get(key) == service.get(key), (name, key)  # env, secrets, volumes, healthcheck, depends_on
+    assert {k: v for k, v in merged.items() if k != "services" and not k.startswith("x-standin")} == {
+        k: v for k, v in compose.items() if k != "services"
+    }
+
+
+def test_the_standins_serve_what_the_real_services_are_probed_and_reached_on() -> None:
+    """Each stand-in's entry point takes its service's variables, ports and probe paths."""
+    entry = (CLUSTER / "store-standins" / "standin.py").read_text()
+    containerfile = (CLUSTER / "store-standins" / "Containerfile").read_text()
+    for needed in ("MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD", "/minio/health/live", "port=9000"):
+        assert needed in entry, needed
+    for needed in ("OPENSEARCH_INITIAL_ADMIN_PASSWORD", '("0.0.0.0", 9200)', "wrap_socket", "NEO4J_AUTH"):
+        assert needed in entry, needed
+    assert "bolt_port=7687" in entry and '("0.0.0.0", 7474)' in entry
+    # the compose health checks call curl (minio, opensearch) and wget (neo4j)
+    assert "curl wget" in containerfile and "ENTRYPOINT" in containerfile
+    settings_env = {"LOREKEEPER_GRAPH_DIALECT"}
+    assert settings_env <= deploy.settings_variables()
