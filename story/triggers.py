@@ -13,10 +13,11 @@ trigger declares, judged by the gate at the scene's end like any other (with no 
 says so and proposes nothing).
 
 Crash safety: an activation's id is derived from the trigger, the turn and the cause, and its proposal's id
-from the activation's, so evaluating again after a crash (at any moment) makes the same records: a proposal
-made before the crash is found and not made twice, an activation written is found on the line and the trigger
-does not fire again. Evaluation runs after the turn's (or the scene end's) own transaction; a crash between the
-two leaves the trigger to fire at the next turn or scene end where it still holds (that turn is then recorded).
+from the activation's. The activation is written first, pending while its proposal is to be made; every
+evaluation first finishes the pending ones of the campaign (:meth:`Triggers.finish_pending`: a proposal made
+before a crash is found by its id, not made twice), and an activation on the line stops the trigger firing
+again. Evaluation runs after the turn's (or the scene end's) own transaction; a crash between the two leaves
+the trigger to fire at the next turn or scene end where it still holds (that turn is then recorded).
 """
 
 from __future__ import annotations
@@ -159,9 +160,10 @@ class Triggers:
         campaign_id = turn.campaign_id
         rows = self.graph.run("MATCH (t:Trigger) WHERE t.campaign_id = $c RETURN t.doc AS doc", {"c": campaign_id})
         triggers = [t for t in (_trigger_of(r) for r in rows) if t.active]
-        if not triggers:
-            return []
         with self._locks[campaign_id]:
+            self.finish_pending(campaign_id)
+            if not triggers:
+                return []
             ctx = self.story.context(campaign_id)
             lineage = self.core.lineage_for(ctx, turn.id, None)
             state = self.core.snapshots.state_at(campaign_id, lineage).state
@@ -176,11 +178,7 @@ class Triggers:
                     not trigger.repeatable and trigger.id in {t for t, _ in fired_here}
                 ):
                     continue
-                try:
-                    made.append(self._fire(trigger, turn, fired_by, content_id("act", key)))
-                except StoreError as exc:  # a proposal the scene refuses: the turn stands, the GM is told
-                    log.warning("trigger_failed", campaign_id=campaign_id, trigger_id=trigger.id, error=str(exc))
-                    continue
+                made.append(self._fire(trigger, turn, fired_by, content_id("act", key)))
                 fired_here.add((trigger.id, key))
             return made
 
@@ -194,6 +192,9 @@ class Triggers:
         return {(r["t"], r["k"]) for r in rows if lineage.contains(r["b"], int(r["d"]))}
 
     def _fire(self, trigger: Trigger, turn: Turn, fired_by: FiredBy, activation_id: str) -> Activation:
+        """Record the firing, then make what it makes: the activation is written first, pending while its
+        proposal is to be made (the proposal's id is fixed on it), so a crash at any moment leaves either no
+        firing (the trigger fires at the next evaluation) or one that is finished later (:meth:`finish_pending`)."""
         action = trigger.action
         activation = Activation(
             id=activation_id,
@@ -202,14 +203,12 @@ class Triggers:
             branch_id=self.story.context(turn.campaign_id).campaign.active_branch_id,
             turn_id=turn.id,
             fired_by=fired_by,
+            note=action.text if isinstance(action, NoteAction) else None,
+            proposal_id=content_id("prop", activation_id) if isinstance(action, ProposalAction) else None,
         )
-        if isinstance(action, NoteAction):
-            activation.note = action.text
-        elif isinstance(action, ProposalAction):
-            activation.proposal_id, activation.skipped = self._propose(trigger, action, turn, activation_id)
         self.graph.run(
-            "CREATE (a:TriggerActivation {uid: $u, campaign_id: $c, trigger_id: $t, key: $k, "
-            "turn_branch_id: $b, depth: $d, turn_id: $turn, doc: $doc})",
+            "CREATE (a:TriggerActivation {uid: $u, campaign_id: $c, trigger_id: $t, key: $k, turn_branch_id: $b, "
+            "depth: $d, turn_id: $turn, doc: $doc, action: $action, pending: $pending})",
             {
                 "u": activation.id,
                 "c": turn.campaign_id,
@@ -219,6 +218,8 @@ class Triggers:
                 "d": turn.depth,
                 "turn": turn.id,
                 "doc": activation.model_dump_json(),
+                "action": action.model_dump_json(),
+                "pending": isinstance(action, ProposalAction),
             },
         )
         log.info(
@@ -230,20 +231,46 @@ class Triggers:
             branch_id=activation.branch_id,
             fired_by=fired_by.value,
             action=action.kind,
-            proposal_id=activation.proposal_id,
         )
+        if isinstance(action, ProposalAction):
+            activation = self._complete(activation, action)
         return activation
 
-    def _propose(
-        self, trigger: Trigger, action: ProposalAction, turn: Turn, activation_id: str
-    ) -> tuple[str | None, str | None]:
-        """The proposal a firing makes (the same id on a re-run, found rather than made twice)."""
-        proposal_id = content_id("prop", activation_id)
+    def finish_pending(self, campaign_id: str) -> int:
+        """Make the proposals of firings a crash cut short (the same ids: found, not made twice). Returns how many."""
+        rows = self.graph.run(
+            "MATCH (a:TriggerActivation) WHERE a.campaign_id = $c AND a.pending = true "
+            "RETURN a.doc AS doc, a.action AS action",
+            {"c": campaign_id},
+        )
+        for row in rows:
+            activation = Activation.model_validate_json(row["doc"])
+            self._complete(activation, ProposalAction.model_validate_json(row["action"]))
+        return len(rows)
+
+    def _complete(self, activation: Activation, action: ProposalAction) -> Activation:
+        try:
+            made, skipped = self._propose(activation, action)
+        except StoreError as exc:  # the scene refuses it (a malformed event for this world): the GM is told
+            made, skipped = None, f"the proposal was refused: {exc}"
+            log.warning(
+                "trigger_failed", campaign_id=activation.campaign_id, trigger_id=activation.trigger_id, error=str(exc)
+            )
+        done = activation.model_copy(update={"proposal_id": made, "skipped": skipped})
+        self.graph.run(
+            "MATCH (a:TriggerActivation {uid: $u}) SET a.doc = $doc, a.pending = false",
+            {"u": activation.id, "doc": done.model_dump_json()},
+        )
+        return done
+
+    def _propose(self, activation: Activation, action: ProposalAction) -> tuple[str | None, str | None]:
+        """The proposal a firing makes, with the id its activation fixed (found rather than made twice)."""
+        proposal_id = activation.proposal_id or content_id("prop", activation.id)
         try:
             return self.scenes.get_proposal(proposal_id).id, None
         except NotFound:
             pass
-        scene = self.scenes.active_scene(turn.campaign_id, turn_id=turn.id)
+        scene = self.scenes.active_scene(activation.campaign_id, turn_id=activation.turn_id)
         if scene is None:
             return None, "no scene is active on this line: nothing to propose to"
         events = [json.loads(e.model_dump_json()) for e in action.events]
@@ -254,8 +281,8 @@ class Triggers:
             content={"events": events},
             authority=action.authority,
             confidence=action.confidence,
-            turn_id=turn.id,
-            proposed_by=f"trigger:{trigger.id}",
+            turn_id=activation.turn_id,
+            proposed_by=f"trigger:{activation.trigger_id}",
         )
         return proposal.id, None
 
