@@ -351,6 +351,51 @@ def test_the_narrator_endpoints_key_is_an_optional_file_of_the_secret(chart: hel
     assert secret["stringData"]["narrator-api-key"] == "sk-narrator"
 
 
+def test_the_source_bucket_mcp_and_health_settings_reach_lorekeeper(chart: helm.Chart, tmp_path: Path) -> None:
+    external = _values(CHART / "ci" / "external-stores-values.yaml")
+    source_url = "s3://library-service?endpoint=https://s3.library.example.com&region=eu-west-1"
+    values = _merge(
+        external,
+        {"sourceBucket": {"url": source_url}, "serve": {"mcp": {"requireKey": False}, "healthTimeoutSeconds": 5}},
+    )
+    rendered = render(chart, values)
+    config = one(rendered, "ConfigMap", CONFIG)["data"]
+    assert config["LOREKEEPER_SOURCE_BLOB_URL"] == source_url
+    assert "LOREKEEPER_MCP_PORT" not in config  # refused on Ray Serve: MCP is /mcp of the API Service
+    container = deploy.pod_specs(one(rendered, "RayService"))[0]["containers"][0]
+    files = {env["name"]: env["value"] for env in container["env"]}
+    assert files["LOREKEEPER_SOURCE_BLOB_ACCESS_KEY_FILE"] == "/var/run/secrets/lorekeeper/source-blob-access-key"
+    assert files["LOREKEEPER_SOURCE_BLOB_SECRET_KEY_FILE"] == "/var/run/secrets/lorekeeper/source-blob-secret-key"
+    secrets = {
+        key: f"Str0ng-{key}" for key in [*deploy.SECRET_KEYS, "source-blob-access-key", "source-blob-secret-key"]
+    }
+    settings, serving = deploy.settings_of(config, container, tmp_path, secrets)
+    source = settings.source_blob_location()
+    assert source is not None and (source.backend.value, source.bucket) == ("s3", "library-service")
+    assert settings.source_blob_secret_key.get_secret_value() == "Str0ng-source-blob-secret-key"
+    assert serving.mcp_require_key is False and serving.health_timeout_s == 5.0 and serving.mcp_port is None
+
+    # the defaults: keys required, probes wait 2 s, no source bucket and no variable naming its files
+    default = render(chart, external)
+    config = one(default, "ConfigMap", CONFIG)["data"]
+    assert (config["LOREKEEPER_MCP_REQUIRE_KEY"], config["LOREKEEPER_HEALTH_TIMEOUT_S"]) == ("true", "2")
+    assert "LOREKEEPER_SOURCE_BLOB_URL" not in config
+    names = {env["name"] for env in deploy.pod_specs(one(default, "RayService"))[0]["containers"][0]["env"]}
+    assert not {n for n in names if n.startswith("LOREKEEPER_SOURCE_BLOB")}
+
+    # inline credentials: the chart's Secret carries the source bucket's, and refuses to render without them
+    inline = {key: f"v-{key}" for key in ("blobAccessKey", "blobSecretKey", "textUsername", "textPassword")}
+    inline |= {key: f"v-{key}" for key in ("vectorApiKey", "graphUsername", "graphPassword", "apiKeys")}
+    with_source = _merge(MINIMAL, {"secrets": {**inline, "existingSecret": ""}, "sourceBucket": {"url": source_url}})
+    message = render_error(chart, with_source)
+    assert "set secrets.sourceBlobAccessKey, secrets.sourceBlobSecretKey (there are no default passwords)" in message
+    given = {"sourceBlobAccessKey": "src-access", "sourceBlobSecretKey": "Src-S3cret"}
+    rendered = render(chart, _merge(with_source, {"secrets": given}))
+    secret = one(rendered, "Secret")["stringData"]
+    assert (secret["source-blob-access-key"], secret["source-blob-secret-key"]) == ("src-access", "Src-S3cret")
+    assert "Src-S3cret" not in yaml.safe_dump([o for o in objects(rendered) if o["kind"] != "Secret"])
+
+
 def test_the_echo_engine_renders_without_an_endpoint(chart: helm.Chart) -> None:
     values = _merge(MINIMAL, {"serve": {"narrator": {"engine": "echo", "baseUrl": ""}}})
     config = one(render(chart, values), "ConfigMap", CONFIG)["data"]
@@ -408,6 +453,9 @@ WRONG_VALUES = [
     ({"secrets": {"existingSecret": "Lorekeeper_Secrets"}}, "/secrets/existingSecret"),
     ({"nameOverride": "Lore"}, "/nameOverride"),
     ({"ingress": {"paths": []}}, "/ingress/paths"),
+    ({"sourceBucket": {"url": "https://s3.example.com/library"}}, "/sourceBucket/url"),
+    ({"serve": {"healthTimeoutSeconds": 0}}, "/serve/healthTimeoutSeconds"),
+    ({"serve": {"mcp": {"port": 8001}}}, "port"),
 ]
 
 

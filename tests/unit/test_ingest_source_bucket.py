@@ -211,6 +211,39 @@ def test_json_ingest_copies_from_the_source_bucket_and_completes(buckets: Bucket
     assert (copied["source_key"], copied["dest_key"], copied["file_size"]) == (key, raw_key, len(data))
     assert isinstance(copied["duration_ms"], int) and copied["log_level"] == "debug"
     assert not _events(logs, "embed_s3_fetch_failed") and not _events(logs, "s3_cross_bucket_copy_failed")
+    # the runner's read of the source bucket, then the extract stage's of the copy in the product's
+    reads = [(e["source_bucket"], e["s3_key"]) for e in _events(logs, "embed_s3_fetch_complete")]
+    assert reads == [(buckets.source_bucket, key), (buckets.product_bucket, raw_key)], reads
+    _as_the_table_says(logs, _table_rows(failed=False))
+
+
+SOURCE_BUCKET_CHECKED = "source-bucket test"
+
+
+def _table_rows(*, failed: bool) -> list[Any]:
+    """The rows of docs/ingest-events.md this module checks: the endpoint's, the fetch's and the copy's
+    events (the ``…_failed`` ones or the others)."""
+    from tests.unit.test_ingest_events import table
+
+    rows = [row for row in table().values() if row.checked == SOURCE_BUCKET_CHECKED]
+    assert len(rows) >= 11, "the table's source-bucket rows moved"
+    return [row for row in rows if row.event.endswith("_failed") == failed]
+
+
+def _as_the_table_says(logs: list[dict[str, Any]], rows: list[Any]) -> None:
+    """Each row's event was logged, every time at the table's level and with every field it lists."""
+    problems = []
+    for row in rows:
+        found = _events(logs, row.event)
+        if not found:
+            problems.append(f"{row.event}: not logged")
+        for line in found:
+            if line["log_level"] != row.level:
+                problems.append(f"{row.event}: level {line['log_level']}, the table says {row.level}")
+            missing = [name for name in row.fields if name not in line]
+            if missing:
+                problems.append(f"{row.event}: no {missing} in {sorted(line)}")
+    assert problems == []
 
 
 def _nothing_written(client: TestClient, buckets: Buckets) -> None:
@@ -251,6 +284,9 @@ def test_missing_resized_and_refused_objects_fail_the_job_and_a_retry_completes_
     failed = _one(logs, "embed_s3_fetch_failed", job_id=refused_id)
     assert failed["s3_key"] == "in/rules.pdf" and failed["retry_count"] == 0 and "refused" in failed["error"]
     assert not _events(logs, "s3_cross_bucket_copy_start")
+    failures = {row.event: row for row in _table_rows(failed=True)}
+    assert set(failures) == {"embed_s3_fetch_failed", "s3_cross_bucket_copy_failed"}
+    _as_the_table_says(logs, [failures["embed_s3_fetch_failed"]])
 
     # A copy the product's bucket cannot take (the bucket is gone): the job fails naming it, nothing is kept.
     with capture_logs() as logs, _client(good, tmp_path, runner=False) as client:
@@ -266,6 +302,7 @@ def test_missing_resized_and_refused_objects_fail_the_job_and_a_retry_completes_
     assert (copy_failed["source_bucket"], copy_failed["source_key"]) == (buckets.source_bucket, "in/gone.md")
     assert "bucket does not exist" in copy_failed["error"]
     assert not _events(logs, "s3_cross_bucket_copy_complete")
+    _as_the_table_says(logs, [failures["s3_cross_bucket_copy_failed"]])
 
     # At the door: a missing key (404), a size that disagrees (400), a type that disagrees with the name (400).
     with _client(good, tmp_path, runner=False) as client:

@@ -65,6 +65,13 @@ api-keys: LOREKEEPER_API_KEYS_FILE
 {{- if and $.Values.serve.narrator.apiKeyFromSecret (not $.Values.secrets.narratorApiKey) -}}
 {{- $missing = append $missing "secrets.narratorApiKey" -}}
 {{- end -}}
+{{- if $.Values.sourceBucket.url -}}
+{{- range $key := list "sourceBlobAccessKey" "sourceBlobSecretKey" -}}
+{{- if not (get $.Values.secrets $key) -}}
+{{- $missing = append $missing (printf "secrets.%s" $key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if $missing -}}
 {{- fail (printf "no credentials: set secrets.existingSecret to the name of a Secret you created, or set %s (there are no default passwords)" (join ", " $missing)) -}}
 {{- end -}}
@@ -195,6 +202,12 @@ spec:
         {{- if $values.serve.narrator.apiKeyFromSecret }}
         - name: LOREKEEPER_NARRATOR_API_KEY_FILE
           value: {{ printf "%s/narrator-api-key" (include "lorekeeper.secretDir" $root) | quote }}
+        {{- end }}
+        {{- if $values.sourceBucket.url }}
+        - name: LOREKEEPER_SOURCE_BLOB_ACCESS_KEY_FILE
+          value: {{ printf "%s/source-blob-access-key" (include "lorekeeper.secretDir" $root) | quote }}
+        - name: LOREKEEPER_SOURCE_BLOB_SECRET_KEY_FILE
+          value: {{ printf "%s/source-blob-secret-key" (include "lorekeeper.secretDir" $root) | quote }}
         {{- end }}
         {{- with $values.extraEnv }}
         {{- toYaml . | nindent 8 }}
