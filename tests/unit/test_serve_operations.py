@@ -86,6 +86,17 @@ ROLES: dict[str, str] = {
     "add_memory": "player",  # for the character the key plays
     "retract_memory": "gm",
     "list_summaries": "player",
+    # threads and triggers
+    "list_threads": "player",
+    "open_thread": "gm",
+    "advance_thread": "gm",
+    "resolve_thread": "gm",
+    "abandon_thread": "gm",
+    "list_triggers": "gm",
+    "create_trigger": "gm",
+    "update_trigger": "gm",
+    "delete_trigger": "gm",
+    "list_activations": "gm",
     # keys
     "create_key": "admin",
     "list_keys": "admin",
@@ -202,6 +213,7 @@ def _fresh(t: Table, what: str) -> str:
     """A record made for one call (a call may use it up: revoke a key, retract a memory, commit a proposal)."""
     from schemas.serving import KeyRole
     from schemas.story import Authority, Memory
+    from schemas.triggers import TriggerCreate
 
     story, cid = t.services.story, t.ids["campaign_id"]
     if what == "key":
@@ -211,6 +223,10 @@ def _fresh(t: Table, what: str) -> str:
             campaign_id=cid, observer_entity_id=t.ids["hero"], text="A spare memory.", anchor_turn_id=t.ids["head"]
         )
         return str(story.add_memory(memory).id)
+    if what == "thread":
+        return story.threads.open(cid, "A spare thread").id
+    if what == "trigger":
+        return story.triggers.create(cid, TriggerCreate.model_validate(_NEVER)).id
     if what == "version":  # a retake's archive of the take it replaced
         story.versions.rewind(cid, t.ids["turn_id"])
         story.add_take(t.ids["turn_id"], "The gate creaks again.")
@@ -218,6 +234,12 @@ def _fresh(t: Table, what: str) -> str:
     event = {"type": "event", "title": "A bell rings"}
     return str(story.propose(_active_scene(t), type="event", content=event, authority=Authority.GM, confidence=1.0).id)
 
+
+_NEVER = {
+    "name": "Far off",
+    "conditions": [{"on": "turn_count", "at_least": 999}],
+    "action": {"kind": "note", "text": "-"},
+}
 
 # each operation's call: (ids, request) built from the table
 REQUESTS: dict[str, Callable[[Table], tuple[list[str] | dict[str, str], dict[str, Any]]]] = {
@@ -282,6 +304,16 @@ REQUESTS: dict[str, Callable[[Table], tuple[list[str] | dict[str, str], dict[str
     "list_memories": lambda t: (["campaign_id"], {}),
     "add_memory": lambda t: (["campaign_id"], {"observer_entity_id": t.ids["hero"], "text": "I was afraid."}),
     "retract_memory": lambda t: (["campaign_id", "memory_id"], {"reason": "it was a dream"}),
+    "list_threads": lambda t: (["campaign_id"], {"status": "open"}),
+    "open_thread": lambda t: (["campaign_id"], {"title": "The lost bell"}),
+    "advance_thread": lambda t: (["campaign_id", "thread_id"], {"progress": "A clue"}),
+    "resolve_thread": lambda t: (["campaign_id", "thread_id"], {"resolution": "Found"}),
+    "abandon_thread": lambda t: (["campaign_id", "thread_id"], {"reason": "Forgotten"}),
+    "list_triggers": lambda t: (["campaign_id"], {}),
+    "create_trigger": lambda t: (["campaign_id"], _NEVER),
+    "update_trigger": lambda t: (["campaign_id", "trigger_id"], {"active": False}),
+    "delete_trigger": lambda t: (["campaign_id", "trigger_id"], {}),
+    "list_activations": lambda t: (["campaign_id"], {}),
     "list_summaries": lambda t: (["campaign_id"], {}),
     "create_key": lambda t: ([], {"name": "new", "campaigns": [t.ids["campaign_id"]]}),
     "list_keys": lambda t: ([], {}),
@@ -301,6 +333,7 @@ def _request(t: Table, name: str) -> tuple[dict[str, str], dict[str, Any]]:
     ids = {}
     for id_name in id_names:
         made = {"memory_id": "memory", "key_id": "key", "proposal_id": "proposal", "version_id": "version"}
+        made |= {"thread_id": "thread", "trigger_id": "trigger"}
         fresh = made.get(id_name)
         ids[id_name] = _fresh(t, fresh) if fresh else t.ids[id_name]
     return ids, body
