@@ -80,6 +80,11 @@ def holds(condition: Any, state: WorldState, turn: Turn) -> bool:
     return value >= want if condition.compare is Compare.GTE else value <= want
 
 
+#: Conditions read from the turn alone (not from the state).
+_OF_TURN = frozenset({"turn_count", "story_time"})
+_NO_STATE = WorldState()
+
+
 def _trigger_of(row: dict[str, Any]) -> Trigger:
     return Trigger.model_validate_json(row["doc"])
 
@@ -164,10 +169,14 @@ class Triggers:
             self.finish_pending(campaign_id)
             if not triggers:
                 return []
+            # the turn's own conditions first: a trigger waiting on them needs no fold of the state
+            near = [t for t in triggers if all(holds(c, _NO_STATE, turn) for c in t.conditions if c.on in _OF_TURN)]
+            if not near:
+                return []
             ctx = self.story.context(campaign_id)
             lineage = self.core.lineage_for(ctx, turn.id, None)
             state = self.core.snapshots.state_at(campaign_id, lineage).state
-            due = [t for t in triggers if all(holds(c, state, turn) for c in t.conditions)]
+            due = [t for t in near if all(holds(c, state, turn) for c in t.conditions)]
             if not due:
                 return []
             fired_here = self._fired_on(campaign_id, [t.id for t in due], lineage)
