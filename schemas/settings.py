@@ -347,7 +347,7 @@ class Settings(BaseSettings):
         a job copies the object into the product's layout. With it unset, an ``s3_key`` names an object
         in the product's own bucket.
         """
-        if self.source_blob_url is None:
+        if not self.source_blob_url:  # empty (a blank ${VAR:-} of compose) is unset, not a folder
             if self.source_blob_access_key is not None or self.source_blob_secret_key is not None:
                 raise ConfigError(
                     _env("source_blob_access_key"),
