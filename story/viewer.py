@@ -73,8 +73,17 @@ class Viewer:
             for r in state.relationships
             if self.sees(r.visibility) and r.source_entity_id not in hidden and r.target_entity_id not in hidden
         ]
+        hid = hidden
         threads = [
-            t.model_copy(update={"involved_entity_ids": [i for i in t.involved_entity_ids if i not in hidden]})
+            t.model_copy(
+                update={
+                    "involved_entity_ids": [i for i in t.involved_entity_ids if i not in hidden],
+                    "advances": [  # a step's entities too (a thread's advances: story.threads)
+                        a.model_copy(update={"involved_entity_ids": [x for x in a.involved_entity_ids if x not in hid]})
+                        for a in t.advances
+                    ],
+                }
+            )
             for t in state.threads
             if self.sees(t.visibility)
         ]

@@ -73,3 +73,27 @@ def test_thread_events_are_proposed_and_judged_by_the_gate(story: StoryService) 
     assert thread.status is ThreadStatus.ABANDONED and thread.resolution == "Nobody cares"
     rejected = [d for d in report.decisions if d.status.value == "rejected"]
     assert len(rejected) == 1 and "already abandoned" in (rejected[0].rationale or "")
+
+
+def test_a_players_view_of_an_advanced_thread_names_no_hidden_entity(story: StoryService) -> None:
+    from story.viewer import TABLE
+
+    campaign = new_campaign(story)
+    play(story, campaign.id, "Fog rolls in")
+    scene = story.start_scene(campaign.id, title="Fog")
+    mira = gm_entity(story, scene.id, "character", "Mira")
+    story.propose(
+        scene.id,
+        type="entity",
+        content={"kind": "character", "name": "The spy", "visibility": {"audience": "gm"}},
+        authority="gm",
+        confidence=1.0,
+    )
+    story.end_scene(scene.id)
+    spy_id = next(e.id for e in story.state(campaign.id).entities if e.name == "The spy")
+    thread = story.threads.open(campaign.id, "Who lit the beacon", involved_entity_ids=[mira])
+    story.threads.advance(campaign.id, thread.id, "Boot prints", involved_entity_ids=[spy_id])
+    (seen,) = TABLE.state(story.state(campaign.id)).threads
+    assert seen.involved_entity_ids == [mira] and seen.advances[0].involved_entity_ids == []
+    (whole,) = story.state(campaign.id).threads
+    assert whole.involved_entity_ids == [mira, spy_id] and whole.advances[0].involved_entity_ids == [spy_id]
