@@ -42,7 +42,7 @@ for case in ET.parse(sys.argv[1]).iter("testcase"):
 PY
   )
   # what the checks printed: where the stages ran, the kill, the replicas before and after
-  grep -E '^(stage report|killed worker1|replicas (before|after)|timings)' "$WORK/cluster.log" | cut -c1-400 |
+  grep -oE '(stage report[^:]*|killed worker1|replicas (before|after)|timings):? .*' "$WORK/cluster.log" | cut -c1-300 |
     sed 's/^/   /' >&2 || true
   [ $rc -eq 0 ] || tail -40 "$WORK/cluster.log" >&2
 }

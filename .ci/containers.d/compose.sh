@@ -74,7 +74,7 @@ step_compose() {
   ensure_image
   [ -n "${BUILD_MOUNTS+x}" ] || pip_sources
   compose_tool
-  local s project="$RUN_ID-compose" env_file="$WORK/compose-$RUN_ID.env" made_secrets=() started
+  local s project="$RUN_ID-compose" env_file="$WORK/compose-$RUN_ID.env" started
   for s in minio opensearch neo4j; do
     note "store stand-in $s"
     build "standin-$s" -f cluster/store-standins/Containerfile --build-arg STANDIN="$s" \
@@ -84,6 +84,7 @@ step_compose() {
   done
   podman tag "$IMAGE" localhost/lorekeeper:0.1.0-cpu # the compose file's image name
   umask 077
+  COMPOSE_CLEANUP+=("$env_file")
   cat >"$env_file" <<ENV
 LOREKEEPER_BLOB_ACCESS_KEY=lorekeeper
 LOREKEEPER_BLOB_SECRET_KEY=$(openssl rand -hex 24)
@@ -93,11 +94,11 @@ LOREKEEPER_GRAPH_PASSWORD=$(openssl rand -hex 24)
 ENV
   mkdir -p cluster/secrets
   for s in ray-auth-token api-keys; do
-    [ -e "cluster/secrets/$s" ] || { openssl rand -hex 32 >"cluster/secrets/$s"; made_secrets+=("cluster/secrets/$s"); }
+    [ -e "cluster/secrets/$s" ] || { openssl rand -hex 32 >"cluster/secrets/$s"; COMPOSE_CLEANUP+=("$ROOT/cluster/secrets/$s"); }
   done
   umask 022
   COMPOSE=("${NICE[@]}" "$WORK/venv/bin/podman-compose" -p "$project" -f cluster/docker-compose.yml
-    -f cluster/docker-compose.standin.yml --env-file "$env_file")
+    -f cluster/docker-compose.standin.yml -f cluster/docker-compose.lane.yml --env-file "$env_file")
   started=$(date +%s)
   "${COMPOSE[@]}" up -d minio opensearch neo4j >"$WORK/compose-up.log" 2>&1 || { tail -20 "$WORK/compose-up.log" >&2; record "compose up (stores)" FAIL "($WORK/compose-up.log)"; }
   for s in minio opensearch neo4j; do
@@ -110,7 +111,7 @@ ENV
     fi
   done
   note "the api service's container: lorekeeper serve --direct, /health, an ingest through the API"
-  local api="${project}_api_lane" out
+  local api="$RUN_ID-compose_api_lane" out
   started=$(date +%s)
   "${COMPOSE[@]}" run -d --no-deps --name "$api" -v "$CORPUS:/books:ro" -e LOREKEEPER_VECTOR_URL=/home/ray/vectors \
     -e LOREKEEPER_INGEST_ROOTS=/books api lorekeeper serve --direct >"$WORK/compose-api.log" 2>&1 || true
@@ -118,16 +119,25 @@ ENV
   podman logs "$api" >>"$WORK/compose-api.log" 2>&1 || true
   echo "$out" >"$WORK/compose-checks.log"
   compose_records "$out" "$started"
+  compose_down
+}
+
+# Stop and remove what the compose step started (its containers, network and volumes), its env file and
+# the secret files it made; the lane's exit trap calls it too.
+COMPOSE=() COMPOSE_CLEANUP=()
+compose_down() {
+  [ ${#COMPOSE[@]} -gt 0 ] || return 0
+  podman rm -f -t 5 "$RUN_ID-compose_api_lane" >/dev/null 2>&1 || true
   "${COMPOSE[@]}" down -v -t 30 >"$WORK/compose-down.log" 2>&1 || true
-  podman rm -f -t 5 "$api" >/dev/null 2>&1 || true
-  rm -f "$env_file" "${made_secrets[@]}"
+  rm -f "${COMPOSE_CLEANUP[@]}"
+  COMPOSE=()
 }
 
 compose_records() { # compose_records OUTPUT STARTED
   local health job search
-  health=$(grep '^HEALTH ' <<<"$1" | cut -d' ' -f2-)
-  job=$(grep '^JOB ' <<<"$1" | cut -d' ' -f2-)
-  search=$(grep '^SEARCH ' <<<"$1" | cut -d' ' -f2-)
+  health=$(grep '^HEALTH ' <<<"$1" | cut -d' ' -f2- || true)
+  job=$(grep '^JOB ' <<<"$1" | cut -d' ' -f2- || true)
+  search=$(grep '^SEARCH ' <<<"$1" | cut -d' ' -f2- || true)
   if [ -n "$health" ] && python3 -c 'import json,sys; c=json.loads(sys.argv[1]); parts={k: (v.get("status") if isinstance(v, dict) else v) for k, v in c.items()}; sys.exit(0 if all(parts.get(k) == "ok" for k in ("graph", "blob", "text", "vectors")) else 1)' "$health" 2>/dev/null; then
     record "compose: API /health, every store" ok "$(cut -c1-300 <<<"$health")"
   else

@@ -4,16 +4,19 @@ Where no image registry can be reached, cluster/docker-compose.standin.yml swaps
 and Neo4j images of cluster/docker-compose.yml for images of this folder, built here from packages
 that install here: the same servers the store contract tests start. Each takes its service's
 environment, command and ports as the real image does, so the compose file's environment, secrets,
-volumes and health checks stay as they are:
+volumes and health checks stay as they are. Which one runs is the image's (its build argument
+``STANDIN``, kept in ``/home/ray/standin-kind``) unless ``LK_STANDIN`` names another:
 
-- ``LK_STANDIN=minio``: nanio (S3 with SigV4) on :9000, from ``server DIR`` and ``MINIO_ROOT_USER`` /
+- ``minio``: nanio (S3 with SigV4) on :9000, from ``server DIR`` and ``MINIO_ROOT_USER`` /
   ``MINIO_ROOT_PASSWORD``; it answers MinIO's liveness probe ``/minio/health/live`` (no console on :9001).
-- ``LK_STANDIN=opensearch``: osmem-server (the OpenSearch API) behind HTTPS on :9200 with a
-  self-signed certificate and HTTP basic auth of ``admin`` / ``OPENSEARCH_INITIAL_ADMIN_PASSWORD``.
-- ``LK_STANDIN=neo4j``: a FalkorDB server speaking Bolt on :7687 (its Cypher dialect: Lorekeeper needs
-  ``LOREKEEPER_GRAPH_DIALECT=falkordb``), the user and password of ``NEO4J_AUTH``, Lorekeeper's graph
-  schema applied, and :7474 answering HTTP while the server answers PING. Not durable: FalkorDB's Bolt
-  endpoint crashes on writes with AOF on (tests/cluster/test_cluster.py says the same).
+- ``opensearch``: osmem-server (the OpenSearch API) behind HTTPS on :9200 with a self-signed
+  certificate and HTTP basic auth of ``admin`` / ``OPENSEARCH_INITIAL_ADMIN_PASSWORD``.
+- ``neo4j``: a FalkorDB server speaking Bolt on :7687 with the password of ``NEO4J_AUTH``,
+  Lorekeeper's graph schema applied, and :7474 answering HTTP while the server answers PING. Its Bolt
+  endpoint speaks FalkorDB's Cypher and takes the user name ``falkordb`` only (measured: ``neo4j`` and
+  ``default`` are refused), so Lorekeeper needs ``LOREKEEPER_GRAPH_DIALECT=falkordb`` and
+  ``LOREKEEPER_GRAPH_USERNAME=falkordb`` (docker-compose.standin.yml sets both). Not durable:
+  FalkorDB's Bolt endpoint crashes on writes with AOF on (tests/cluster/test_cluster.py says the same).
 
 Standard library plus the stand-in's own server; it stops on SIGTERM like the real images.
 """
@@ -128,14 +131,14 @@ def run_opensearch(_: list[str]) -> int:
 
 
 def run_neo4j(args: list[str]) -> int:
-    """FalkorDB with Bolt on :7687, NEO4J_AUTH's user and password, the schema, and :7474 for probes."""
+    """FalkorDB with Bolt on :7687, NEO4J_AUTH's password, the schema, and :7474 for probes."""
     import redis
 
     from stores.graph.falkordb import EmbeddedFalkorGraphStore
     from stores.graph.falkordb_server import FalkorServer
     from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
 
-    user, _sep, password = os.environ["NEO4J_AUTH"].partition("/")
+    password = os.environ["NEO4J_AUTH"].partition("/")[2]
     server = FalkorServer(Path("/data/falkordb"), durable=False, bolt_port=7687, start_timeout_s=60.0)
     server.acquire()
     admin = EmbeddedFalkorGraphStore(server.path)  # constraints need GRAPH.CONSTRAINT, not Bolt
@@ -144,8 +147,7 @@ def run_neo4j(args: list[str]) -> int:
     finally:
         admin.close()
     client = redis.Redis(unix_socket_path=str(server.socket_path), password=server.password)
-    client.acl_setuser(user, enabled=True, passwords=[f"+{password}"], keys=["*"], channels=["*"], commands=["+@all"])
-    client.config_set("requirepass", password)  # the default user too: Bolt clients that send no name
+    client.config_set("requirepass", password)
     client.close()
     probe = redis.Redis(unix_socket_path=str(server.socket_path), password=password)
 
@@ -164,7 +166,7 @@ def run_neo4j(args: list[str]) -> int:
 
     http_server = http.server.ThreadingHTTPServer(("0.0.0.0", 7474), Probe)  # noqa: S104
     _stop_on_sigterm(lambda: threading.Thread(target=http_server.shutdown).start())
-    print(f"falkordb stand-in: bolt :7687 as {user}, probe :7474", flush=True)
+    print("falkordb stand-in: bolt :7687 (user falkordb), probe :7474", flush=True)
     try:
         http_server.serve_forever()
     finally:
@@ -174,7 +176,8 @@ def run_neo4j(args: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    kind = os.environ.get("LK_STANDIN", "")
+    kind_file = Path("/home/ray/standin-kind")  # written by the Containerfile's STANDIN build argument
+    kind = os.environ.get("LK_STANDIN") or (kind_file.read_text().strip() if kind_file.is_file() else "")
     runners = {"minio": run_minio, "opensearch": run_opensearch, "neo4j": run_neo4j}
     if kind not in runners:
         print(f"LK_STANDIN must be one of {sorted(runners)}, not {kind!r}", file=sys.stderr)

@@ -197,9 +197,11 @@ def test_the_standin_override_changes_only_image_and_build_of_the_stores(compose
         build = services[name]["build"]
         assert build["args"] == {"STANDIN": name}, name
         assert (CLUSTER / build["context"] / build["dockerfile"]).is_file(), name
-    # the graph stand-in speaks FalkorDB's Cypher: the one environment variable the override adds
+    # the graph stand-in speaks FalkorDB's Cypher and its Bolt takes one user name: the override's only
+    # other change
+    falkordb = {"LOREKEEPER_GRAPH_DIALECT": "falkordb", "LOREKEEPER_GRAPH_USERNAME": "falkordb"}
     for name in LOREKEEPER_SERVICES:
-        assert services[name] == {"environment": {"LOREKEEPER_GRAPH_DIALECT": "falkordb"}}, name
+        assert services[name] == {"environment": falkordb}, name
     merged = _merged(compose, standin)
     for name, service in compose["services"].items():
         after = merged["services"][name]
@@ -207,7 +209,7 @@ def test_the_standin_override_changes_only_image_and_build_of_the_stores(compose
             if key in ("image", "build") and name in STANDINS:
                 continue
             if key == "environment" and name in LOREKEEPER_SERVICES:
-                assert after[key] == {**service[key], "LOREKEEPER_GRAPH_DIALECT": "falkordb"}, name
+                assert after[key] == {**service[key], **falkordb}, name
                 continue
             assert after.get(key) == service.get(key), (name, key)  # env, secrets, volumes, healthcheck, depends_on
     assert {k: v for k, v in merged.items() if k != "services" and not k.startswith("x-standin")} == {
@@ -226,5 +228,15 @@ def test_the_standins_serve_what_the_real_services_are_probed_and_reached_on() -
     assert "bolt_port=7687" in entry and '("0.0.0.0", 7474)' in entry
     # the compose health checks call curl (minio, opensearch) and wget (neo4j)
     assert "curl wget" in containerfile and "ENTRYPOINT" in containerfile
-    settings_env = {"LOREKEEPER_GRAPH_DIALECT"}
+    settings_env = {"LOREKEEPER_GRAPH_DIALECT", "LOREKEEPER_GRAPH_USERNAME"}
     assert settings_env <= deploy.settings_variables()
+
+
+def test_the_lane_file_only_drops_what_the_lanes_host_refuses() -> None:
+    """docker-compose.lane.yml resets OpenSearch's ulimits and the Lorekeeper services' extra_hosts, nothing else."""
+    text = (CLUSTER / "docker-compose.lane.yml").read_text()
+    body = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    expected = ["services:", "  opensearch:", "    ulimits: !reset {}"]
+    for name in LOREKEEPER_SERVICES:
+        expected += [f"  {name}:", "    extra_hosts: !reset []"]
+    assert body == expected
