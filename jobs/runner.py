@@ -17,7 +17,7 @@ from pathlib import Path
 import structlog
 
 from jobs import events
-from jobs.plan import IngestOptions
+from jobs.plan import IngestExecutor, IngestOptions
 from jobs.sources import copy_from_source_bucket, resolve_within
 from schemas.common import JobStatus, utc_now
 from schemas.errors import Conflict, InvalidRequest, LorekeeperError
@@ -140,6 +140,7 @@ class IngestRunner:
                 library_type=library.type,
                 collection=collection,
                 classification=job.classification,
+                executor=IngestExecutor(self.settings.ingest_executor),
             )
             if job.origin is IngestSource.SOURCE_BUCKET:
                 job = self._copy_from_source(job, options.max_file_bytes)

@@ -22,7 +22,7 @@ import os
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -184,6 +184,11 @@ class Settings(BaseSettings):
     ingest_roots: str | None = Field(
         default=None,
         description="Folders the ingest API may read paths from, separated by ':' (default: the working folder).",
+    )
+    ingest_executor: Literal["auto", "local", "ray"] = Field(
+        default="auto",
+        description="Where the ingest API's jobs run: 'ray' (local Ray, or the cluster at RAY_ADDRESS), "
+        "'local' (the API's process), or 'auto' (local for a small job, Ray for a large one).",
     )
 
     checkpoints_kept: int = Field(
