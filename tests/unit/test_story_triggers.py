@@ -117,3 +117,24 @@ def test_threads_triggers_and_activations_travel_in_a_bundle(story: StoryService
         # the imported line remembers the firing: another turn there does not fire it again
         play(other, campaign_id, "We ring it again")
         assert other.triggers.activations(campaign_id) == [fired]
+
+
+def test_a_fork_after_a_firing_keeps_it_and_a_fork_before_fires_it_there(story: StoryService) -> None:
+    campaign_id, _, _, _ = _table(story)
+    third = [{"on": "turn_count", "at_least": 3}]
+    spec = {"name": "Third", "conditions": third, "action": {"kind": "note", "text": "3"}}
+    trigger = story.triggers.create(campaign_id, TriggerCreate.model_validate(spec))
+    t2, t3 = play(story, campaign_id, "two", "three")
+    (first,) = story.triggers.activations(campaign_id)
+    assert first.turn_id == t3
+    # a branch forked at the firing turn: its line holds the firing, more turns there fire nothing
+    later = story.create_branch(campaign_id, t3, name="later")
+    story.switch_branch(campaign_id, later.id)
+    play(story, campaign_id, "four on the fork")
+    assert story.triggers.activations(campaign_id, trigger_id=trigger.id) == [first]
+    # a branch forked before it: reaching the third turn there fires it there, once
+    earlier = story.create_branch(campaign_id, t2, name="earlier")
+    story.switch_branch(campaign_id, earlier.id)
+    (t3b, _) = play(story, campaign_id, "three again", "four again")
+    fired = story.triggers.activations(campaign_id, branch_id=earlier.id)
+    assert [(a.turn_id, a.branch_id) for a in fired] == [(t3b, earlier.id)]
