@@ -276,6 +276,8 @@ NO_FREE_TEXT = {
     "retake_turn",
     "select_take",
     "delete_trigger",
+    "revert_turn_version",
+    "set_models",  # engine names: a pattern, no free text
 }
 
 
