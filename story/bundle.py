@@ -31,7 +31,7 @@ from schemas.common import utc_now
 from schemas.errors import NotFound
 from stores.blob.base import BlobStore
 from stores.graph.base import GraphStore
-from story import cypher
+from story import bundle_queries, cypher
 from story.bundle_checks import (
     BLOB_PROPERTIES,
     EDGES_MEMBER,
@@ -65,7 +65,7 @@ def export_campaign(
     Raises:
         StoryNotFound: no such campaign.
     """
-    rows = graph.run(*cypher.world_of_campaign(campaign_id))
+    rows = graph.run(*bundle_queries.world_of_campaign(campaign_id))
     if not rows:
         raise StoryNotFound(f"no campaign {campaign_id!r}")
     world_id = rows[0]["world"]
@@ -137,7 +137,7 @@ def import_campaign(graph: GraphStore, blobs: BlobStore, source: Path | IO[bytes
             if rows:
                 tx.run(*cypher.create_nodes(label, rows))
         for (rel, src, dst), rows in sorted(grouped.items()):
-            tx.run(*cypher.merge_edges(rel, src, dst, rows))
+            tx.run(*bundle_queries.merge_edges(rel, src, dst, rows))
     return BundleSummary(
         bundle.campaign_id,
         bundle.world_id,
@@ -160,19 +160,19 @@ def _label(labels: Iterable[str]) -> str:
 
 def _campaign_nodes(graph: GraphStore, campaign_id: str, world_id: str) -> list[dict[str, Any]]:
     out = []
-    for row in graph.run(*cypher.campaign_nodes(campaign_id)):
+    for row in graph.run(*bundle_queries.campaign_nodes(campaign_id)):
         out.append({"label": _label(row["labels"]), "props": record_props(row["n"])})
     out.extend(
         {"label": label, "props": record_props(r["n"])}
         for label in ("World", "Axiom")
-        for r in graph.run(*cypher.world_nodes(label, world_id))
+        for r in graph.run(*bundle_queries.world_nodes(label, world_id))
     )
     return sorted(out, key=lambda n: (n["label"], n["props"]["uid"]))
 
 
 def _campaign_edges(graph: GraphStore, campaign_id: str, world_id: str) -> list[dict[str, Any]]:
-    rows = graph.run(*cypher.campaign_edges(campaign_id))
-    rows += graph.run(*cypher.axiom_edges(world_id))
+    rows = graph.run(*bundle_queries.campaign_edges(campaign_id))
+    rows += graph.run(*bundle_queries.axiom_edges(world_id))
     return _edges(rows)
 
 
@@ -210,5 +210,5 @@ def _knowledge_edges(graph: GraphStore, nodes: list[dict[str, Any]]) -> list[dic
     uids = [n["props"]["uid"] for n in nodes]
     if not uids:
         return []
-    rows = graph.run(*cypher.knowledge_edges(uids))
+    rows = graph.run(*bundle_queries.knowledge_edges(uids))
     return _edges(rows)

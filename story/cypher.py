@@ -1,4 +1,4 @@
-"""Every Cypher statement of the story, and nothing else: the one place the story meets the graph's language.
+"""The story's shared Cypher statements, and nothing else: what several chapters of the story run.
 
 Each function returns a statement, ``(query, params)``, for ``graph.run(*statement)``,
 ``tx.run(*statement)`` or ``writes.add(*statement)``; reads that return nodes name them ``n``. The
@@ -10,7 +10,9 @@ campaigns, branches and checkpoints (:mod:`story.campaigns`), turns and takes
 (:mod:`story.timeline`), scenes, proposals and canon (:mod:`story.scenes`, :mod:`story.gate`),
 memories and summaries (:mod:`story.memory`), provenance and media (:mod:`story.provenance`),
 snapshots (:mod:`story.snapshots`), the live world (:mod:`story.live`) and bundles
-(:mod:`story.bundle`).
+(:mod:`story.bundle`). A chapter's own statements live beside it, written the same way
+(:mod:`story.bundle_queries`; the queries of reviews, retcons, threads, triggers and versions in their
+modules).
 """
 
 from __future__ import annotations
@@ -547,55 +549,11 @@ def delete_live(uids: list[str]) -> Statement:
     return "UNWIND $ids AS id MATCH (n:LiveEntity {uid: id}) DETACH DELETE n", {"ids": uids}
 
 
-# -- bundles ---------------------------------------------------------------------------------------
-
-_EDGE_COLUMNS = "RETURN a.uid AS src, labels(a) AS sl, type(r) AS type, r, b.uid AS dst, labels(b) AS dl"
-
-
-def world_of_campaign(campaign_id: str) -> Statement:
-    return "MATCH (c:Campaign {uid: $c}) RETURN c.world_uid AS world", {"c": campaign_id}
+# -- nodes by id (bundles, anchors) -----------------------------------------------------------------
 
 
 def nodes_by_uid(label: str, uids: list[str]) -> Statement:
     return f"MATCH (n:{label}) WHERE n.uid IN $uids RETURN n", {"uids": uids}
-
-
-def campaign_nodes(campaign_id: str) -> Statement:
-    """Every node of a campaign, with its ``labels``."""
-    return "MATCH (n) WHERE n.campaign_id = $c RETURN labels(n) AS labels, n", {"c": campaign_id}
-
-
-def world_nodes(label: str, world_id: str) -> Statement:
-    """The world itself (``World``) or its records (``Axiom``)."""
-    return f"MATCH (n:{label}) WHERE n.uid = $w OR n.world_uid = $w RETURN n", {"w": world_id}
-
-
-def campaign_edges(campaign_id: str) -> Statement:
-    """A campaign's own edges; not those to the library's source facts, which a bundle does not carry (the
-    canon node keeps their ids in ``source_fact_ids``)."""
-    return f"MATCH (a)-[r]->(b) WHERE a.campaign_id = $c AND NOT b:SourceFact {_EDGE_COLUMNS}", {"c": campaign_id}
-
-
-def axiom_edges(world_id: str) -> Statement:
-    return f"MATCH (a:Axiom {{world_uid: $w}})-[r]->(b) {_EDGE_COLUMNS}", {"w": world_id}
-
-
-def knowledge_edges(uids: list[str]) -> Statement:
-    """The library's own edges between the given records."""
-    return (
-        "MATCH (a)-[r]->(b) WHERE a.uid IN $u AND b.uid IN $u AND type(r) IN ['HAS_ITEM', 'HAS_CHUNK'] "
-        + _EDGE_COLUMNS,
-        {"u": uids},
-    )
-
-
-def merge_edges(rel: str, src: str, dst: str, rows: list[dict[str, Any]]) -> Statement:
-    """MERGE a ``rel`` edge per row ``{a, b, props}`` between existing nodes, setting its properties."""
-    return (
-        f"UNWIND $rows AS e MATCH (a:{src} {{uid: e.a}}), (b:{dst} {{uid: e.b}}) "
-        f"MERGE (a)-[r:{rel}]->(b) SET r += e.props",
-        {"rows": rows},
-    )
 
 
 # -- what a campaign cites and draws on (story.citations, story.library_pins) -----------------------
