@@ -10,11 +10,9 @@ corrupt PDF; then ``search_knowledge`` through the MCP SDK's client against the 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,43 +20,25 @@ from typing import Any
 
 import anyio
 import pytest
-import structlog
 
 from jobs.pipeline import IngestReport, run_ingest
-from jobs.plan import IngestOptions
+from jobs.plan import IngestExecutor, IngestOptions
 from schemas.knowledge import LibraryType
 from tests.corpus import corpus_file
 from tests.fixtures.blob import NanioServer, unique_bucket
+from tests.unit.ingest_log_support import (
+    RAY_EXPORT,
+    ROOT,
+    json_logs_on_local_ray,
+    read_lines,
+    scrape,
+    series,
+    table,
+)
 
 pytestmark = [pytest.mark.servers, pytest.mark.ray, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
-TABLE = ROOT / "docs" / "ingest-events.md"
 SLICE_BYTES = 12_000
-#: the chart's ServiceMonitor renames Ray's export of our metrics back to the project's names
-RAY_EXPORT = re.compile(r"^ray_(lorekeeper_\w+)$")
-
-
-@dataclass(frozen=True)
-class Row:
-    event: str
-    level: str
-    fields: tuple[str, ...]
-    process: str
-    checked: str
-
-
-def table() -> dict[str, Row]:
-    """The events table of docs/ingest-events.md (both sections), by event name."""
-    rows: dict[str, Row] = {}
-    for line in TABLE.read_text().splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) != 7 or not cells[0].startswith("`"):
-            continue
-        event, level, fields, _, process, checked, _ = cells
-        names = tuple(f.strip() for f in fields.split(",") if f.strip())
-        rows[event.strip("`")] = Row(event.strip("`"), level, names, process, checked)
-    return rows
 
 
 def test_the_table_lists_every_contract_event() -> None:
@@ -86,29 +66,6 @@ class Run:
     replica_scrape: str
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _scrape(port: int, wanted: list[str], timeout_s: float = 60.0) -> str:
-    """Ray's metrics export on this node, once every ``wanted`` series name shows (Ray reports every 0.5 s)."""
-    deadline = time.monotonic() + timeout_s
-    text = ""
-    while time.monotonic() < deadline:
-        try:
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-        except OSError:
-            text = ""
-        if all(name in text for name in wanted):
-            return text
-        time.sleep(1)
-    return text
-
-
 REPLICA_QUERY = "What is a stunt?"
 
 
@@ -124,10 +81,10 @@ def _search_replica(settings: Any, port: int, driver_worker_id: str) -> str:
         deadline = time.monotonic() + 60
         text = ""
         while time.monotonic() < deadline:
-            text = _scrape(port, ["ray_lorekeeper_search_results_total"], timeout_s=5)
+            text = scrape(port, ["ray_lorekeeper_search_results_total"], timeout_s=5)
             if any(
                 metric == "ray_lorekeeper_search_duration_seconds_count" and labels.get("WorkerId") != driver_worker_id
-                for metric, labels, _ in _series(text)
+                for metric, labels, _ in series(text)
             ):
                 break
             time.sleep(1)
@@ -163,9 +120,6 @@ def _books(folder: Path) -> Path:
 def run(tmp_path_factory: pytest.TempPathFactory, nanio_server: NanioServer) -> Iterator[Run]:
     import ray
 
-    import lorekeeper.logs
-    import schemas.logs
-    from jobs.pipeline import _runtime_env
     from schemas.settings import get_settings
     from serve.app import create_app
     from tests.unit.serve_support import api_services, running
@@ -181,57 +135,32 @@ def run(tmp_path_factory: pytest.TempPathFactory, nanio_server: NanioServer) -> 
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     settings = get_settings()
-    root_logger = logging.getLogger()
-    handlers, level, structlog_config = root_logger.handlers[:], root_logger.level, structlog.get_config()
-    lorekeeper.logs.configure_logging("DEBUG", json=True, directory=str(logs))
-    port = _free_port()
-    ray.init(
-        address="local",
-        num_cpus=4,
-        include_dashboard=False,
-        configure_logging=False,
-        _metrics_export_port=port,
-        _system_config={"metrics_report_interval_ms": 500},
-        runtime_env=_runtime_env(),  # what start_ray gives its workers: the driver's log configuration
-    )
     try:
-        # a small job may run in-process where the executor is chosen by size; this one is about Ray
-        on_ray = {"executor": "ray"} if "executor" in IngestOptions.model_fields else {}
-        options = IngestOptions(library="fate", library_type=LibraryType.RULEBOOK, **on_ray)
-        report = run_ingest([str(books)], options, settings=settings)
-        driver_worker_id = ray.get_runtime_context().get_worker_id()
-        scrape = _scrape(
-            port,
-            [
-                "ray_lorekeeper_s3_operations_total",
-                "ray_lorekeeper_embeddings_generated_total",
-                "ray_lorekeeper_chunks_created_total",
-                "ray_lorekeeper_ingest_jobs_total",
-            ],
-        )
-        with api_services() as services, running(create_app(services)) as url:
-            search = anyio.run(_mcp_search, url)
-        replica_scrape = _search_replica(settings, port, driver_worker_id)
+        with json_logs_on_local_ray(logs) as port:
+            # a small job may run in-process where the executor is chosen by size; this one is about Ray
+            options = IngestOptions(library="fate", library_type=LibraryType.RULEBOOK, executor=IngestExecutor.RAY)
+            report = run_ingest([str(books)], options, settings=settings)
+            driver_worker_id = ray.get_runtime_context().get_worker_id()
+            exported = scrape(
+                port,
+                [
+                    "ray_lorekeeper_s3_operations_total",
+                    "ray_lorekeeper_embeddings_generated_total",
+                    "ray_lorekeeper_chunks_created_total",
+                    "ray_lorekeeper_ingest_jobs_total",
+                ],
+            )
+            with api_services() as services, running(create_app(services)) as url:
+                search = anyio.run(_mcp_search, url)
+            replica_scrape = _search_replica(settings, port, driver_worker_id)
     finally:
-        ray.shutdown()
-        schemas.logs._APPLIED = None  # later tests' Ray workers configure nothing
-        for handler in root_logger.handlers:
-            if handler not in handlers:
-                handler.close()
-        root_logger.handlers[:] = handlers
-        root_logger.setLevel(level)
-        structlog.configure(**structlog_config)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    lines = []
-    for path in sorted(logs.glob("*.jsonl")):
-        for text in path.read_text(encoding="utf-8").splitlines():
-            if text.strip():
-                lines.append(json.loads(text))  # every line of every process is one JSON object
-    yield Run(report, lines, os.getpid(), scrape, driver_worker_id, search, replica_scrape)
+    lines = read_lines(logs)  # every line of every process is one JSON object
+    yield Run(report, lines, os.getpid(), exported, driver_worker_id, search, replica_scrape)
 
 
 def _events(run: Run, name: str) -> list[dict[str, Any]]:
@@ -249,7 +178,7 @@ def test_the_run_did_what_the_events_describe(run: Run) -> None:
 def test_every_checked_event_is_logged_with_its_fields(run: Run) -> None:
     problems = []
     for row in table().values():
-        if row.checked != "yes":
+        if not row.checked_by("yes"):
             continue
         found = _events(run, row.event)
         if not found:
@@ -324,23 +253,13 @@ def test_the_mcp_search_events_carry_the_call(run: Run) -> None:
 # -- metrics from the workers ----------------------------------------------------------------------------
 
 
-def _series(scrape: str) -> list[tuple[str, dict[str, str], float]]:
-    out = []
-    for line in scrape.splitlines():
-        match = re.match(r"^(\w+)\{(.*)\} (\S+)$", line)
-        if match:
-            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2)))
-            out.append((match.group(1), labels, float(match.group(3))))
-    return out
-
-
 def test_workers_series_reach_rays_metrics_export(run: Run) -> None:
-    series = _series(run.scrape)
+    samples = series(run.scrape)
 
     def from_workers(name: str, **labels: str) -> float:
         return sum(
             value
-            for metric, found, value in series
+            for metric, found, value in samples
             if metric == name
             and found.get("WorkerId") != run.driver_worker_id
             and all(found.get(k) == v for k, v in labels.items())
@@ -352,19 +271,19 @@ def test_workers_series_reach_rays_metrics_export(run: Run) -> None:
     assert from_workers("ray_lorekeeper_chunks_created_total", library_type="rulebook") == completed.chunks
     assert from_workers("ray_lorekeeper_embedding_duration_seconds_count") > 0
     # the job counts are the driver's (on Ray, so exported too)
-    jobs = {found["status"]: value for metric, found, value in series if metric == "ray_lorekeeper_ingest_jobs_total"}
+    jobs = {found["status"]: value for metric, found, value in samples if metric == "ray_lorekeeper_ingest_jobs_total"}
     assert jobs == {"completed": 1.0, "failed": 1.0}
 
 
 def test_the_exported_names_are_the_dashboards_after_the_charts_rename(run: Run) -> None:
     from tests.unit.test_deploy_grafana import code_metrics, series_names
 
-    exported = {RAY_EXPORT.sub(r"\1", metric) for metric, _, _ in _series(run.scrape) if RAY_EXPORT.match(metric)}
+    exported = {RAY_EXPORT.sub(r"\1", metric) for metric, _, _ in series(run.scrape) if RAY_EXPORT.match(metric)}
     assert exported, "no lorekeeper series in Ray's export"
     known = series_names()
     assert exported <= set(known), exported - set(known)
     # and each carries the labels the code gives it (Ray adds its own)
-    for metric, labels, _ in _series(run.scrape):
+    for metric, labels, _ in series(run.scrape):
         name = RAY_EXPORT.sub(r"\1", metric)
         if name in known:
             assert code_metrics()[known[name]][1] <= set(labels), (metric, labels)
@@ -375,7 +294,7 @@ def test_a_search_replicas_series_and_lines_reach_the_scrape_and_the_log(run: Ru
     it logs the same JSON lines as the driver, to its own file."""
     replica = {
         (metric, labels.get("search_type")): value
-        for metric, labels, value in _series(run.replica_scrape)
+        for metric, labels, value in series(run.replica_scrape)
         if labels.get("WorkerId") != run.driver_worker_id and metric.startswith("ray_lorekeeper_search_")
     }
     for leg in ("vector", "text", "hybrid"):

@@ -10,6 +10,7 @@ behind; the refused job, retried once the credentials are right, completes witho
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from schemas.settings import Settings, load_settings
 from stores.blob.s3 import S3BlobStore
 from tests.corpus import corpus_file
 from tests.fixtures.blob import NanioServer, drop_s3_buckets, running_nanio, unique_bucket
+from tests.unit.ingest_log_support import json_logs_on_local_ray, read_lines, scrape, series, table
 
 pytestmark = [pytest.mark.servers, pytest.mark.ray, pytest.mark.slow]
 
@@ -48,8 +50,9 @@ class Buckets:
         self.source: S3BlobStore = source.store(self.source_bucket)
         self.source.ensure_bucket()
 
-    def settings(self, *, source_secret: str | None = None) -> Settings:
+    def settings(self, *, source_secret: str | None = None, executor: str = "auto") -> Settings:
         return load_settings(
+            ingest_executor=executor,
             data_dir=self.tmp_path / "data",
             blob_url=f"s3://{self.product_bucket}?endpoint={self.product_server.url}&region=us-east-1",
             blob_access_key=self.product_server.access_key,
@@ -104,83 +107,93 @@ def _one(logs: list[dict[str, Any]], name: str, **match: Any) -> dict[str, Any]:
     return found[0]
 
 
+def _ingest_and_check(client: TestClient, buckets: Buckets, key: str, data: bytes) -> tuple[str, str, str]:
+    """The JSON ingest of ``key`` (in the source bucket, holding ``data``) run to completion through the API;
+    the job document checked field by field, the item, the copy byte for byte, the job list's filters.
+
+    Returns:
+        the job's id, the library's uid and the copy's key in the product's bucket.
+    """
+    library = _library(client, "fate", "rulebook")
+    body = {
+        "s3_key": key,
+        "title": "Fate Accelerated",
+        "library_uid": library,
+        "collection_uid": None,
+        "file_type": "text/markdown",
+        "file_size": len(data),
+        "source": "library-service",
+        "source_ref": "doc-fae-1",
+        "classification": "reference",
+    }
+    accepted = client.post(f"{API}/ingest", json=body)
+    assert accepted.status_code == 202, accepted.text
+    queued = accepted.json()
+    assert queued["status"] == "pending" and queued["progress"] == "queued" and queued["item_uid"] is None
+    job_id = queued["job_id"]
+    job = _wait(client, job_id)
+    assert job["status"] == "completed", job["error"]
+
+    item_uid = job["item_uid"]
+    raw_key = f"items/{item_uid}/original/fate-accelerated.md"
+    expected = {
+        "job_id": job_id,
+        "status": "completed",
+        "progress": "completed",
+        "error": None,
+        "retry_count": 0,
+        "embedding_model": "all-MiniLM-L6-v2",
+        "title": "Fate Accelerated",
+        "file_type": "text/markdown",
+        "file_size": len(data),
+        "source": "library-service",
+        "source_ref": "doc-fae-1",
+        "s3_key": key,
+        "source_bucket": buckets.source_bucket,
+        "raw_key": raw_key,
+        "origin": "source_bucket",
+        "library_uid": library,
+        "collection_uid": None,
+        "classification": "reference",
+    }
+    assert {name: job[name] for name in expected} == expected
+    assert job["chunks_created"] > 10 and job["concepts_extracted"] > 0
+    assert job["progress_detail"]["fraction"] == 1.0
+    assert job["created_at"] <= job["started_at"] <= job["completed_at"]
+
+    item = client.get(f"{API}/items/{item_uid}").json()
+    assert item["status"] == "ready" and item["title"] == "Fate Accelerated" and item["file_type"] == "markdown"
+    assert item["classification"] == "reference"
+    assert (item["source"], item["source_ref"], item["size_bytes"], item["raw_key"]) == (
+        "library-service",
+        "doc-fae-1",
+        len(data),
+        raw_key,
+    )
+    # the copy, byte for byte, in the product's layout; the source bucket holds what it held
+    assert buckets.product.get(raw_key) == data
+    keys = buckets.product_keys()
+    assert [k for k in keys if "/original/" in k] == [raw_key]
+    assert len([k for k in keys if "/chunks/" in k]) == job["chunks_created"]
+    assert [info.key for info in buckets.source.list()] == [key]
+
+    def listed(**params: str) -> list[str]:
+        return [j["job_id"] for j in client.get(f"{API}/jobs", params=params).json()]
+
+    assert listed(source="library-service") == [job_id]
+    assert listed(source="library-service", status="completed") == [job_id]
+    assert listed(source_ref="doc-fae-1") == [job_id]
+    assert listed(source="another-service") == [] and listed(status="failed") == []
+    return job_id, library, raw_key
+
+
 def test_json_ingest_copies_from_the_source_bucket_and_completes(buckets: Buckets, tmp_path: Path) -> None:
     data = corpus_file(BOOK).read_bytes()
     key = "library-service/fate/fate-accelerated.md"
     buckets.source.put(key, data)
     settings = buckets.settings()
     with capture_logs() as logs, _client(settings, tmp_path, runner=True) as client:
-        library = _library(client, "fate", "rulebook")
-        body = {
-            "s3_key": key,
-            "title": "Fate Accelerated",
-            "library_uid": library,
-            "collection_uid": None,
-            "file_type": "text/markdown",
-            "file_size": len(data),
-            "source": "library-service",
-            "source_ref": "doc-fae-1",
-            "classification": "reference",
-        }
-        accepted = client.post(f"{API}/ingest", json=body)
-        assert accepted.status_code == 202, accepted.text
-        queued = accepted.json()
-        assert queued["status"] == "pending" and queued["progress"] == "queued" and queued["item_uid"] is None
-        job_id = queued["job_id"]
-        job = _wait(client, job_id)
-        assert job["status"] == "completed", job["error"]
-
-        item_uid = job["item_uid"]
-        raw_key = f"items/{item_uid}/original/fate-accelerated.md"
-        expected = {
-            "job_id": job_id,
-            "status": "completed",
-            "progress": "completed",
-            "error": None,
-            "retry_count": 0,
-            "embedding_model": "all-MiniLM-L6-v2",
-            "title": "Fate Accelerated",
-            "file_type": "text/markdown",
-            "file_size": len(data),
-            "source": "library-service",
-            "source_ref": "doc-fae-1",
-            "s3_key": key,
-            "source_bucket": buckets.source_bucket,
-            "raw_key": raw_key,
-            "origin": "source_bucket",
-            "library_uid": library,
-            "collection_uid": None,
-            "classification": "reference",
-        }
-        assert {name: job[name] for name in expected} == expected
-        assert job["chunks_created"] > 10 and job["concepts_extracted"] > 0
-        assert job["progress_detail"]["fraction"] == 1.0
-        assert job["created_at"] <= job["started_at"] <= job["completed_at"]
-
-        item = client.get(f"{API}/items/{item_uid}").json()
-        assert item["status"] == "ready" and item["title"] == "Fate Accelerated" and item["file_type"] == "markdown"
-        assert item["classification"] == "reference"
-        assert (item["source"], item["source_ref"], item["size_bytes"], item["raw_key"]) == (
-            "library-service",
-            "doc-fae-1",
-            len(data),
-            raw_key,
-        )
-        # the copy, byte for byte, in the product's layout; the source bucket holds what it held
-        assert buckets.product.get(raw_key) == data
-        keys = buckets.product_keys()
-        assert [k for k in keys if "/original/" in k] == [raw_key]
-        assert len([k for k in keys if "/chunks/" in k]) == job["chunks_created"]
-        assert [info.key for info in buckets.source.list()] == [key]
-
-        def listed(**params: str) -> list[str]:
-            return [j["job_id"] for j in client.get(f"{API}/jobs", params=params).json()]
-
-        assert listed(source="library-service") == [job_id]
-        assert listed(source="library-service", status="completed") == [job_id]
-        assert listed(source_ref="doc-fae-1") == [job_id]
-        assert listed(source="another-service") == [] and listed(status="failed") == []
-
+        job_id, library, raw_key = _ingest_and_check(client, buckets, key, data)
     received = _one(logs, "ingest_request_received")
     assert {k: received[k] for k in ("s3_key", "title", "library_uid", "file_type", "source", "source_ref")} == {
         "s3_key": key,
@@ -223,9 +236,7 @@ SOURCE_BUCKET_CHECKED = "source-bucket test"
 def _table_rows(*, failed: bool) -> list[Any]:
     """The rows of docs/ingest-events.md this module checks: the endpoint's, the fetch's and the copy's
     events (the ``…_failed`` ones or the others)."""
-    from tests.unit.test_ingest_events import table
-
-    rows = [row for row in table().values() if row.checked == SOURCE_BUCKET_CHECKED]
+    rows = [row for row in table().values() if row.checked_by(SOURCE_BUCKET_CHECKED)]
     assert len(rows) >= 11, "the table's source-bucket rows moved"
     return [row for row in rows if row.event.endswith("_failed") == failed]
 
@@ -244,6 +255,131 @@ def _as_the_table_says(logs: list[dict[str, Any]], rows: list[Any]) -> None:
             if missing:
                 problems.append(f"{row.event}: no {missing} in {sorted(line)}")
     assert problems == []
+
+
+RAY_CHECKED = "source-bucket Ray test"
+#: the rows of docs/ingest-events.md a source-bucket job that completes on Ray logs
+RAY_ROWS = {
+    "ingest_request_received",
+    "ingest_s3_key_check",
+    "ingest_library_lookup",
+    "ingest_task_dispatched",
+    "ingest_item_created",
+    "embed_task_started",
+    "embed_s3_fetch_start",
+    "embed_s3_fetch_complete",
+    "s3_cross_bucket_copy_start",
+    "s3_cross_bucket_copy_complete",
+    "embed_chunking_start",
+    "embed_chunking_complete",
+    "embed_concepts_start",
+    "embed_concepts_complete",
+    "embed_vectors_start",
+    "embed_vectors_complete",
+    "embed_graph_write_start",
+    "embed_graph_write_complete",
+    "embed_graph_build_start",
+    "embed_graph_build_complete",
+    "embed_job_completed",
+}
+#: a slice of the book, so the job is small (and would run in the API's process but for the setting)
+RAY_SLICE_BYTES = 24_000
+
+
+def test_json_ingest_from_the_source_bucket_on_ray_logs_each_event_from_its_process_and_exports_metrics(
+    buckets: Buckets, tmp_path: Path
+) -> None:
+    """The JSON ingest of an object in the source bucket, sent to local Ray by LOREKEEPER_INGEST_EXECUTOR=ray,
+    with JSON logs from the driver (the API and its runner) and every Ray worker, and Ray's metrics export."""
+    import ray
+
+    data = corpus_file(BOOK).read_bytes()[:RAY_SLICE_BYTES].rsplit(b"\n", 1)[0] + b"\n"
+    key = "library-service/fate/fate-accelerated.md"
+    buckets.source.put(key, data)
+    logs = tmp_path / "logs"
+    with (
+        json_logs_on_local_ray(logs) as port,
+        _client(buckets.settings(executor="ray"), tmp_path, runner=True) as client,
+    ):
+        job_id, library, raw_key = _ingest_and_check(client, buckets, key, data)
+        chunks = client.get(f"{API}/jobs/{job_id}").json()["chunks_created"]
+        driver_worker_id = ray.get_runtime_context().get_worker_id()
+        exported = scrape(
+            port,
+            [
+                "ray_lorekeeper_s3_operations_total",
+                "ray_lorekeeper_embeddings_generated_total",
+                "ray_lorekeeper_chunks_created_total",
+                "ray_lorekeeper_ingest_jobs_total",
+            ],
+        )
+    lines, driver = read_lines(logs), os.getpid()
+
+    def logged(name: str, **match: Any) -> list[dict[str, Any]]:
+        return [e for e in lines if e.get("event") == name and all(e.get(k) == v for k, v in match.items())]
+
+    (chosen,) = logged("ingest_executor_chosen")
+    assert (chosen["executor"], chosen["pid"]) == ("ray", driver), chosen
+    rows = [row for row in table().values() if row.checked_by(RAY_CHECKED)]
+    assert {row.event for row in rows} == RAY_ROWS, "the table's rows for this test moved"
+    problems = []
+    for row in rows:
+        found = logged(row.event)
+        if not found:
+            problems.append(f"{row.event}: not logged")
+            continue
+        for line in found:
+            if line["level"] != row.level:
+                problems.append(f"{row.event}: level {line['level']}, the table says {row.level}")
+            missing = [name for name in (*row.fields, "timestamp", "host", "pid", "logger") if name not in line]
+            if missing:
+                problems.append(f"{row.event}: no {missing} in {sorted(line)}")
+            if "job_id" in row.fields and line["job_id"] != job_id:
+                problems.append(f"{row.event}: job_id {line['job_id']}, not the job's {job_id}")
+        pids = {line["pid"] for line in found}
+        wanted = {
+            "API": pids == {driver},
+            "driver": pids == {driver},
+            "worker": driver not in pids,
+            "API, worker": driver in pids and len(pids) > 1,
+        }[row.process]
+        if not wanted:
+            problems.append(f"{row.event}: logged by {pids} (the driver is {driver}), the table says {row.process}")
+    assert problems == []
+
+    # the runner's read of the source bucket in the driver, then the extract stage's of the copy on a worker
+    reads = {(e["source_bucket"], e["s3_key"], e["pid"] == driver) for e in logged("embed_s3_fetch_complete")}
+    assert reads == {(buckets.source_bucket, key, True), (buckets.product_bucket, raw_key, False)}, reads
+    (copied,) = logged("s3_cross_bucket_copy_complete")
+    copy = (copied["dest_bucket"], copied["dest_key"], copied["file_size"])
+    assert copy == (buckets.product_bucket, raw_key, len(data))
+    mine = [line for line in lines if line.get("job_id") == job_id]
+    assert len({line["pid"] for line in mine}) >= 3  # the driver and the extract, embed and write actors
+    (done,) = logged("embed_job_completed", job_id=job_id)
+    assert done["chunks"] == chunks and done["item_uid"] == raw_key.split("/")[1]
+    assert sum(e["chunks_written"] for e in logged("embed_graph_write_complete", job_id=job_id)) == chunks
+    assert sum(e["chunks"] for e in logged("embed_vectors_complete", job_id=job_id)) == chunks
+    assert logged("ingest_request_received")[0]["library_uid"] == library
+
+    # the worker's series in Ray's export: S3 reads and writes, embeddings, chunks; the job's count (driver)
+    samples = series(exported)
+
+    def from_workers(name: str, **labels: str) -> float:
+        return sum(
+            value
+            for metric, found, value in samples
+            if metric == name
+            and found.get("WorkerId") != driver_worker_id
+            and all(found.get(k) == v for k, v in labels.items())
+        )
+
+    assert from_workers("ray_lorekeeper_s3_operations_total", operation="put", status="ok") >= chunks
+    assert from_workers("ray_lorekeeper_s3_operations_total", operation="get", status="ok") >= 1
+    assert from_workers("ray_lorekeeper_embeddings_generated_total") == chunks
+    assert from_workers("ray_lorekeeper_chunks_created_total", library_type="rulebook") == chunks
+    assert from_workers("ray_lorekeeper_embedding_duration_seconds_count") > 0
+    jobs = {found["status"]: value for metric, found, value in samples if metric == "ray_lorekeeper_ingest_jobs_total"}
+    assert jobs == {"completed": 1.0}, jobs
 
 
 def _nothing_written(client: TestClient, buckets: Buckets) -> None:
