@@ -8,8 +8,8 @@
 #     with `lorekeeper serve --direct`: /health reports every store, and a book ingested through
 #     POST /api/v1/library/ingest completes and is found by POST /api/v1/search.
 # What it cannot run here: Qdrant (no server installs: the API's vectors are the embedded engine,
-# LOREKEEPER_VECTOR_URL=/home/ray/vectors, the one variable the lane changes, beside the ingest root it
-# mounts the books at) and the Ray head/worker/api services under `serve run` (they wait on Qdrant).
+# LOREKEEPER_VECTOR_URL=/home/ray/vectors without Qdrant's key, the one setting the lane changes, beside
+# the ingest root it mounts the books at) and the Ray head/worker/api services under `serve run` (they wait on Qdrant).
 
 COMPOSE_BOOK=${LK_COMPOSE_BOOK:-fate-accelerated-SRD.md}
 
@@ -94,7 +94,11 @@ LOREKEEPER_GRAPH_PASSWORD=$(openssl rand -hex 24)
 ENV
   mkdir -p cluster/secrets
   for s in ray-auth-token api-keys; do
-    [ -e "cluster/secrets/$s" ] || { openssl rand -hex 32 >"cluster/secrets/$s"; COMPOSE_CLEANUP+=("$ROOT/cluster/secrets/$s"); }
+    if [ ! -e "cluster/secrets/$s" ]; then
+      openssl rand -hex 32 >"cluster/secrets/$s"
+      chown 1000:100 "cluster/secrets/$s" # bind-mounted as is: readable by the containers' ray user only
+      COMPOSE_CLEANUP+=("$ROOT/cluster/secrets/$s")
+    fi
   done
   umask 022
   COMPOSE=("${NICE[@]}" "$WORK/venv/bin/podman-compose" -p "$project" -f cluster/docker-compose.yml
@@ -114,7 +118,8 @@ ENV
   local api="$RUN_ID-compose_api_lane" out
   started=$(date +%s)
   "${COMPOSE[@]}" run -d --no-deps --name "$api" -v "$CORPUS:/books:ro" -e LOREKEEPER_VECTOR_URL=/home/ray/vectors \
-    -e LOREKEEPER_INGEST_ROOTS=/books api lorekeeper serve --direct >"$WORK/compose-api.log" 2>&1 || true
+    -e LOREKEEPER_INGEST_ROOTS=/books api env -u LOREKEEPER_VECTOR_API_KEY lorekeeper serve --direct \
+    >"$WORK/compose-api.log" 2>&1 || true
   out=$(compose_api_call "$api" 2>&1) || true
   podman logs "$api" >>"$WORK/compose-api.log" 2>&1 || true
   echo "$out" >"$WORK/compose-checks.log"
