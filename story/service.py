@@ -29,6 +29,9 @@ retcons) is one transaction guarded by the campaign's version (:mod:`story.graph
 writers in one process queue on a per-campaign lock, writers in other processes retry on
 ``Conflict``. Undo, redo, retry, restore and switching branches only move pointers; nothing is
 deleted but what :meth:`StoryService.delete_branch` is explicitly asked to delete.
+
+Kept whole (about 660 lines): the facade is the one index of what the story can do, one hand-over per
+use case grouped by chapter; its length is that list, and the logic lives in the chapters.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ from schemas.triggers import FiredBy
 from stores.blob.base import BlobStore
 from stores.graph.base import GraphStore
 from stores.graph.schema import LOREKEEPER_GRAPH_SCHEMA
-from story import scene_end
+from story import catch_up, scene_end
 from story.axioms import AxiomJudge
 from story.bundle import BundleSummary
 from story.campaigns import Campaigns
@@ -585,39 +588,16 @@ class StoryService:
         return self._recall.rebuild(campaign_id, unreadable=unreadable)
 
     def finish_scene_ends(self) -> int:
-        """Finish every scene end a crash (or a failed former) left pending, in every campaign
-        (:mod:`story.scene_end`). Returns how many were finished."""
-        finished = 0
-        for scene in scene_end.pending_scene_ends(self):
-            self.finish_scene_end(scene.id)
-            finished += not scene_end.end_pending(self, scene.id)
-        return finished
+        """Finish every scene end a crash (or a failed former) left pending (:mod:`story.catch_up`)."""
+        return catch_up.finish_scene_ends(self)
 
     def reconcile_recall(self, campaign_id: str) -> Reconciled:
         """Bring a campaign's recall index in line with its graph (:func:`story.recall_sync.reconcile`)."""
         return reconcile(self._recall, campaign_id)
 
     def catch_up(self) -> list[Reconciled]:
-        """What the server runs at start-up: finish the scene ends a crash cut short, then reconcile the
-        recall index of every campaign with the graph (event ``story_caught_up``)."""
-        ends = self.finish_scene_ends()
-        campaigns = self.list_campaigns() if self._recall.index is not None else []
-        reconciled = []
-        for campaign in campaigns:
-            try:
-                reconciled.append(self.reconcile_recall(campaign.id))
-            except Exception as exc:  # a derived index never stops the story from starting; the next start retries
-                log.warning("recall_index_failed", what="reconcile", campaign_id=campaign.id, error=repr(exc))
-                reconciled.append(Reconciled(campaign.id, failed=repr(exc)))
-        log.info(
-            "story_caught_up",
-            scene_ends=ends,
-            campaigns=len(reconciled),
-            added=sum(r.added + r.rewritten for r in reconciled),
-            removed=sum(r.removed for r in reconciled),
-            failed=sum(r.failed is not None for r in reconciled),
-        )
-        return reconciled
+        """What the server runs at start-up (:func:`story.catch_up.catch_up`)."""
+        return catch_up.catch_up(self)
 
     def import_transcript(
         self,
