@@ -181,21 +181,25 @@ def judge(
             depth=(anchors or {}).get(proposal.id),
             review=proposal.review,
         )
-        why = f"accepted on {proposal.authority.value} authority"
-        if proposal.review is not None:
-            why += f" ({proposal.review.action.value}ed on review by {proposal.review.reviewer})"
-        decisions.append(
-            ProposalDecision(
-                proposal_id=proposal.id,
-                status=ProposalStatus.ACCEPTED,
-                authority=proposal.authority,
-                rationale="; ".join([why, *notes]),
-                event_ids=[e.event_id for e in events],
-                source_fact_ids=source.cited,
-                house_rule=bool(source.house_rules),
-            )
-        )
+        decisions.append(_accepted(proposal, events, notes, source))
     return decisions, batch, state
+
+
+def _accepted(
+    proposal: ProposedChange, events: Sequence[BaseStateEvent], notes: Sequence[str], source: SourceVerdict
+) -> ProposalDecision:
+    why = f"accepted on {proposal.authority.value} authority"
+    if proposal.review is not None:
+        why += f" ({proposal.review.action.value}ed on review by {proposal.review.reviewer})"
+    return ProposalDecision(
+        proposal_id=proposal.id,
+        status=ProposalStatus.ACCEPTED,
+        authority=proposal.authority,
+        rationale="; ".join([why, *notes]),
+        event_ids=[e.event_id for e in events],
+        source_fact_ids=source.cited,
+        house_rule=bool(source.house_rules),
+    )
 
 
 def judge_pending(

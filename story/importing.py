@@ -87,7 +87,8 @@ from story.import_plan import (
 from story.memory import Memories, anchored
 from story.recall import Recollection, summary_record, turn_record
 from story.recall_index import RecallIndex
-from story.scenes import Scenes, ended_props, queue_scene, scene_opening
+from story.scene_writes import ended_props, queue_scene, scene_opening
+from story.scenes import Scenes
 from story.transcripts import Transcript, TranscriptLine, TranscriptSession
 
 __all__ = [

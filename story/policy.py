@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -255,14 +256,7 @@ def resolve_contradictions(
             out.append(event)
             continue
         single = event.value is not None or event.predicate in policy.single_valued_predicates
-        # predicates compared as the rulebook check compares them: "hp" contradicts "hit_points"
-        current = [
-            (fid, f)
-            for fid, f in state.facts.items()
-            if f["subject"] == event.subject_entity_id
-            and f["status"] != FactStatus.SUPERSEDED.value
-            and same_field(f["predicate"], event.predicate)
-        ]
+        current = _current(state, event)
         same = [fid for fid, f in current if f["object"] == event.object_entity_id and f["value"] == event.value]
         if same:
             return Judgement(False, f"already canon as fact {same[0]}")
@@ -289,17 +283,7 @@ def resolve_contradictions(
                     f"it contradicts fact {fid} ({event.predicate} = {f['object'] or f['value']!r}) "
                     f"of {f['authority']} authority, which outranks {authority.value}",
                 )
-            out.append(event)
-            for other in (fid, event.fact_id):
-                out.append(
-                    FactInvalidated(
-                        turn_id=event.turn_id,
-                        scene_id=event.scene_id,
-                        fact_id=other,
-                        invalidation=FactInvalidation.DISPUTED,
-                        reason=f"{event.fact_id} contradicts {fid} of higher authority",
-                    )
-                )
+            out += [event, *_disputed(event, fid)]
             notes.append(f"disputes fact {fid}")
             continue
         lower = [fid for fid, f in current if f["status"] != FactStatus.SUPERSEDED.value]
@@ -309,6 +293,32 @@ def resolve_contradictions(
             notes.append(f"supersedes fact {', '.join(lower)}")
         out.append(event)
     return Judgement(True, "; ".join(notes), out, overrides)
+
+
+def _current(state: WorldState, event: FactAdded) -> list[tuple[str, dict[str, Any]]]:
+    """The current facts of the event's subject and field, predicates compared as the rulebook check compares
+    them ("hp" contradicts "hit_points")."""
+    return [
+        (fid, f)
+        for fid, f in state.facts.items()
+        if f["subject"] == event.subject_entity_id
+        and f["status"] != FactStatus.SUPERSEDED.value
+        and same_field(f["predicate"], event.predicate)
+    ]
+
+
+def _disputed(event: FactAdded, fid: str) -> list[FactInvalidated]:
+    """Both facts marked disputed: the new one contradicts ``fid`` of higher authority."""
+    return [
+        FactInvalidated(
+            turn_id=event.turn_id,
+            scene_id=event.scene_id,
+            fact_id=other,
+            invalidation=FactInvalidation.DISPUTED,
+            reason=f"{event.fact_id} contradicts {fid} of higher authority",
+        )
+        for other in (fid, event.fact_id)
+    ]
 
 
 def _superseded(event: FactAdded, fact_ids: list[str]) -> list[FactInvalidated]:

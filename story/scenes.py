@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from schemas.common import Authority, utc_now
-from schemas.events import BaseStateEvent, FactAdded, FactInvalidated, FactInvalidation, SceneEnded, SceneSet
+from schemas.events import BaseStateEvent, FactAdded, FactInvalidated, FactInvalidation, SceneEnded
 from schemas.retcons import RecordKind
 from schemas.story import (
     Evidence,
@@ -29,7 +29,7 @@ from schemas.story import (
 )
 from stores.catalog import from_props
 from story import cypher
-from story.anchors import anchor_proposals
+from story.anchors import Anchors, anchor_proposals
 from story.axioms import AxiomJudge
 from story.campaigns import Campaigns, write_branch
 from story.citations import read_citations
@@ -44,6 +44,7 @@ from story.references import check_scene_refs
 from story.retcons import dependents_in, mark_writes
 from story.review import as_reviewed, refuse_late_commit, refuse_scene_end
 from story.rules import check_events
+from story.scene_writes import scene_opening
 from story.state import WorldState
 from story.viewer import told_to_table
 
@@ -279,22 +280,12 @@ class Scenes:
             row = self.story.node("Scene", scene_id)
             scene = scene_of(row)
             built = self.core.snapshots.state_at(ctx.id, ctx.lineage())
-            if not self._active_here(ctx, row, self.story.active_scene(built.state)):  # per branch
-                if end:
-                    branch = ctx.campaign.active_branch_id
-                    report = GateReport(scene_id=scene_id, campaign_id=ctx.id, branch_id=branch, already_completed=True)
-                    return report, SKIP
-                pending, skipped = self._pending(scene_id, ids)
-                refuse_late_commit(scene_id, pending)  # after the end: only what the GM reviewed since
-            else:
-                pending, skipped = self._pending(scene_id, ids)
-            anchored = anchor_proposals(self.story, ctx.lineage(), pending, built.state)
-            if anchored.off_line and ids is not None:
-                raise StoryInvalid(
-                    f"proposal(s) {', '.join(map(repr, anchored.off_line))} come from turns not on the line of branch "
-                    f"{ctx.campaign.active_branch_id!r} up to the head; move the head to them (redo, switch) first"
-                )
-            pending = anchored.judged  # the others wait for their own line
+            chosen = self._to_judge(ctx, scene_id, row, built.state, ids, end=end)
+            if chosen is None:  # an end of a scene already ended on this branch
+                branch = ctx.campaign.active_branch_id
+                report = GateReport(scene_id=scene_id, campaign_id=ctx.id, branch_id=branch, already_completed=True)
+                return report, SKIP
+            pending, skipped, anchored = chosen
             first_seq = ctx.event_seq + 1
             head = ctx.head.id if ctx.head else None
             # a scene's end is canon at the end
@@ -330,12 +321,8 @@ class Scenes:
             )
             event_seq = ctx.event_seq + len(batch.events)
             if end:
-                # the end takes a sequence number of its own even without canon, and the node says where each
-                # end was committed: the records an end makes (story.recall) are cut where its canon is
-                event_seq = ctx.event_seq + max(len(batch.events), 1)
-                ended = _ended(ctx, (row, scene), pending, decisions, summary, (state, batch.events))
-                placed = end_mark(row, len(scene.canonical_outcomes), ended, branch_id=branch_id, seq=event_seq)
-                writes.add(*cypher.update_scene(scene_id, {**ended, **placed}))
+                judged = (pending, decisions)
+                event_seq = _write_end(ctx, writes, (row, scene), judged, summary, (state, batch), branch_id)
             after.update(
                 lineage=ctx.lineage(branch_id),
                 state=state,
@@ -363,6 +350,34 @@ class Scenes:
                 campaign_id, after["lineage"], after["state"], turn_id=after["turn"], replayed=after["replayed"]
             )
         return report
+
+    def _to_judge(
+        self,
+        ctx: CampaignContext,
+        scene_id: str,
+        row: dict[str, Any],
+        state: WorldState,
+        ids: list[str] | None,
+        *,
+        end: bool,
+    ) -> tuple[list[ProposedChange], list[str], Anchors] | None:
+        """The proposals a commit or an end judges (those on the head's line; the others wait for their own),
+        the named ones already decided, and where each is anchored; None for an end of a scene already ended on
+        this branch."""
+        if not self._active_here(ctx, row, self.story.active_scene(state)):  # per branch
+            if end:
+                return None
+            pending, skipped = self._pending(scene_id, ids)
+            refuse_late_commit(scene_id, pending)  # after the end: only what the GM reviewed since
+        else:
+            pending, skipped = self._pending(scene_id, ids)
+        anchored = anchor_proposals(self.story, ctx.lineage(), pending, state)
+        if anchored.off_line and ids is not None:
+            raise StoryInvalid(
+                f"proposal(s) {', '.join(map(repr, anchored.off_line))} come from turns not on the line of branch "
+                f"{ctx.campaign.active_branch_id!r} up to the head; move the head to them (redo, switch) first"
+            )
+        return anchored.judged, skipped, anchored
 
     def _pending(self, scene_id: str, ids: list[str] | None) -> tuple[list[ProposedChange], list[str]]:
         """The pending proposals to judge (all of the scene's, or those named), oldest first, and the
@@ -434,88 +449,26 @@ class Scenes:
         return [d.id for d in dependents_in(state, RecordKind.FACT, fact_id)]
 
 
-def scene_opening(
-    ctx: CampaignContext,
-    branch_id: str,
-    order: int,
-    *,
-    title: str | None,
-    location_entity_id: str | None = None,
-    participant_entity_ids: Sequence[str] = (),
-) -> tuple[Scene, SceneSet]:
-    """A scene opened at the head, and its scene_set event (the scene state it starts with)."""
-    scene = Scene(
-        campaign_id=ctx.id,
-        branch_id=branch_id,
-        order=order,
-        title=title,
-        location_entity_id=location_entity_id,
-        participant_entity_ids=list(participant_entity_ids),
-        start_turn_id=ctx.head.id if ctx.head else None,
-    )
-    event = SceneSet(
-        turn_id=ctx.head.id if ctx.head else None,
-        scene_id=scene.id,
-        active_scene_id=scene.id,
-        location_entity_id=location_entity_id,
-        present_entity_ids=list(participant_entity_ids),
-    )
-    return scene, event
-
-
-def queue_scene(
+def _write_end(
     ctx: CampaignContext,
     writes: Writes,
-    state: WorldState,
-    scene: Scene,
-    event: SceneSet,
-    *,
-    version: int,
-    ended: dict[str, Any] | None = None,
-) -> None:
-    """Queue a scene from :func:`scene_opening` as :meth:`Scenes.start_scene` writes it at ``ctx``'s head and event
-    sequence (its node and its scene_set canon, committed in ``version``), for a bulk write of several scenes in
-    one transaction; with ``ended`` (:func:`ended_props`) its node is written ended, as :meth:`Scenes.end_scene`
-    leaves a scene without proposals.
+    scene_row: tuple[dict[str, Any], Scene],
+    judged: tuple[list[ProposedChange], list[ProposalDecision]],
+    summary: str | None,
+    after: tuple[WorldState, CanonBatch],
+    branch_id: str,
+) -> int:
+    """Queue the scene node's end (:func:`_ended`) and where it was committed; returns the end's event sequence.
 
-    No reads: the caller read what :meth:`Scenes.open_scenes_in_bulk` reads. ``state`` (the world at the head)
-    is brought past the event in place.
-
-    Raises:
-        StoryInvalid: the event breaks the rules.
+    The end takes a sequence number of its own even without canon, and the node says where each end was
+    committed: the records an end makes (:mod:`story.recall`) are cut where its canon is.
     """
-    props = node_props(scene, depth=ctx.head_depth)
-    if ended is not None:
-        props.update(ended)  # what end_scene's SET adds, in the CREATE
-    writes.add(*cypher.create_scene(ctx.id, props))
-    first_seq = ctx.event_seq + 1
-    checked = check_events(state, [event], first_seq=first_seq, authority=Authority.GM.value, in_place=True)
-    if checked.issues:
-        raise StoryInvalid(
-            "the scene's location and participants break the rules: " + "; ".join(i.message for i in checked.issues)
-        )
-    batch = CanonBatch()
-    batch.add([event], authority=Authority.GM.value, confidence=1.0)
-    write_canon(
-        ctx,
-        writes,
-        batch,
-        branch_id=scene.branch_id,
-        depth=ctx.head_depth,
-        first_seq=first_seq,
-        scene_id=scene.id,
-        version=version,
-    )
-
-
-def ended_props(scene: Scene, end_turn_id: str) -> dict[str, Any]:
-    """What :meth:`Scenes.end_scene` sets on a scene without proposals whose last turn is ``end_turn_id``."""
-    return {
-        "status": SceneStatus.COMPLETED.value,
-        "ended_at": utc_now().isoformat(),
-        "canonical_outcomes": list(scene.canonical_outcomes),
-        "end_turn_id": end_turn_id,
-    }
+    (row, scene), (state, batch) = scene_row, after
+    event_seq = ctx.event_seq + max(len(batch.events), 1)
+    ended = _ended(ctx, scene_row, *judged, summary, (state, batch.events))
+    placed = end_mark(row, len(scene.canonical_outcomes), ended, branch_id=branch_id, seq=event_seq)
+    writes.add(*cypher.update_scene(scene.id, {**ended, **placed}))
+    return event_seq
 
 
 def _ended(
