@@ -22,6 +22,7 @@ READERS = {"get_settings", "get_serve_settings"}
 ENTRY_POINTS = {
     ("lorekeeper/cli.py", None),
     ("lorekeeper/serve_cli.py", None),
+    ("lorekeeper/command_context.py", "read_settings"),  # what every `lorekeeper` command reads first
     ("lorekeeper/play.py", "play_command"),  # `lorekeeper play`
     ("jobs/cli.py", None),  # `lorekeeper ingest` and the Ray Job entrypoint `python -m jobs ingest`
     ("jobs/api.py", "create_app"),  # `uvicorn jobs.api:create_app --factory`

@@ -200,8 +200,8 @@ def test_serve_direct_finishes_the_turn_in_flight_and_exits_0_on_sigterm(
 _READ_HEAD = """
 import json, sys
 from schemas.settings import get_settings
-from lorekeeper.cli import _story_service
-with _story_service(get_settings()) as story:
+from lorekeeper.command_context import story_service
+with story_service(get_settings()) as story:
     print(json.dumps(story.get_campaign(sys.argv[1]).head_turn_id))
 """
 

@@ -175,13 +175,13 @@ def test_a_named_checkpoint_restore_forks_where_canon_was_committed_since(story:
 def test_the_number_kept_is_read_from_the_settings_at_the_entry_point(tmp_path: Any, monkeypatch: Any) -> None:
     from pydantic import ValidationError
 
-    from lorekeeper.cli import _story_service
+    from lorekeeper.command_context import story_service
     from schemas.settings import Settings
 
     monkeypatch.setenv("LOREKEEPER_CHECKPOINTS_KEPT", "3")
     settings = Settings(data_dir=tmp_path)
     assert settings.checkpoints_kept == 3
-    with _story_service(settings) as story:
+    with story_service(settings) as story:
         assert story.versions.checkpoints.keep == 3
     monkeypatch.setenv("LOREKEEPER_CHECKPOINTS_KEPT", "0")
     with pytest.raises(ValidationError, match="checkpoints_kept"):
