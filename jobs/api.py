@@ -263,6 +263,8 @@ def _object_job(ctx: IngestContext, body: IngestRequest, common: dict[str, Any])
         raise NotFound("blob", f"no object {key!r} in bucket {bucket!r}")
     if size is not None and body.file_size is not None and size != body.file_size:
         raise InvalidRequest("ingest", f"{bucket}/{key} is {size} bytes but file_size says {body.file_size}")
+    if size is not None and body.file_size is None:
+        common = {**common, "file_size": size}  # what the door saw sizes the job (where its stages run)
     if ctx.source_blob is not None:
         ref = body.source_ref or f"s3://{bucket}/{key}"
         return IngestJob(origin=IngestSource.SOURCE_BUCKET, source_ref=ref, s3_key=key, source_bucket=bucket, **common)

@@ -333,9 +333,11 @@ def _source_of(job: IngestJob) -> SourceFile:
         path = Path(job.source_ref)
         size = path.stat().st_size if path.is_file() else 0
         return SourceFile(ref=job.source_ref, name=path.name, size=size, source=IngestSource.PATH)
+    # an object's size is the one the door checked it against (file_size), else unknown until it is fetched
+    size = job.file_size or 1
     if job.raw_key:  # copied from the source bucket into the product's bucket
         name = job.raw_key.rsplit("/", 1)[-1]
-        return SourceFile(ref=job.source_ref, name=name, size=1, source=IngestSource.S3, key=job.raw_key)
+        return SourceFile(ref=job.source_ref, name=name, size=size, source=IngestSource.S3, key=job.raw_key)
     bucket = None
     key = job.s3_key or ""
     if job.origin is IngestSource.S3 and job.source_ref.startswith("s3://"):
@@ -344,7 +346,7 @@ def _source_of(job: IngestJob) -> SourceFile:
     # The key's last segment, not the source_ref: a caller's own source_ref need not be a file name.
     name = key.rsplit("/", 1)[-1]
     # The size is checked by the worker once the bytes are fetched.
-    return SourceFile(ref=job.source_ref, name=name, size=1, source=job.origin, bucket=bucket, key=key)
+    return SourceFile(ref=job.source_ref, name=name, size=size, source=job.origin, bucket=bucket, key=key)
 
 
 def _run_pipeline(

@@ -75,3 +75,27 @@ def test_a_small_job_runs_in_process_and_a_large_one_on_ray() -> None:
     assert choose_executor(local, big, cluster="ray://head:10001")[0] is IngestExecutor.LOCAL
     # files of types the pipeline does not read add nothing; an image is one chunk
     assert estimate_chunks([("notes.xyz", 10_000_000), ("map.png", 5_000_000)]) == 1
+
+
+def test_an_object_jobs_declared_size_reaches_the_executor_choice() -> None:
+    """An s3_key or source-bucket job is sized by its file_size (checked against the object at the door), not
+    taken for a one-chunk file: a 40 MB book from a library service is a job for Ray."""
+    from jobs.pipeline import _source_of
+    from jobs.plan import IngestExecutor, IngestOptions, choose_executor
+    from schemas.knowledge import IngestJob, IngestSource
+
+    copied = IngestJob(
+        origin=IngestSource.SOURCE_BUCKET,
+        source_ref="doc-1",
+        s3_key="books/core.pdf",
+        raw_key="items/item_1/original/core.pdf",
+        file_size=40_000_000,
+    )
+    in_product = IngestJob(
+        origin=IngestSource.S3, source_ref="s3://lore/core.pdf", s3_key="core.pdf", file_size=40_000_000
+    )
+    options = IngestOptions(library="srd")
+    for job in (copied, in_product):
+        file = _source_of(job)
+        assert file.size == 40_000_000
+        assert choose_executor(options, [(file.name, file.size)], cluster=None)[0] is IngestExecutor.RAY
