@@ -348,28 +348,6 @@ class Campaigns:
 
         return self.core.mutate(campaign_id, "checkpoint", build)
 
-    def checkpoints(self, campaign_id: str) -> list[Checkpoint]:
-        return [from_props(Checkpoint, r, key="id") for r in self.story.nodes(cypher.checkpoints_of(campaign_id))]
-
-    def restore_checkpoint(self, campaign_id: str, checkpoint_id: str) -> Campaign:
-        """Move the head to a checkpoint's turn on its branch; the first divergent write forks."""
-        checkpoint = from_props(Checkpoint, self.story.node("Checkpoint", checkpoint_id), key="id")
-        if checkpoint.campaign_id != campaign_id:
-            raise StoryNotFound(f"no checkpoint {checkpoint_id!r} in campaign {campaign_id!r}")
-
-        def build(ctx: CampaignContext, writes: Writes) -> tuple[Campaign, dict[str, Any]]:
-            previous = ctx.campaign.active_branch_id
-            if previous != checkpoint.branch_id:
-                writes.add(*cypher.retain_branch(previous))
-                writes.add(*cypher.activate_branch(checkpoint.branch_id))
-            writes.moves_head = True
-            campaign = ctx.campaign.validated_copy(
-                active_branch_id=checkpoint.branch_id, head_turn_id=checkpoint.turn_id
-            )
-            return campaign, {"active_branch_id": checkpoint.branch_id, "head_turn_id": checkpoint.turn_id}
-
-        return self.core.mutate(campaign_id, "restore", build)
-
     def prune_checkpoints(self, campaign_id: str, *, keep_turns: int = 20) -> int:
         """Delete automatic checkpoints more than ``keep_turns`` behind the head. Named ones stay.
 

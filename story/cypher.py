@@ -256,10 +256,6 @@ def delete_world_if_empty(world_id: str) -> Statement:
     )
 
 
-def checkpoints_of(campaign_id: str) -> Statement:
-    return "MATCH (n:Checkpoint) WHERE n.campaign_id = $c RETURN n ORDER BY n.created_at", {"c": campaign_id}
-
-
 def automatic_checkpoints(campaign_id: str) -> Statement:
     return "MATCH (n:Checkpoint) WHERE n.campaign_id = $c AND n.kind <> 'manual' RETURN n", {"c": campaign_id}
 
