@@ -192,8 +192,9 @@ check_ingest_stop() { # `podman stop` during an ingest: it stops between batches
   mkdir -p "$data" && chown 1000:100 "$data"
   podman run -d --no-healthcheck --name "$name" --network=host --shm-size=1g -v "$CORPUS:/books:ro" \
     -v "$data:/data" -e LOREKEEPER_DATA_DIR=/data "$IMAGE" \
-    lorekeeper ingest /books --library lane-stopped --progress-interval 2 >/dev/null
-  # once its Ray runs the pipeline's actors (the extract stage's, on the container's own Ray)
+    lorekeeper ingest /books --library lane-stopped --executor ray --progress-interval 2 >/dev/null
+  # once its Ray runs the pipeline's actors (the extract stage's, on the container's own Ray); --executor ray:
+  # the folder is small enough that `auto` would run it in one process, where no MapWorker ever starts
   deadline=$(($(date +%s) + 300))
   until podman exec "$name" pgrep -f 'ray::MapWorker' >/dev/null 2>&1 || [ "$(date +%s)" -gt $deadline ]; do sleep 2; done
   started=$(date +%s)
