@@ -76,26 +76,34 @@ def _fresh_settings(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Te
     get_settings.cache_clear()  # the module's folder is back: its settings are read afresh
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _loggers_never_cached() -> Iterator[None]:
+    """Logging as the CLI configures it caches each module's logger on first use, so that
+    ``structlog.testing.capture_logs`` cannot see it afterwards. In the test process it never caches, from the
+    first fixture on (module-scoped fixtures configure logging too, before any test's own fixtures run)."""
+    import structlog
+
+    configure = structlog.configure
+
+    def configure_uncached(*args: Any, **kwargs: Any) -> None:
+        configure(*args, **{**kwargs, "cache_logger_on_first_use": False})
+
+    # every way in (the CLI's configure_logging, python -m jobs, a test's own log set-up) ends in
+    # structlog.configure; Ray's worker processes are not this process and keep their caching
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(structlog, "configure", configure_uncached)
+        yield
+
+
 @pytest.fixture(autouse=True)
-def _logging_as_it_was(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _logging_as_it_was() -> Iterator[None]:
     """A test that runs a CLI command in this process (typer's CliRunner) configures logging as the CLI
-    does: a handler on the runner's stderr, closed when the command returns, and loggers cached on first
-    use. Left in place, a later test logs to a closed file, or caches the module loggers it first uses so
-    that ``structlog.testing.capture_logs`` cannot see them. Here loggers are never cached, and both
-    configurations are restored after each test."""
+    does: a handler on the runner's stderr, closed when the command returns. Left in place, a later test
+    logs to a closed file; both configurations are restored after each test."""
     import logging
 
     import structlog
 
-    import lorekeeper.logs as logs
-
-    configure = logs.configure_logging
-
-    def configure_uncached(*args: Any, **kwargs: Any) -> None:
-        configure(*args, **kwargs)
-        structlog.configure(cache_logger_on_first_use=False)
-
-    monkeypatch.setattr(logs, "configure_logging", configure_uncached)
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     config = structlog.get_config()
