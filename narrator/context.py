@@ -190,7 +190,9 @@ class PromptAssembler:
         whole = system + "\n\n" + parts[-1]
         snapshot = PromptSnapshot(turn_id=turn.id, model=model, sections=records, content_hash=sha256_hex(whole))
         retrieval = retrieval_record(turn, query, hits, cut, retrieval_error) if hits or retrieval_error else None
-        recall = recall_record(turn, query, recalled or [], cut, recall_error) if recalled or recall_error else None
+        # recall ran (its hits, even none left for this seat) or failed: the turn says so in its provenance
+        ran = recalled is not None or recall_error is not None
+        recall = recall_record(turn, query, recalled or [], cut, recall_error) if ran else None
         return Assembled(messages=messages, text=whole, snapshot=snapshot, retrieval=retrieval, recall=recall, cut=cut)
 
 

@@ -93,7 +93,9 @@ def test_a_turn_whose_retrieval_failed_says_so(client: TestClient, services: Any
     error = turn.json()["retrieval_error"]
     assert error and "knowledge search failed" in error and "/srv/secret" not in error
     provenance = client.get(f"{API}/campaigns/{cid}/turns/{turn.json()['turn_id']}/provenance").json()
-    assert [r["error"] for r in provenance["retrievals"]] == [error]
+    assert [r["error"] for r in provenance["retrievals"] if r["source"] != "recall"] == [error]
+    # the campaign's recall ran beside it (a new campaign: nothing to recall) and says so
+    assert [(r["error"], r["recalled"]) for r in provenance["retrievals"] if r["source"] == "recall"] == [(None, [])]
 
 
 # -- 5. revoking every key does not re-open the API ------------------------------------------------------
