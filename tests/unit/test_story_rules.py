@@ -259,16 +259,20 @@ class TestContradictions:
         HERO, FactAdded(fact_id="f_src", subject_entity_id="hero", predicate="species", value="elf", authority="source")
     )
 
-    def _fact(self, value: str) -> list[FactAdded]:
-        return [FactAdded(subject_entity_id="hero", predicate="species", value=value, authority="gm")]
+    def _fact(self, value: str, authority: str = "player") -> list[FactAdded]:
+        return [FactAdded(subject_entity_id="hero", predicate="species", value=value, authority=authority)]
 
     def test_lower_authority_contradicting_canon_is_rejected(self) -> None:
-        judged = resolve_contradictions(self._fact("orc"), self.canon, Authority.GM, GatePolicy())
+        judged = resolve_contradictions(self._fact("orc"), self.canon, Authority.PLAYER, GatePolicy())
         assert not judged.accepted and "f_src" in judged.rationale and "source" in judged.rationale
+
+    def test_a_gm_contradicting_source_canon_rules_a_house_rule(self) -> None:
+        judged = resolve_contradictions(self._fact("orc", "gm"), self.canon, Authority.GM, GatePolicy())
+        assert judged.accepted and "house rule" in judged.rationale and judged.events[-1].replaces == "f_src"  # type: ignore[attr-defined]
 
     def test_or_disputes_it_by_policy(self) -> None:
         policy = GatePolicy(contradiction=ContradictionPolicy.DISPUTE)
-        judged = resolve_contradictions(self._fact("orc"), self.canon, Authority.GM, policy)
+        judged = resolve_contradictions(self._fact("orc"), self.canon, Authority.PLAYER, policy)
         assert judged.accepted
         state = self.canon.copy()
         for event in judged.events:
