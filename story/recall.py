@@ -335,12 +335,7 @@ class Recollection:
         ctx = self.story.context(campaign_id)
         if as_of_turn_id is None and ctx.head is None:
             return []
-        if ctx.head is not None and as_of_turn_id == ctx.head.id:
-            # the head's turn is seen from the head's branch: one forked at it (a restore, a retake's rewind)
-            # sees none of the canon committed on the turn's own branch after the fork
-            lineage = ctx.lineage()
-        else:
-            lineage = self.core.lineage_for(ctx, as_of_turn_id)
+        lineage = self.core.lineage_for(ctx, as_of_turn_id)
         return self.index.search(
             campaign_id, query, lineage=lineage, observer=observer_entity_id, kinds=kinds, limit=limit
         )
