@@ -7,6 +7,7 @@ crosses Ingress → Search; and a campaign's narration requests stay on one narr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,6 +117,13 @@ def test_a_campaign_stays_on_one_narrator_replica(app_url: str) -> None:
 
     from serve.routing import rendezvous_order
 
+    # both replicas running first: on a loaded machine the second may still be starting when the test begins
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        states = serve.status().applications["lorekeeper"].deployments["Narrator"].replica_states
+        if sum(n for state, n in states.items() if str(getattr(state, "value", state)) == "RUNNING") >= 2:
+            break
+        time.sleep(1)
     narrator = serve.get_deployment_handle("Narrator", app_name="lorekeeper")
     placements = {
         campaign: [narrator.options(multiplexed_model_id=campaign).placement.remote().result() for _ in range(6)]
