@@ -25,12 +25,9 @@ from schemas.story import (
     Branch,
     BranchDisposition,
     Campaign,
-    Checkpoint,
     Evidence,
-    SnapshotKind,
     StoryProfile,
     World,
-    WorldStateCheckpointKind,
 )
 from stores.catalog import from_props
 from story import cypher
@@ -45,11 +42,6 @@ from story.lineage import BranchLine
 _HOLDS_A_BRANCH = ("StateEvent", "Checkpoint", "Memory", "Summary", "Scene")
 
 #: The snapshot kind a checkpoint kind takes (any other: an interval snapshot).
-_SNAPSHOT_KIND = {
-    WorldStateCheckpointKind.BEFORE_USER_INPUT: SnapshotKind.BEFORE_USER_INPUT,
-    WorldStateCheckpointKind.AFTER_USER_INPUT: SnapshotKind.AFTER_USER_INPUT,
-    WorldStateCheckpointKind.AFTER_CHARACTER_ROUND: SnapshotKind.AFTER_CHARACTER_ROUND,
-}
 
 
 class Campaigns:
@@ -302,51 +294,6 @@ class Campaigns:
         return self.core.mutate(campaign_id, "delete_branch", build)
 
     # -- checkpoints ------------------------------------------------------------------------------
-
-    def create_checkpoint(
-        self,
-        campaign_id: str,
-        name: str,
-        *,
-        turn_id: str | None = None,
-        kind: WorldStateCheckpointKind = WorldStateCheckpointKind.MANUAL,
-        description: str | None = None,
-    ) -> Checkpoint:
-        """A named pointer to a turn (the head by default), with a snapshot of the world there."""
-        ctx = self.story.context(campaign_id)
-        lineage = self.core.lineage_for(ctx, turn_id)
-        target = turn_id or (ctx.head.id if ctx.head else None)
-        if target is None:
-            raise StoryInvalid("there is no turn to checkpoint yet")
-        built = self.core.snapshots.state_at(campaign_id, lineage)
-        snapshot_id = self.core.snapshots.maybe_take(
-            campaign_id,
-            lineage,
-            built.state,
-            turn_id=target,
-            replayed=0,
-            kind=_SNAPSHOT_KIND.get(kind, SnapshotKind.INTERVAL),
-            force=True,
-            inner=lineage.depth < ctx.line_end(lineage.branch_id),
-        )
-
-        def build(ctx: CampaignContext, writes: Writes) -> tuple[Checkpoint, dict[str, Any]]:
-            checkpoint = Checkpoint(
-                campaign_id=ctx.id,
-                branch_id=lineage.branch_id,
-                turn_id=target,
-                name=name,
-                kind=kind,
-                snapshot_id=snapshot_id,
-                description=description,
-                depth=lineage.depth,
-                seq=ctx.event_seq,  # its world: the events up to now (a restore forks past what comes after)
-            )
-            writes.add(*cypher.create_nodes("Checkpoint", [node_props(checkpoint)]))
-            writes.add(*cypher.link_nodes("Checkpoint", "AT_TURN", "Turn", [(checkpoint.id, target)]))
-            return checkpoint, {}
-
-        return self.core.mutate(campaign_id, "checkpoint", build)
 
     def prune_checkpoints(self, campaign_id: str, *, keep_turns: int = 20) -> int:
         """Delete automatic checkpoints more than ``keep_turns`` behind the head. Named ones stay.

@@ -35,6 +35,7 @@ from schemas.retcons import (
 )
 from schemas.story import WorldStateCheckpointKind
 from story.campaigns import write_branch
+from story.checkpoints import Checkpoints
 from story.errors import StoryInvalid, StoryNotFound
 from story.graph import CampaignContext, Writes
 from story.outcomes import fact_words, happening_words, mark_retconned
@@ -171,7 +172,7 @@ class Retcons:
         head = self.core.snapshots.state_at(ctx.id, ctx.lineage()).state
         self._plan(ctx, head, record_id, reason, dependents, retelling, value, object_entity_id)
         if ctx.head is not None:
-            self.scenes.campaigns.create_checkpoint(
+            Checkpoints(self.core).create(
                 campaign_id, f"before retcon of {record_id}", kind=WorldStateCheckpointKind.BEFORE_OOC_MUTATION
             )
 

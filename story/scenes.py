@@ -32,6 +32,7 @@ from story import cypher
 from story.anchors import Anchors, anchor_proposals
 from story.axioms import AxiomJudge
 from story.campaigns import Campaigns, write_branch
+from story.checkpoints import Checkpoints
 from story.citations import read_citations
 from story.core import SKIP, StoryCore
 from story.errors import InvalidReference, StoryInvalid, StoryNotFound, validation_message
@@ -417,7 +418,7 @@ class Scenes:
         old = _retconnable(self.core.snapshots.state_at(ctx.id, ctx.lineage()).state, ctx.id, fact_id, authority)
         _retcon_events(old, fact_id, turn, reason, value, object_entity_id, authority)
         if ctx.head is not None:
-            self.campaigns.create_checkpoint(
+            Checkpoints(self.core).create(
                 campaign_id, f"before retcon of {fact_id}", kind=WorldStateCheckpointKind.BEFORE_OOC_MUTATION
             )
 
