@@ -44,12 +44,15 @@ def dockerfile(request: pytest.FixtureRequest) -> tuple[str, list[tuple[str, str
 
 
 def base_image(instructions: list[tuple[str, str]]) -> str:
-    """The image a one-stage Dockerfile builds on, with a ``FROM ${ARG}`` resolved to the ARG's default."""
-    bases = [value for instruction, value in instructions if instruction == "FROM"]
-    assert len(bases) == 1, "one stage"
-    named = re.fullmatch(r"\$\{?(\w+)\}?", bases[0])
+    """The image a Dockerfile builds on, with a ``FROM ${ARG}`` resolved to the ARG's default: one external
+    base, every later stage built on an earlier stage of the same file."""
+    bases = [value.split() for instruction, value in instructions if instruction == "FROM"]
+    stages = [words[2] for words in bases if len(words) == 3 and words[1].upper() == "AS"]
+    external = [words[0] for words in bases if words[0] not in stages]
+    assert len(external) == 1 and bases[0][0] == external[0], f"one base image, the first stage's: {bases}"
+    named = re.fullmatch(r"\$\{?(\w+)\}?", external[0])
     if not named:
-        return bases[0]
+        return external[0]
     defaults = dict(value.split("=", 1) for instruction, value in instructions if instruction == "ARG" and "=" in value)
     return defaults[named.group(1)]
 
@@ -209,3 +212,45 @@ def test_healthcheck_sends_the_ray_token_from_its_file_to_ray_only(
     assert healthcheck.main([f"{base}/health"]) == 0
     assert seen == ["Bearer s3cr3t-token", None]
     assert healthcheck.RAYLET_HEALTH_URL.startswith("http://127.0.0.1:52365/")
+
+
+def test_healthcheck_without_a_url_probes_what_the_container_names(
+    healthcheck: ModuleType, http_server: tuple[str, list], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The images' HEALTHCHECK has no URL: an API container names its own /health (on whatever port it
+    listens), so the check never probes a fixed port that another process on a host network may hold."""
+    base, seen = http_server
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "s3cr3t-token")
+    monkeypatch.setenv("LOREKEEPER_HEALTHCHECK_URL", f"{base}/health")
+    assert healthcheck.main([]) == 0
+    monkeypatch.setenv("LOREKEEPER_HEALTHCHECK_URL", f"{base}/broken")
+    assert healthcheck.main([]) == 1
+    assert seen == [None, None], "the Ray token goes to Ray's endpoints only"
+
+
+def test_healthcheck_probes_the_raylet_on_the_agent_port_the_node_was_given(
+    healthcheck: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("LOREKEEPER_HEALTHCHECK_URL", raising=False)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("LOREKEEPER_RAY_AGENT_PORT", str(port))
+    assert healthcheck.main(["--timeout", "2"]) == 1
+    assert f"http://127.0.0.1:{port}/api/local_raylet_healthz unreachable" in capsys.readouterr().out
+    # --ray probes the raylet even where the container names an API
+    monkeypatch.setenv("LOREKEEPER_HEALTHCHECK_URL", "http://127.0.0.1:1/health")
+    assert healthcheck.main(["--ray", "--timeout", "2"]) == 1
+    assert f":{port}/api/local_raylet_healthz" in capsys.readouterr().out
+    monkeypatch.setenv("LOREKEEPER_RAY_AGENT_PORT", "agent")
+    assert healthcheck.main(["--ray"]) == 1
+    assert "LOREKEEPER_RAY_AGENT_PORT must be a TCP port, not 'agent'" in capsys.readouterr().out
+
+
+def test_the_images_health_check_names_no_fixed_target(dockerfile: tuple[str, list]) -> None:
+    """A URL or --ray in the image's HEALTHCHECK would pin every container of it to one endpoint; the
+    container says what to probe (LOREKEEPER_HEALTHCHECK_URL, LOREKEEPER_RAY_AGENT_PORT)."""
+    _, instructions = dockerfile
+    check = next(value for instruction, value in instructions if instruction == "HEALTHCHECK")
+    argv = json.loads(check.split("CMD", 1)[1].strip())
+    assert argv == ["python", "/home/ray/lorekeeper/cluster/healthcheck.py"], argv

@@ -76,7 +76,7 @@ def test_the_standin_has_the_ray_user_and_working_directory(standin: list[tuple[
 def test_the_dockerfile_relies_only_on_what_the_standin_provides(standin: list[tuple[str, str]], flavour: str) -> None:
     image = _instructions(DOCKERFILES[flavour])
     # the base is a build argument the lane can point at the stand-in; .ci/containers reads its default
-    assert re.fullmatch(r"\$\{?RAY_IMAGE\}?", next(v for i, v in image if i == "FROM"))
+    assert re.fullmatch(r"\$\{?RAY_IMAGE\}?( AS \w+)?", next(v for i, v in image if i == "FROM"))
     assert re.search(r"^ARG RAY_IMAGE=\S+$", DOCKERFILES[flavour].read_text(), re.M)
     # the final user is the stand-in's user, and what is copied belongs to it and its group (gid 100 is
     # `users` in Debian and Ubuntu alike)
@@ -102,3 +102,19 @@ def test_the_lane_builds_the_standin_and_the_image_on_it() -> None:
     assert '-f cluster/Dockerfile.cpu --build-arg RAY_IMAGE="$STANDIN"' in lane
     assert "--format docker" in lane, "the OCI format drops HEALTHCHECK"
     assert "nice -n 19 ionice -c3" in lane
+
+
+def test_the_lane_builds_the_gpu_image_up_to_its_cuda_install() -> None:
+    """Dockerfile.gpu's `system` stage holds everything but the CUDA wheels, which its last stage installs;
+    the lane builds that stage on the stand-in tagged as the CUDA base."""
+    image = _instructions(DOCKERFILES["gpu"])
+    stages = [v.split() for i, v in image if i == "FROM"]
+    assert [words[-1] for words in stages] == ["system", "gpu"] and stages[1][0] == "system"
+    after_system = image[[i for i, (name, _) in enumerate(image) if name == "FROM"][1] :]
+    before = image[: len(image) - len(after_system)]
+    assert not any("pip install" in v for i, v in before if i == "RUN"), "no pip install before the CUDA stage"
+    assert any(i == "RUN" and '".[gpu' in v for i, v in after_system), "the gpu extra in the last stage"
+    assert any(i == "COPY" for i, _ in before) and any(i == "USER" and v == "ray" for i, v in before)
+    lane = LANE.read_text()
+    assert "sed -n 's/^ARG RAY_IMAGE=//p' cluster/Dockerfile.gpu" in lane
+    assert '-f cluster/Dockerfile.gpu --target system --build-arg RAY_IMAGE="$GPU_STANDIN"' in lane
