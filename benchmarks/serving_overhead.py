@@ -33,6 +33,7 @@ import asyncio
 import json
 import os
 import platform
+import re
 import resource
 import statistics
 import sys
@@ -181,7 +182,7 @@ def round_trips(services: Any, campaign_id: str, turns: int = 20) -> dict[str, A
 
 def run_direct_and_http(levels: list[int], turns: int, data: Path, *, cost_only: bool = False) -> dict[str, Any]:
     from narrator.engines import EchoEngine
-    from schemas.serving import ServeSettings
+    from schemas.serving import EngineKind, ServeSettings
     from schemas.settings import load_settings
     from schemas.story import StoryProfile
     from serve.app import create_app
@@ -189,7 +190,8 @@ def run_direct_and_http(levels: list[int], turns: int, data: Path, *, cost_only:
     from tests.unit.serve_support import running
 
     settings = load_settings(data_dir=data / "direct")
-    serve = ServeSettings(api_host="127.0.0.1", max_concurrent_turns=1024)
+    # echo everywhere: the default engine is the embedded model now, and its extractor seat would follow it
+    serve = ServeSettings(api_host="127.0.0.1", narrator_engine=EngineKind.ECHO, max_concurrent_turns=1024)
     engine = EchoEngine("instant")
     out: dict[str, Any] = {"direct": {}, "http": {}}
     with open_services(settings, serve, narrator=SingleEngine(engine)) as services:
@@ -221,14 +223,51 @@ def run_direct_and_http(levels: list[int], turns: int, data: Path, *, cost_only:
     return out
 
 
+_HOP = re.compile(r'^lorekeeper_serve_hop_seconds_(sum|count)\{deployment="(\w+)",method="(\w+)"\} (\S+)$')
+_TURN_HTTP = re.compile(r'^lorekeeper_http_request_duration_seconds_(sum|count)\{route="([^"]*turns)"\} (\S+)$')
+
+
+def _scrape(base_url: str) -> dict[str, float]:
+    """The ingress's hop and turn-route timings (sums and counts) from its ``/metrics``."""
+    text = httpx.get(f"{base_url}/metrics", timeout=60).text
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if match := _HOP.match(line):
+            kind, deployment, method, value = match.groups()
+            out[f"{deployment}.{method}.{kind}"] = float(value)
+        elif match := _TURN_HTTP.match(line):
+            kind, _, value = match.groups()
+            out[f"ingress.turn_route.{kind}"] = out.get(f"ingress.turn_route.{kind}", 0.0) + float(value)
+    return out
+
+
+def breakdown(before: dict[str, float], after: dict[str, float], turns: int) -> dict[str, dict[str, float]]:
+    """Per turn, for each hop the ingress made (and the turn route inside the ingress): calls and mean ms."""
+    out: dict[str, dict[str, float]] = {}
+    for key in sorted(after):
+        if not key.endswith(".count"):
+            continue
+        name = key.removesuffix(".count")
+        calls = after[key] - before.get(key, 0.0)
+        if calls <= 0:
+            continue
+        total = after[f"{name}.sum"] - before.get(f"{name}.sum", 0.0)
+        out[name] = {
+            "calls_per_turn": round(calls / turns, 2),
+            "ms_per_call": round(total / calls * 1000, 2),
+            "ms_per_turn": round(total / turns * 1000, 2),
+        }
+    return out
+
+
 def run_ray_serve(levels: list[int], turns: int, data: Path) -> dict[str, Any]:
-    from schemas.serving import ServeSettings
+    from schemas.serving import EngineKind, ServeSettings
     from schemas.settings import load_settings
     from serve.deployments import AppConfig, DeploymentConfig
     from tests.unit.serve_support import on_local_ray
 
     settings = load_settings(data_dir=data / "ray")
-    serve_settings = ServeSettings(narrator_model="instant", max_concurrent_turns=1024)
+    serve_settings = ServeSettings(narrator_engine=EngineKind.ECHO, narrator_model="instant", max_concurrent_turns=1024)
     config = AppConfig(
         plugins=[],
         mcp=False,
@@ -242,9 +281,10 @@ def run_ray_serve(levels: list[int], turns: int, data: Path) -> dict[str, Any]:
         for level in levels:
             campaigns = _campaigns_http(url, level)
             asyncio.run(_tables_http(url, campaigns[:1], 1))
-            started = time.perf_counter()
+            before, started = _scrape(url), time.perf_counter()
             latencies = asyncio.run(_tables_http(url, campaigns, turns))
             out[str(level)] = summarise(latencies, time.perf_counter() - started, None)
+            out[str(level)]["phases"] = breakdown(before, _scrape(url), len(latencies))
             console.print(f"ray     x{level}: {out[str(level)]}")
     return out
 

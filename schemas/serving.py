@@ -141,6 +141,18 @@ class ServeSettings(BaseSettings):
     narrator_max_model_len: int = Field(default=8192, ge=256, description="Context window (vllm).")
     narrator_gpu_memory_utilization: float = Field(default=0.85, gt=0.0, le=1.0, description="vllm.")
 
+    narrator_min_replicas: int = Field(default=1, ge=0, description="Fewest Narrator replicas (Ray Serve).")
+    narrator_max_replicas: int = Field(default=4, ge=1, description="Most Narrator replicas (Ray Serve).")
+    narrator_target_ongoing_requests: float = Field(
+        default=8, gt=0, description="Requests in flight per Narrator replica the autoscaler aims for (Ray Serve)."
+    )
+    narrator_upscale_delay_s: float = Field(
+        default=30.0, ge=0, description="How long load must stay above target before a Narrator replica is added."
+    )
+    narrator_downscale_delay_s: float = Field(
+        default=600.0, ge=0, description="How long load must stay below target before a Narrator replica is removed."
+    )
+
     extractor_engine: EngineKind | None = Field(
         default=None,
         description="Engine for proposals, scene memories and the axiom judge; with none set, local when the "
@@ -193,6 +205,11 @@ class ServeSettings(BaseSettings):
                     f"({ENV_PREFIX}CONTEXT_TOKENS={self.context_tokens}) and the longest answer "
                     f"({longest}): make it at least {needed}",
                 )
+        if self.narrator_min_replicas > self.narrator_max_replicas:
+            raise ConfigError(
+                f"{ENV_PREFIX}NARRATOR_MIN_REPLICAS",
+                f"{self.narrator_min_replicas} is above {ENV_PREFIX}NARRATOR_MAX_REPLICAS={self.narrator_max_replicas}",
+            )
         reserved = sorted(set(self.engines) & set(RESERVED_ENGINES))
         if reserved:
             raise ConfigError(f"{ENV_PREFIX}ENGINES", f"{reserved} name the deployment's own engines: pick other names")

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -44,18 +44,16 @@ from ray.serve.config import RequestRouterConfig
 from ray.serve.handle import DeploymentHandle
 
 from narrator.engines import Message, NarratorEngine, build_engine
-from schemas.health import HealthStatus
 from schemas.model_roles import Seat
 from schemas.recall import RecallHit, RecallKind, RecallRecord
 from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, get_serve_settings
 from schemas.settings import Settings, VectorBackend, get_settings
 from schemas.story import GateReport
-from search.metrics import SEARCH_DURATION
-from serve.health import BlockingProbe, Outcome
+from serve.remote import RemoteEngine as RemoteEngine  # where the narrator lane's tests import it
+from serve.remote import RemoteGate, RemoteNarrator, RemoteRecallIndex, RemoteSearch
 from serve.seats import EngineFactory, EngineSet
 from story.lineage import Lineage
-from story.recall_index import RecallIndex
 
 log = structlog.get_logger(__name__)
 
@@ -68,11 +66,15 @@ STREAM_BATCH_S = 0.02
 
 
 class Autoscaling(BaseModel):
+    """Ray Serve's autoscaling of one deployment (the keys of its ``autoscaling_config``)."""
+
     model_config = ConfigDict(extra="forbid")
 
     min_replicas: int = Field(default=1, ge=0)
     max_replicas: int = Field(default=4, ge=1)
     target_ongoing_requests: float = Field(default=8, gt=0)
+    upscale_delay_s: float = Field(default=30.0, ge=0, description="Load above target this long adds replicas.")
+    downscale_delay_s: float = Field(default=600.0, ge=0, description="Load below target this long removes them.")
 
 
 class DeploymentConfig(BaseModel):
@@ -107,14 +109,10 @@ class AppConfig(BaseModel):
 
     # CPU figures are scheduling shares for a laptop-sized default; a Serve config sets a cluster's.
     ingress: DeploymentConfig = Field(default_factory=lambda: DeploymentConfig(num_cpus=0.25, max_ongoing_requests=256))
-    narrator: DeploymentConfig = Field(
-        default_factory=lambda: DeploymentConfig(
-            num_replicas=None,
-            autoscaling=Autoscaling(min_replicas=1, max_replicas=4, target_ongoing_requests=8),
-            max_ongoing_requests=16,
-            max_queued_requests=64,
-            num_cpus=0.5,
-        )
+    narrator: DeploymentConfig | None = Field(
+        default=None,
+        description="Unset: autoscaled as the serving settings say (LOREKEEPER_NARRATOR_MIN_REPLICAS, …_MAX_REPLICAS, "
+        "…_TARGET_ONGOING_REQUESTS, …_UPSCALE_DELAY_S, …_DOWNSCALE_DELAY_S; narrator_deployment).",
     )
     search: DeploymentConfig = Field(default_factory=lambda: DeploymentConfig(num_cpus=0.5, max_ongoing_requests=64))
     gate: DeploymentConfig = Field(default_factory=lambda: DeploymentConfig(num_cpus=0.25, max_ongoing_requests=16))
@@ -124,6 +122,24 @@ class AppConfig(BaseModel):
         default=None,
         description="The serving settings every replica uses (host, keys file, engines); unset, build_app reads "
         "LOREKEEPER_* once, where the application is built, and binds them into every replica.",
+    )
+
+
+def narrator_deployment(settings: ServeSettings) -> DeploymentConfig:
+    """The Narrator deployment the serving settings describe: autoscaled between their min and max replicas
+    on requests in flight per replica (a narration streams for seconds, so that is its load)."""
+    return DeploymentConfig(
+        num_replicas=None,
+        autoscaling=Autoscaling(
+            min_replicas=settings.narrator_min_replicas,
+            max_replicas=settings.narrator_max_replicas,
+            target_ongoing_requests=settings.narrator_target_ongoing_requests,
+            upscale_delay_s=settings.narrator_upscale_delay_s,
+            downscale_delay_s=settings.narrator_downscale_delay_s,
+        ),
+        max_ongoing_requests=16,
+        max_queued_requests=64,
+        num_cpus=0.5,
     )
 
 
@@ -305,148 +321,6 @@ class GateReplica:
                 store.close()
 
 
-# -- handles behind the service protocols (what the ingress composes) --------------------------------
-
-
-class RemoteSearch:
-    """:class:`~narrator.turn.SearchBackend` over the Search deployment (called from worker threads)."""
-
-    def __init__(self, handle: DeploymentHandle) -> None:
-        self.handle = handle
-
-    def search(
-        self, query: str, *, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
-    ) -> list[SearchHit]:
-        started = time.perf_counter()
-        hits: list[SearchHit] = self.handle.search.remote(query, filters, limit, rerank).result()
-        # The Search replicas time each leg and each whole search in their own registries, which the
-        # ingress's /metrics does not serve: the ingress times the whole search (the hop included) for its
-        # own /metrics, kept out of Ray's export where the replica's own timing is.
-        SEARCH_DURATION.labels(search_type="hybrid").observe(time.perf_counter() - started, export=False)
-        return hits
-
-    def probes(self) -> dict[str, BlockingProbe]:
-        """The health probes of the Search replica's indexes and model, each asked of the replica."""
-
-        def remote(part: str) -> BlockingProbe:
-            def probe() -> Outcome:
-                status, detail = self.handle.probe.remote(part).result()
-                return HealthStatus(status), detail
-
-            return probe
-
-        return {part: remote(part) for part in ("text", "vectors", "embedding")}
-
-
-class RemoteRecallIndex(RecallIndex):
-    """The memory index of the Search deployment, behind :class:`~story.recall_index.RecallIndex`'s methods
-    (called from worker threads, like :class:`RemoteSearch`): the records are embedded there, by the
-    model the Search replica holds, and no other process opens the memory stores."""
-
-    def __init__(self, handle: DeploymentHandle) -> None:  # the stores are the Search replica's
-        self.handle = handle
-
-    def ensure(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-    def write(self, records: Sequence[RecallRecord], vectors: np.ndarray | None = None) -> int:
-        return self.handle.recall_write.remote(list(records), vectors).result()  # type: ignore[no-any-return]
-
-    def present(self, ids: Sequence[str]) -> set[str]:
-        return self.handle.recall_present.remote(list(ids)).result()  # type: ignore[no-any-return]
-
-    def delete(self, ids: Sequence[str]) -> None:
-        if ids:
-            self.handle.recall_delete.remote(list(ids)).result()
-
-    def delete_campaign(self, campaign_id: str) -> None:
-        self.handle.recall_delete_campaign.remote(campaign_id).result()
-
-    def count(self, campaign_id: str) -> int:
-        return self.handle.recall_count.remote(campaign_id).result()  # type: ignore[no-any-return]
-
-    def stored_texts(self, campaign_id: str) -> dict[str, str]:
-        return self.handle.recall_stored_texts.remote(campaign_id).result()  # type: ignore[no-any-return]
-
-    def search(
-        self,
-        campaign_id: str,
-        query: str,
-        *,
-        lineage: Lineage,
-        observer: str | None = None,
-        kinds: Iterable[RecallKind] | None = None,
-        limit: int = 10,
-        query_vector: np.ndarray | None = None,
-    ) -> list[RecallHit]:
-        kind_list = list(kinds) if kinds is not None else None
-        hits = self.handle.recall_search.remote(campaign_id, query, lineage, observer, kind_list, limit).result()
-        return hits  # type: ignore[no-any-return]
-
-
-class RemoteGate:
-    """:class:`~serve.services.GateBackend` over the Gate deployment."""
-
-    def __init__(self, handle: DeploymentHandle) -> None:
-        self.handle = handle
-
-    def commit(self, scene_id: str, proposal_ids: Sequence[str]) -> GateReport:
-        return self.handle.commit.remote(scene_id, list(proposal_ids)).result()  # type: ignore[no-any-return]
-
-    def end_scene(self, scene_id: str, *, summary: str | None = None) -> GateReport:
-        return self.handle.end_scene.remote(scene_id, summary).result()  # type: ignore[no-any-return]
-
-
-class RemoteEngine:
-    """A :class:`~narrator.engines.NarratorEngine` whose requests go to the Narrator deployment."""
-
-    def __init__(self, handle: DeploymentHandle, model: str, campaign_id: str = "", engine: str | None = None) -> None:
-        self.model = model
-        self.engine = engine  # a named engine of the replicas (a campaign's model role); None: theirs
-        self.handle = handle.options(multiplexed_model_id=campaign_id) if campaign_id else handle
-        self._streaming = self.handle.options(stream=True)
-
-    async def stream(
-        self, messages: list[Message], *, max_tokens: int, temperature: float, seed: int | None = None
-    ) -> AsyncIterator[str]:
-        pieces = self._streaming.stream.remote(messages, max_tokens, temperature, seed, self.engine)
-        async for piece in pieces:  # type: ignore[union-attr]
-            yield piece
-
-    async def structured(self, messages: list[Message], *, schema: dict[str, Any], max_tokens: int) -> str:
-        return await self.handle.structured.remote(messages, schema, max_tokens, self.engine)  # type: ignore[no-any-return]
-
-    async def health(self) -> str:
-        """A Narrator replica's engine health (the replica answering is the probe)."""
-        return await self.handle.health.remote()  # type: ignore[no-any-return]
-
-    async def close(self) -> None:
-        return None
-
-
-class RemoteNarrator:
-    """:class:`~serve.services.NarratorRouter` over the Narrator deployment, keyed by campaign."""
-
-    def __init__(self, handle: DeploymentHandle, model: str) -> None:
-        self.handle = handle
-        self.model = model
-        self._default = RemoteEngine(handle, model)
-
-    def for_campaign(self, campaign_id: str) -> NarratorEngine:
-        return RemoteEngine(self.handle, self.model, campaign_id)
-
-    def named(self, campaign_id: str, engine: str, model: str) -> NarratorEngine:
-        """A named engine of the Narrator replicas, for a campaign that chose it (routed like its turns)."""
-        return RemoteEngine(self.handle, model, campaign_id, engine)
-
-    @property
-    def default(self) -> NarratorEngine:
-        return self._default
-
-
 @serve.ingress()
 class IngressReplica:
     """The FastAPI app (REST, OpenAI passthrough, MCP) over handles to the other deployments."""
@@ -564,7 +438,7 @@ def build_application(
     search = build_search(config.search, settings)
     return build_ingress(
         config,
-        build_narrator(config.narrator, serve_settings, engines),
+        build_narrator(config.narrator or narrator_deployment(serve_settings), serve_settings, engines),
         search,
         build_gate(config.gate, settings, search, serve_settings, engines),
         serve_settings=serve_settings,

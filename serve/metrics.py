@@ -24,3 +24,9 @@ MCP_DURATION = Histogram(
     ["tool"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+HOP_DURATION = Histogram(
+    "lorekeeper_serve_hop_seconds",
+    "Calls from the ingress to another Ray Serve deployment, by deployment and method (the hop and the work).",
+    ["deployment", "method"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
