@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.common import sha256_hex
+from schemas.desk import SceneNote
 from schemas.recall import RecallHit, RecallKind
 from schemas.search import SearchHit
 from schemas.story import (
@@ -67,11 +68,11 @@ HEADINGS: dict[PromptSectionKind, str] = {
 
 
 def for_viewer(
-    viewer: Viewer, context: TurnContext, recalled: Sequence[RecallHit] | None
+    viewer: Viewer, context: TurnContext, recalled: Sequence[RecallHit] | None, *, notes: Sequence[SceneNote] = ()
 ) -> tuple[TurnContext, list[RecallHit] | None]:
     """What a turn played from ``viewer``'s seat may draw on: the state, memories and summaries of
     ``context`` that seat may see, and the recalled records among them (each looked up on the turn's line;
-    a hit whose record is not there is left out). The GM's seat gets everything."""
+    a hit whose record is not there is left out; the GM's ``notes`` it may see). The GM's seat gets everything."""
     if viewer.gm:
         return context, None if recalled is None else list(recalled)
     seen = context.model_copy(
@@ -84,7 +85,9 @@ def for_viewer(
     if recalled is None:
         return seen, None
     # looked up in the unfiltered records: Viewer.hits applies the rule itself
-    hits = viewer.hits(recalled, memories=context.memories, state=context.state, summaries=context.summaries)
+    hits = viewer.hits(
+        recalled, memories=context.memories, state=context.state, summaries=context.summaries, notes=notes
+    )
     return seen, hits
 
 

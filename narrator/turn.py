@@ -29,6 +29,7 @@ from narrator.context import Assembled, PromptAssembler, estimate_tokens, for_vi
 from narrator.engines import AnswerTruncated, NarratorEngine
 from narrator.extraction import extraction_messages, extraction_schema, extractor_budget, parse_extraction
 from narrator.metrics import NARRATOR_OUTPUT_TOKENS, NARRATOR_REQUESTS, NARRATOR_TTFT
+from schemas.desk import SceneNote
 from schemas.errors import LorekeeperError, NotFound
 from schemas.model_roles import ModelCall, Seat
 from schemas.recall import RecallHit, RecallKind
@@ -36,7 +37,7 @@ from schemas.search import SearchFilters, SearchHit
 from schemas.serving import ServeSettings, TurnRequest
 from schemas.story import GenerationMetadata, Turn, WorldStateView
 from story.service import StoryService
-from story.viewer import Viewer
+from story.viewer import TABLE, Viewer
 
 log = structlog.get_logger(__name__)
 
@@ -244,8 +245,15 @@ class TurnFlow:
             # the turn itself and the recent turns are in the prompt verbatim already
             verbatim = {turn.id, *(t.id for t in context.recent)}
             recalled = [h for h in recalled if not (h.kind is RecallKind.TURN and h.turn_id in verbatim)]
+        shared_notes: list[SceneNote] = []
+        if recalled is not None and any(h.kind is RecallKind.NOTE for h in recalled):
+            # the GM's notes reach the narration (which the table reads) only when shared with the whole table,
+            # whatever the seat: the narrator is never told what the GM keeps to themself
+            shared_notes = [n for n in self.story.desk.notes.of_campaign(campaign_id) if TABLE.sees(n.visibility)]
+            shared = {n.id for n in shared_notes}
+            recalled = [h for h in recalled if h.kind is not RecallKind.NOTE or h.id in shared]
         if viewer is not None:  # before the cut: a hidden record does not take a shown one's place
-            context, recalled = for_viewer(viewer, context, recalled)
+            context, recalled = for_viewer(viewer, context, recalled, notes=shared_notes)
         if recalled is not None:
             recalled = recalled[: self.settings.recall_hits]
         assembled = self.assembler.assemble(

@@ -23,6 +23,7 @@ class RecallKind(StrEnum):
     SUMMARY = "summary"  # a scene (or session, arc) summary
     FACT = "fact"  # a canon fact's statement
     MEMORY = "memory"  # an observer's memory, claim or emotion
+    NOTE = "note"  # a GM's note, idea or TODO on a scene (GM-only unless shared: story.notes)
 
 
 class RecallRecord(BaseModel):

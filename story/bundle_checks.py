@@ -62,7 +62,7 @@ CAMPAIGN_LABELS = frozenset(
         "Campaign", "Branch", "Turn", "Take", "Scene", "Checkpoint", "ProposedChange", "ProposalReview", "Resolution",
         "StateEvent", "Commit", "Entity", "Fact", "Relationship", "StoryThread", "Happening", "Memory",
         "Summary", "Snapshot", "PromptSnapshot", "Retrieval", "MediaAsset", "LiveEntity", "TurnVersion",
-        "Trigger", "TriggerActivation",
+        "Trigger", "TriggerActivation", "SceneNote", "StorySpan", "PruneRecord",
     }
 )  # fmt: skip
 
@@ -98,7 +98,7 @@ EDGE_TYPES: dict[str, frozenset[tuple[str, str]]] = {
     "REPLACES": frozenset({("Fact", "Fact")}),
     "DEPENDS_ON": frozenset({("Fact", "Fact")}),
     "INFORMED_BY": frozenset({("Turn", "Chunk")}),
-    "AT_TURN": frozenset((label, "Turn") for label in ("Checkpoint", "Memory", "Summary", "Snapshot")),
+    "AT_TURN": frozenset((label, "Turn") for label in ("Checkpoint", "Memory", "Summary", "Snapshot", "SceneNote")),
     "FOR_TURN": frozenset({("PromptSnapshot", "Turn"), ("Retrieval", "Turn")}),
     "HAS_MEDIA": frozenset({("Scene", "MediaAsset")}),
     "LOCATED_IN": frozenset({("LiveEntity", "LiveEntity")}),

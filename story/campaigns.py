@@ -39,7 +39,7 @@ from story.library_pins import check_pins, knowledge_filters
 from story.lineage import BranchLine
 
 #: The records anchored on a branch that keep it from being deleted: canon is never deleted.
-_HOLDS_A_BRANCH = ("StateEvent", "Checkpoint", "Memory", "Summary", "Scene")
+_HOLDS_A_BRANCH = ("StateEvent", "Checkpoint", "Memory", "Summary", "Scene", "SceneNote")
 
 #: The snapshot kind a checkpoint kind takes (any other: an interval snapshot).
 

@@ -31,6 +31,7 @@ from stores.catalog import from_props
 from story import cypher
 from story.core import StoryCore
 from story.errors import RecallUnavailable
+from story.notes import note_records
 from story.outcomes import canon_marks, outcome_canon
 from story.recall_index import RecallIndex
 
@@ -377,6 +378,7 @@ class Recollection:
             made = outcome_canon(rows_by_id[end.scene_id], len(scene.canonical_outcomes))
             records.extend(outcome_records(scene, turns[end.end_turn_id], end, canon=made, retconned=marks.retconned))
         records.extend(marks.records)
+        records.extend(note_records(self.core, campaign_id, turns))  # the GM's notes (story.notes)
         return records
 
     def rebuild(self, campaign_id: str, *, batch_size: int = 256, unreadable: Unreadable | None = None) -> int:

@@ -87,6 +87,7 @@ from story.campaigns import Campaigns
 from story.checkpoints import DEFAULT_KEPT, Checkpoints
 from story.context import TurnContext
 from story.core import Build, StoryCore
+from story.desk import Desk
 from story.errors import StoryInvalid
 from story.formation import ExtractiveFormer, SceneMemoryFormer
 from story.graph import CampaignContext
@@ -165,6 +166,8 @@ class StoryService:
         self._recall = Recollection(core, recall)
         self.memory_former: SceneMemoryFormer | None = ExtractiveFormer()
         """Forms the memories of those present and the summary when a scene ends (None: none form)."""
+        self.desk = Desk(core, recall)
+        """The GM's desk: notes on scenes, sessions and arcs, take dispositions and pruning: :mod:`story.desk`."""
 
     @property
     def policy(self) -> GatePolicy:

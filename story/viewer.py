@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas.canon import WorldStateView
+from schemas.desk import SceneNote
 from schemas.narration import Memory, Summary
 from schemas.proposals import ProposalDecision, ProposedChange
 from schemas.recall import RecallHit, RecallKind
@@ -141,17 +142,19 @@ class Viewer:
         memories: Iterable[Memory],
         state: WorldStateView | None,
         summaries: Iterable[Summary],
+        notes: Iterable[SceneNote] = (),
     ) -> list[RecallHit]:
         """The recalled records this seat may see, in their order: each memory, fact and summary looked up among
-        those of its line (``memories``, the facts of ``state`` as this seat sees them, ``summaries``); turns
-        are the table's. A hit whose record is not found, or of a kind this rule does not know (a scene's
-        outcome in words), is left out: the filter fails closed."""
+        those of its line (``memories``, the facts of ``state`` as this seat sees them, ``summaries``, the GM's
+        ``notes``: a note given none is never seen); turns are the table's. A hit whose record is not found, or
+        of a kind this rule does not know (a scene's outcome in words), is left out: the filter fails closed."""
         if self.gm:
             return list(hits)
         seen_memories = {m.id for m in memories if self.sees_memory(m)}
         seen_facts = {f.id for f in self.state(state).facts} if state is not None else set()
         seen_summaries = {s.id for s in summaries if self.sees_summary(s)}
         allowed = {RecallKind.MEMORY: seen_memories, RecallKind.FACT: seen_facts, RecallKind.SUMMARY: seen_summaries}
+        allowed[RecallKind.NOTE] = {n.id for n in notes if self.sees(n.visibility)}  # the GM's unless shared
 
         def seen(hit: RecallHit) -> bool:
             if hit.kind is RecallKind.TURN:

@@ -11,7 +11,7 @@ player's turn is cut by), applied here to every answer that carries the story's 
 * summaries; proposals of a secret fact, entity or relationship (or a state change with a secret event, or a
   GM's edit that is one), or naming a hidden entity;
 * house rules: those whose ruling (a fact) the player sees in the state as of the same position;
-* recall hits (memories, facts and summaries looked up by id; a hit whose record cannot be found is left
+* recall hits (memories, facts, summaries and the GM's notes looked up by id; a hit whose record cannot be found is left
   out: the filter fails closed);
 * a turn's provenance: the prompt snapshot and the exact prompt text are the GM's (the narrator of a GM's
   turn may have been told what the players may not see), and so are the records recall put into it and the
@@ -124,5 +124,6 @@ async def _recall(call: Call[Any], viewer: Viewer, response: RecallResponse) -> 
     memories = await call.run(story.memories, campaign_id, turn_id=turn_id) if "memory" in kinds else []
     state = await call.run(story.state, campaign_id, turn_id=turn_id) if "fact" in kinds else None
     summaries = await call.run(story.summaries, campaign_id, turn_id=turn_id) if "summary" in kinds else []
-    hits = viewer.hits(response.hits, memories=memories, state=state, summaries=summaries)
+    notes = await call.run(story.desk.notes.of_campaign, campaign_id) if "note" in kinds else []
+    hits = viewer.hits(response.hits, memories=memories, state=state, summaries=summaries, notes=notes)
     return response.model_copy(update={"hits": hits[: call.extra.get("recall_limit")]})
