@@ -3,11 +3,10 @@ retrieval records, a turn's presentation and its provenance. Re-exported by :mod
 """
 
 from enum import StrEnum
-from typing import Annotated, Literal, Self
+from typing import Self
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
-from schemas.campaign import Speaker
 from schemas.common import (
     BlobKey,
     Confidence,
@@ -18,7 +17,16 @@ from schemas.common import (
     utc_now,
 )
 from schemas.model_roles import ModelCall
-from schemas.proposals import DiceRoll, ProposalReview
+from schemas.presentation import (
+    DialogueBlock,
+    DiceRollBlock,
+    ImageBlock,
+    NarrationBlock,
+    PresentationBlock,
+    SystemNoteBlock,
+    TurnPresentation,
+)
+from schemas.proposals import ProposalReview
 from schemas.story_ids import default_id
 from schemas.text import LongText, Name, Note, Text
 from schemas.visibility import Visibility
@@ -234,56 +242,6 @@ class RetrievalRecord(LorekeeperModel):
     def recalled_turn_ids(self) -> list[str]:
         """The turns whose records made it into the prompt, in rank order (each once)."""
         return list(dict.fromkeys(h.turn_id for h in self.recalled if h.used_in_prompt))
-
-
-# ============================================================================================
-# presentation
-
-
-class NarrationBlock(LorekeeperModel):
-    type: Literal["narration"] = "narration"
-    text: LongText
-
-
-class DialogueBlock(LorekeeperModel):
-    type: Literal["dialogue"] = "dialogue"
-    speaker: Speaker
-    text: LongText
-
-
-class DiceRollBlock(LorekeeperModel):
-    type: Literal["dice_roll"] = "dice_roll"
-    roll: DiceRoll
-    label: Name | None = Field(default=None, description="What was rolled for, e.g. 'Stealth'.")
-    roller: Speaker | None = None
-
-
-class SystemNoteBlock(LorekeeperModel):
-    type: Literal["system_note"] = "system_note"
-    text: Text
-    level: Literal["info", "warning"] = "info"
-
-
-class ImageBlock(LorekeeperModel):
-    type: Literal["image"] = "image"
-    media_asset_id: Id = Field(description="The MediaAsset (or ImageAsset uid) to show.")
-    alt_text: Text
-    caption: Text | None = None
-
-
-PresentationBlock = Annotated[
-    NarrationBlock | DialogueBlock | DiceRollBlock | SystemNoteBlock | ImageBlock,
-    Field(discriminator="type"),
-]
-"""One block of a turn as a client shows it, keyed by ``type``."""
-
-
-class TurnPresentation(LorekeeperModel):
-    """A turn laid out for a client: narration, dialogue, rolls, notes and images in order."""
-
-    turn_id: Id
-    take_id: Id | None = None
-    blocks: list[PresentationBlock] = Field(min_length=1)
 
 
 # ============================================================================================

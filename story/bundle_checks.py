@@ -62,7 +62,7 @@ CAMPAIGN_LABELS = frozenset(
         "Campaign", "Branch", "Turn", "Take", "Scene", "Checkpoint", "ProposedChange", "ProposalReview", "Resolution",
         "StateEvent", "Commit", "Entity", "Fact", "Relationship", "StoryThread", "Happening", "Memory",
         "Summary", "Snapshot", "PromptSnapshot", "Retrieval", "MediaAsset", "LiveEntity", "TurnVersion",
-        "Trigger", "TriggerActivation", "SceneNote", "StorySpan", "PruneRecord",
+        "Trigger", "TriggerActivation", "Presentation", "MediaJob", "SceneNote", "StorySpan", "PruneRecord",
     }
 )  # fmt: skip
 

@@ -1,36 +1,33 @@
-"""Provenance and presentation: why the narrator knew what it knew, and how a turn is shown.
+"""Provenance: why the narrator knew what it knew.
 
 A turn keeps exactly what was sent to the model (its prompt snapshot, content-addressed in the blob
 store), what retrieval returned and which passages it used, and why parts of its extracted proposals
-were repaired or dropped. How a turn is shown (narration, speech, rolls, media) is kept apart from
-its truth, and media only ever illustrates a scene: it never becomes canon.
+were repaired or dropped. How a turn is shown is :mod:`story.presentation`'s, kept apart from its
+truth; media (:mod:`story.media`) only ever illustrates: it never becomes canon.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from schemas.media import MediaAsset
 from schemas.story import (
     PromptSnapshot,
     ProvenancePassage,
     RetrievalRecord,
-    TurnPresentation,
     TurnProvenance,
 )
 from schemas.text import STORED
-from stores.blob.layout import PRESENTATIONS, PROMPTS, RETRIEVALS
+from stores.blob.layout import PROMPTS, RETRIEVALS
 from stores.catalog import from_props
 from story import cypher
 from story.core import StoryCore
 from story.errors import StoryInvalid
-from story.gate import scene_of
 from story.graph import node_props
 from story.review import reviews_at_turn
 
 
 class Provenance:
-    """Prompt snapshots, retrieval records, extraction notes, presentation and media."""
+    """Prompt snapshots, retrieval records and extraction notes."""
 
     def __init__(self, core: StoryCore) -> None:
         self.core = core
@@ -121,25 +118,3 @@ class Provenance:
 
     def extraction_notes(self, turn_id: str) -> list[str]:
         return list(self.story.node("Turn", turn_id).get("extraction_notes") or [])
-
-    def set_presentation(self, presentation: TurnPresentation) -> TurnPresentation:
-        """Store how a turn is shown (narration, speech, rolls, media) apart from its truth."""
-        self.story.turn(presentation.turn_id)
-        info = self.blobs.put_content_addressed(
-            presentation.model_dump_json().encode(), prefix=PRESENTATIONS, content_type="application/json"
-        )
-        self.graph.run(*cypher.set_presentation_key(presentation.turn_id, info.key))
-        return presentation
-
-    def presentation(self, turn_id: str) -> TurnPresentation | None:
-        key = self.story.node("Turn", turn_id).get("presentation_key")
-        return TurnPresentation.model_validate_json(self.blobs.get(key), context=STORED) if key else None
-
-    def attach_media(self, scene_id: str, asset: MediaAsset) -> MediaAsset:
-        """Attach media metadata to a scene. Media illustrates; it never becomes canon."""
-        scene = scene_of(self.story.node("Scene", scene_id))
-        self.graph.run(*cypher.attach_media(scene_id, asset.id, node_props(asset, campaign_id=scene.campaign_id)))
-        return asset
-
-    def scene_media(self, scene_id: str) -> list[MediaAsset]:
-        return [from_props(MediaAsset, r, key="id") for r in self.story.nodes(cypher.media_of(scene_id))]

@@ -95,8 +95,10 @@ from story.house_rules import HouseRule, house_rules
 from story.importing import Progress, TranscriptImport, TranscriptImporter
 from story.lineage import Lineage
 from story.live import LiveView
+from story.media import Media
 from story.memory import Memories
 from story.policy import GatePolicy
+from story.presentation import Presentations
 from story.provenance import Provenance
 from story.recall import Recollection, Unreadable
 from story.recall_index import RecallIndex
@@ -163,6 +165,10 @@ class StoryService:
         """Threads opened, advanced, resolved and abandoned by the GM, listed as of a turn: :mod:`story.threads`."""
         self._memories = Memories(core)
         self._provenance = Provenance(core)
+        self.media = Media(core)
+        """Media records and media jobs (engine: ``media.engine``, default none): :mod:`story.media`."""
+        self.presentations = Presentations(core, self.media, self._timeline.state)
+        """Turn presentations, versioned and regenerable from the selected take: :mod:`story.presentation`."""
         self._recall = Recollection(core, recall)
         self.memory_former: SceneMemoryFormer | None = ExtractiveFormer()
         """Forms the memories of those present and the summary when a scene ends (None: none form)."""
@@ -640,7 +646,7 @@ class StoryService:
             former=self.memory_former if summaries else None,
         )
 
-    # -- provenance, presentation and media (story.provenance) ---------------------------------------
+    # -- provenance (story.provenance), presentation and media (story.presentation, story.media) ---------------------------------------
 
     def record_prompt(self, turn_id: str, prompt_text: str, snapshot: PromptSnapshot) -> PromptSnapshot:
         return self._provenance.record_prompt(turn_id, prompt_text, snapshot)
@@ -658,13 +664,13 @@ class StoryService:
         return self._provenance.extraction_notes(turn_id)
 
     def set_presentation(self, presentation: TurnPresentation) -> TurnPresentation:
-        return self._provenance.set_presentation(presentation)
+        return self.presentations.set(presentation)
 
     def presentation(self, turn_id: str) -> TurnPresentation | None:
-        return self._provenance.presentation(turn_id)
+        return self.presentations.current(turn_id)
 
     def attach_media(self, scene_id: str, asset: MediaAsset) -> MediaAsset:
-        return self._provenance.attach_media(scene_id, asset)
+        return self.media.attach_to_scene(scene_id, asset)
 
     def scene_media(self, scene_id: str) -> list[MediaAsset]:
-        return self._provenance.scene_media(scene_id)
+        return self.media.scene_media(scene_id)
