@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from typing import Annotated
 
+import structlog
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -15,6 +17,7 @@ from schemas.errors import ConfigError, LorekeeperError
 keys_app = typer.Typer(help="API keys: campaign-scoped, or admin (libraries, ingest, every campaign).")
 console = Console()
 err_console = Console(stderr=True)
+log = structlog.get_logger(__name__)
 
 
 def _fail(exc: LorekeeperError) -> typer.Exit:
@@ -140,6 +143,7 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
     from ray import serve
 
     from jobs import stopping
+    from schemas.ray_head import warm_address
     from serve.auth import ApiKeys
     from serve.deployments import AppConfig, build_application
     from serve.services import check_binding
@@ -167,11 +171,14 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
     stopping.on_sigterm(lambda _signum: stop.set())
     # The replicas get these very settings bound (build_application), never their own environment.
     cluster = os.environ.get("RAY_ADDRESS")
+    warm = None if cluster else warm_address(settings.data_dir)  # a `lorekeeper up` head
     if not cluster:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     try:
         # ray.init, keeping the SIGTERM handling above (Ray's own would exit wherever the main thread is)
-        if not cluster:
+        if warm:
+            stopping.init_ray(address=warm, **_worker_logging())  # attached: the head outlives this server
+        elif not cluster:
             # Logical CPUs are scheduling shares: four deployments must fit a two-core laptop.
             stopping.init_ray(
                 address="local",  # a Ray of our own, never a cluster some `ray start` left on this machine
@@ -200,10 +207,43 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
             pass
     except KeyboardInterrupt:
         pass
+    # The requests in flight finish first: the ingress replicas drain while every deployment a turn calls
+    # (narrator, search, gate) still runs, then the application is deleted while the HTTP proxy still holds
+    # the connections. serve.shutdown() alone stops every replica at once and kills the proxy: a turn in
+    # flight lost its extraction call and its answer.
+    _drain_ingress("lorekeeper", GRACE_SECONDS)
+    serve.delete("lorekeeper", _blocking=True)
     serve.shutdown()
     if not cluster:
         ray.shutdown()
     console.print("Lorekeeper API stopped")
+
+
+def _drain_ingress(app: str, within: float) -> None:
+    """Wait (``within`` seconds at most) until the app's ingress replicas hold no request.
+
+    Ray Serve keeps no public count of a replica's requests; its replica actors answer
+    ``get_num_ongoing_requests`` (named ``SERVE_REPLICA::<app>#Ingress#<id>`` in the ``serve`` namespace)."""
+    import ray
+    from ray.util import list_named_actors
+
+    prefix = f"SERVE_REPLICA::{app}#Ingress#"
+    replicas = [
+        ray.get_actor(actor["name"], namespace=actor["namespace"])
+        for actor in list_named_actors(all_namespaces=True)
+        if actor["name"].startswith(prefix)
+    ]
+    deadline = time.monotonic() + within
+    while replicas and time.monotonic() < deadline:
+        try:
+            ongoing = sum(ray.get([r.get_num_ongoing_requests.remote() for r in replicas], timeout=5))
+        except Exception as exc:  # a replica gone or stuck: stop waiting, the delete below stops the rest
+            log.warning("serve_drain_failed", error=str(exc))
+            return
+        if ongoing == 0:
+            return
+        log.info("serve_draining", ongoing_requests=ongoing)
+        time.sleep(0.5)
 
 
 def _keys():  # noqa: ANN202
