@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -38,6 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +81,15 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def run_ingest(folder: Path, executor: str, work: Path) -> dict[str, Any]:
-    """One ``lorekeeper ingest --json`` in a fresh process on a fresh data folder."""
+def run_ingest(folder: Path, executor: str, work: Path, warm: Path | None = None) -> dict[str, Any]:
+    """One ``lorekeeper ingest --json`` in a fresh process on a fresh data folder; with ``warm`` (the record of
+    a ``lorekeeper up`` head), the folder gets that record, so the ingest attaches to the running head."""
     data = work / f"data-{executor}-{time.monotonic_ns()}"
+    if warm is not None:
+        (data / "ray").mkdir(parents=True)
+        shutil.copy(warm, data / "ray" / "head.json")
     env = {**os.environ, **ENV, "LOREKEEPER_DATA_DIR": str(data)}
+    env.pop("RAY_ADDRESS", None)
     load = _load()
     started = time.perf_counter()
     done = subprocess.run(
@@ -99,7 +107,7 @@ def run_ingest(folder: Path, executor: str, work: Path) -> dict[str, Any]:
     report = json.loads(done.stdout.strip().splitlines()[-1])
     timeline = report["timeline"]
     return {
-        "variant": f"ingest {executor}",
+        "variant": f"ingest {executor}" + (" (warm)" if warm is not None else ""),
         "wall_s": wall,
         "job_s": report["seconds"],
         "chunks": sum(f["chunks"] for f in report["files"]),
@@ -112,6 +120,21 @@ def run_ingest(folder: Path, executor: str, work: Path) -> dict[str, Any]:
         "load_after": _load(),
         "data": str(data),
     }
+
+
+@contextmanager
+def warm_head(work: Path) -> Iterator[Path]:
+    """``lorekeeper up`` for the run (its record's path), ``lorekeeper down`` after it."""
+    env = {**os.environ, **ENV, "LOREKEEPER_DATA_DIR": str(work / "head")}
+    env.pop("RAY_ADDRESS", None)
+    command = [sys.executable, "-m", "lorekeeper.cli"]
+    started = time.perf_counter()
+    subprocess.run([*command, "up"], env=env, cwd=work, check=True, timeout=600)
+    print(json.dumps({"lorekeeper_up_s": round(time.perf_counter() - started, 2)}), flush=True)
+    try:
+        yield work / "head" / "ray" / "head.json"
+    finally:
+        subprocess.run([*command, "down"], env=env, cwd=work, check=False, timeout=600)
 
 
 def run_embed_alone(folder: Path) -> dict[str, Any]:
@@ -186,9 +209,11 @@ def _median(runs: list[dict[str, Any]], variant: str, key: str) -> float | None:
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     embed = _median(runs, "embed alone", "embed_s")
     out: dict[str, Any] = {"embed_alone_s": embed}
-    for executor in ("local", "ray"):
-        variant = f"ingest {executor}"
+    for executor, variant in (("local", "ingest local"), ("ray", "ingest ray"), ("ray_warm", "ingest ray (warm)")):
         wall, job = _median(runs, variant, "wall_s"), _median(runs, variant, "job_s")
+        if wall is None:
+            continue
+        phases = [r["phases"] for r in runs if r["variant"] == variant]
         out[executor] = {
             "wall_s": wall,
             "job_s": job,
@@ -196,6 +221,11 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "first_searchable_s": _median(runs, variant, "first_searchable_s"),
             "vs_embed_alone_wall": embed / wall if embed and wall else None,
             "vs_embed_alone_job": embed / job if embed and job else None,
+            "phases_median_s": {
+                name: statistics.median(p[name] for p in phases if name in p)
+                for name in ("ray_start", "ray_data_planning", "first_batch", "ray_shutdown")
+                if any(name in p for p in phases)
+            },
         }
     for eager, name in ((False, "serve_now"), (True, "serve_before")):
         variant = "serve eager (before)" if eager else "serve warming (now)"
@@ -213,7 +243,7 @@ def plot(runs: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> Non
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    names = ["ingest local", "ingest ray"]
+    names = [n for n in ("ingest local", "ingest ray", "ingest ray (warm)") if any(r["variant"] == n for r in runs)]
     for i, name in enumerate(names):
         walls = [r["wall_s"] for r in runs if r["variant"] == name]
         firsts = [r["first_searchable_s"] for r in runs if r["variant"] == name]
@@ -247,7 +277,7 @@ def save(runs: list[dict[str, Any]], args: argparse.Namespace, started: float, *
     """Write the JSON (after every run, so a cut-short run keeps what it measured) and, at the end, the plot."""
     kept = [{k: v for k, v in run.items() if k != "data"} for run in runs]
     summary = summarize(kept)
-    summary["chunks"] = next((r["chunks"] for r in kept if r["variant"] == "ingest local"), None)
+    summary["chunks"] = next((r["chunks"] for r in kept if r["variant"].startswith("ingest")), None)
     folder = args.folder.resolve()
     result = {
         "benchmark": "ingest_startup",
@@ -271,6 +301,12 @@ def main() -> None:
     parser.add_argument("--folder", type=Path, default=FOLDER)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS / "ingest_startup.json")
+    parser.add_argument(
+        "--parts",
+        choices=("all", "warm"),
+        default="all",
+        help="warm: only the ingest on Ray, with its own Ray vs attached to a `lorekeeper up` head, interleaved.",
+    )
     args = parser.parse_args()
     runs: list[dict[str, Any]] = []
     started = time.time()
@@ -282,10 +318,20 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="lk-startup-") as tmp:
         work = Path(tmp)
+        if args.parts == "warm":
+            with warm_head(work) as head:
+                for round_ in range(args.rounds):
+                    for warm in (None, head) if round_ % 2 == 0 else (head, None):
+                        add(run_ingest(args.folder, "ray", work, warm) | {"round": round_})
+            summary = save(runs, args, started, final=True)
+            print(json.dumps(round_floats(summary, 3), indent=2))
+            return
         for round_ in range(args.rounds):
             order = ["local", "ray"] if round_ % 2 == 0 else ["ray", "local"]
             for executor in order:
                 add(run_ingest(args.folder, executor, work) | {"round": round_})
+            with warm_head(work) as head:  # the same ingest attached to a `lorekeeper up` head
+                add(run_ingest(args.folder, "ray", work, head) | {"round": round_})
             add(run_embed_alone(args.folder) | {"round": round_})
             data = next(r["data"] for r in runs if r["variant"] == "ingest local")
             for eager in (False, True) if round_ % 2 == 0 else (True, False):

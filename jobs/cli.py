@@ -231,6 +231,7 @@ def _settings_and_options(
 ) -> tuple[Settings, IngestOptions]:
     """The settings from the environment and the ingest's options; a configuration error exits 2."""
     from jobs.plan import IngestExecutor, IngestOptions
+    from schemas.ray_head import warm_address
     from schemas.settings import get_settings
 
     if executor not in {e.value for e in IngestExecutor}:
@@ -246,6 +247,7 @@ def _settings_and_options(
             password=SecretStr(password) if password else None,
             max_file_bytes=int(max_file_mb * 1024 * 1024),
             executor=IngestExecutor(executor),
+            ray_address=warm_address(settings.data_dir),  # a `lorekeeper up` head, when one answers
         )
     except ConfigError as exc:
         console.print(f"[red]configuration error[/red] {exc}")

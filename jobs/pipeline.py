@@ -131,16 +131,19 @@ def _unchanged_local_file(
     return current.uid
 
 
-def start_ray() -> bool:
-    """Connect to ``RAY_ADDRESS`` or start local Ray. Returns whether this call started it."""
+def start_ray(warm: str | None = None) -> bool:
+    """Connect to ``RAY_ADDRESS``, else to ``warm`` (the head ``lorekeeper up`` keeps running), else start
+    local Ray. Returns whether this call connected (the caller then disconnects; a head it attached to
+    keeps running)."""
     import ray
 
     if ray.is_initialized():
         return False
-    # Without RAY_ADDRESS, a Ray of our own: ray.init() would otherwise join any cluster that a
-    # `ray start` left on this machine (a Ray Job's driver always has RAY_ADDRESS set).
-    address = os.environ.get("RAY_ADDRESS") or "local"
-    if address == "local":
+    # Without RAY_ADDRESS or a warm head, a Ray of our own: ray.init() would otherwise join any cluster
+    # that a `ray start` left on this machine (a Ray Job's driver always has RAY_ADDRESS set).
+    address = os.environ.get("RAY_ADDRESS") or warm or "local"
+    log.info("ingest_ray_address", address=address, warm=bool(warm) and address == warm)
+    if address == "local" or address == warm:
         # Local runs need no cluster token; a cluster keeps its own auth settings.
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     stopping.init_ray(  # ray.init, keeping a command's SIGTERM handling (Ray's would exit mid-write)
@@ -364,7 +367,7 @@ def _run_pipeline(
         with timeline.span("ray_start"):  # importing Ray (seconds) included
             import ray
 
-            started_ray = start_ray()
+            started_ray = start_ray(options.ray_address)
     except stopping.Interrupted as exc:  # SIGTERM while Ray started: no file began, all wait for a rerun
         Tally(catalog, report, notify).close_unfinished(runnable, str(exc))
         return

@@ -63,6 +63,11 @@ class IngestOptions(BaseModel):
     local_max_chunks: int = Field(
         default=LOCAL_MAX_CHUNKS, ge=0, description="With 'auto', the most estimated chunks run in this process."
     )
+    ray_address: str | None = Field(
+        default=None,
+        description="A warm local Ray head to attach to when the stages run on Ray (`lorekeeper up`); "
+        "RAY_ADDRESS, when set, wins. Unset: a Ray of the run's own, started and stopped with it.",
+    )
 
 
 class StagePlan(BaseModel):

@@ -22,6 +22,7 @@ from jobs.sources import copy_from_source_bucket, resolve_within
 from schemas.common import JobStatus, utc_now
 from schemas.errors import Conflict, InvalidRequest, LorekeeperError
 from schemas.knowledge import IngestJob, IngestProgress, IngestSource, IngestStage
+from schemas.ray_head import warm_address
 from schemas.settings import Settings
 from stores.catalog import Catalog
 
@@ -141,6 +142,8 @@ class IngestRunner:
                 collection=collection,
                 classification=job.classification,
                 executor=IngestExecutor(self.settings.ingest_executor),
+                # a `lorekeeper up` head, looked up per job: it may have started after this server
+                ray_address=warm_address(self.settings.data_dir),
             )
             if job.origin is IngestSource.SOURCE_BUCKET:
                 job = self._copy_from_source(job, options.max_file_bytes)

@@ -74,6 +74,17 @@ def _register_play() -> None:
 _register_play()
 
 
+def _register_ray() -> None:
+    from lorekeeper.ray_cli import down_command, status_command, up_command
+
+    app.command("up")(up_command)
+    app.command("down")(down_command)
+    app.command("status")(status_command)
+
+
+_register_ray()
+
+
 @app.callback()
 def main(
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "WARNING",

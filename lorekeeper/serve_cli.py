@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from pathlib import Path
 from typing import Annotated
 
 import structlog
@@ -136,6 +137,30 @@ async def _serve_all(servers) -> None:  # noqa: ANN001
     await asyncio.gather(*(one(s) for s in servers))
 
 
+def _init_ray(cluster: str | None, data_dir: Path) -> None:
+    """ray.init for ``serve``: the cluster at ``RAY_ADDRESS``, else a warm `lorekeeper up` head, else a Ray of
+    our own; keeping the SIGTERM handling the caller set (Ray's own would exit wherever the main thread is)."""
+    from jobs import stopping
+    from schemas.ray_head import warm_address
+
+    if cluster:
+        stopping.init_ray(address=cluster, **_worker_logging())
+        return
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    warm = warm_address(data_dir)
+    if warm:
+        stopping.init_ray(address=warm, **_worker_logging())  # attached: the head outlives this server
+        return
+    # Logical CPUs are scheduling shares: four deployments must fit a two-core laptop.
+    stopping.init_ray(
+        address="local",  # a Ray of our own, never a cluster some `ray start` left on this machine
+        num_cpus=max(4, os.cpu_count() or 1),
+        include_dashboard=False,
+        configure_logging=False,
+        **_worker_logging(),
+    )
+
+
 def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
     import threading
 
@@ -143,7 +168,6 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
     from ray import serve
 
     from jobs import stopping
-    from schemas.ray_head import warm_address
     from serve.auth import ApiKeys
     from serve.deployments import AppConfig, build_application
     from serve.services import check_binding
@@ -171,24 +195,8 @@ def _serve_ray(settings, serve_settings, *, wait: bool) -> None:  # noqa: ANN001
     stopping.on_sigterm(lambda _signum: stop.set())
     # The replicas get these very settings bound (build_application), never their own environment.
     cluster = os.environ.get("RAY_ADDRESS")
-    warm = None if cluster else warm_address(settings.data_dir)  # a `lorekeeper up` head
-    if not cluster:
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     try:
-        # ray.init, keeping the SIGTERM handling above (Ray's own would exit wherever the main thread is)
-        if warm:
-            stopping.init_ray(address=warm, **_worker_logging())  # attached: the head outlives this server
-        elif not cluster:
-            # Logical CPUs are scheduling shares: four deployments must fit a two-core laptop.
-            stopping.init_ray(
-                address="local",  # a Ray of our own, never a cluster some `ray start` left on this machine
-                num_cpus=max(4, os.cpu_count() or 1),
-                include_dashboard=False,
-                configure_logging=False,
-                **_worker_logging(),
-            )
-        else:
-            stopping.init_ray(address=cluster, **_worker_logging())
+        _init_ray(cluster, settings.data_dir)
     except stopping.Interrupted:
         console.print("Lorekeeper API stopped before it started")
         return
