@@ -97,7 +97,7 @@ def create_app(
         BodyLimit,
         limit=services.serve.max_request_bytes,
         upload_limit=services.serve.max_upload_bytes,
-        upload_paths=("/campaigns/import", "/library/ingest"),
+        upload_paths=("/campaigns/import", "/library/ingest", "/media"),  # media: JSON, base64, story-bounded
     )
     app.add_middleware(Measured)
     return app

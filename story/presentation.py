@@ -250,7 +250,9 @@ class Presentations:
         state = self._state(turn.campaign_id, turn_id=turn_id)
         cast = {e.name: e.id for e in TABLE.state(state).entities}
         # every record starting here; a block a player may not see is left out at the door (the secrets rule)
-        media = [a for a in self.media.records(turn.campaign_id, target=MediaTarget.TURNS) if a.start_turn_id == turn_id]
+        media = [
+            a for a in self.media.records(turn.campaign_id, target=MediaTarget.TURNS) if a.start_turn_id == turn_id
+        ]
         blocks = RENDERERS[name]().render(RenderSource(turn=turn, take=take, cast=cast, media=media))
         if not blocks:
             raise StoryInvalid(f"renderer {name!r} made no blocks for turn {turn_id!r}")

@@ -646,7 +646,7 @@ class StoryService:
             former=self.memory_former if summaries else None,
         )
 
-    # -- provenance (story.provenance), presentation and media (story.presentation, story.media) ---------------------------------------
+    # -- provenance, presentation and media (story.provenance, story.presentation, story.media) -------
 
     def record_prompt(self, turn_id: str, prompt_text: str, snapshot: PromptSnapshot) -> PromptSnapshot:
         return self._provenance.record_prompt(turn_id, prompt_text, snapshot)

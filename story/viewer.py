@@ -53,6 +53,10 @@ class Viewer:
     def sees_summary(self, summary: Summary) -> bool:
         return self.sees(summary.visibility)
 
+    def sees_media(self, media: Any, hidden: Iterable[str] = ()) -> bool:
+        """A media record (or a job's): as its visibility says, and not when it shows an entity in ``hidden``."""
+        return self.gm or (self.sees(media.visibility) and media.entity_id not in set(hidden))
+
     def hidden(self, state: WorldStateView) -> set[str]:
         """The entities of ``state`` this seat may not see."""
         return set() if self.gm else {e.id for e in state.entities if not self.sees(e.visibility)}

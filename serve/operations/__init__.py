@@ -4,6 +4,7 @@ One module per family (:mod:`~serve.operations.knowledge` — search, health —
 :mod:`~serve.operations.campaigns`, :mod:`~serve.operations.turns`, :mod:`~serve.operations.timeline`,
 :mod:`~serve.operations.scenes` — scenes, the gate, rulings —, :mod:`~serve.operations.threads`,
 :mod:`~serve.operations.triggers`, :mod:`~serve.operations.memory`,
+:mod:`~serve.operations.presentation`, :mod:`~serve.operations.media`,
 :mod:`~serve.operations.keys`). :data:`OPERATIONS` is the table the REST routes
 (:mod:`serve.routes.operations`) and the MCP tools (:mod:`serve.mcp`) are generated from; both call
 :func:`invoke`, so an operation's access rule, defaults and errors are the same through either door.
@@ -23,8 +24,10 @@ from serve.operations import (
     keys,
     knowledge,
     library,
+    media,
     memory,
     models,
+    presentation,
     scenes,
     threads,
     timeline,
@@ -66,6 +69,7 @@ __all__ = [
 
 # imported for their operations
 _ = (campaigns, keys, knowledge, library, memory, models, scenes, threads, timeline, triggers, turns)
+_families = (media, presentation)  # imported for their operations too
 
 
 async def invoke(op: Operation, ctx: Services, caller: Principal, ids: dict[str, str], body: BaseModel) -> Any:

@@ -16,6 +16,8 @@ player's turn is cut by), applied here to every answer that carries the story's 
 * a turn's provenance: the prompt snapshot and the exact prompt text are the GM's (the narrator of a GM's
   turn may have been told what the players may not see), and so are the records recall put into it and the
   GM's reviews; the book passages (the shared knowledge) stay;
+* media records: as their visibility says, and none showing a hidden entity (one asked for by id answers like
+  a missing one); a turn's presentation without the blocks whose media, or whose speaker, the player may not see;
 * a decided proposal's rationale, where it names a fact or entity the player may not see (the gate quotes
   the canon a proposal contradicts): the status stays, the why is withheld.
 
@@ -28,7 +30,10 @@ from __future__ import annotations
 from typing import Any
 
 from schemas.canon import WorldStateView
+from schemas.errors import NotFound
+from schemas.media import MediaAsset
 from schemas.narration import Memory, RetrievalSource, Summary, TurnProvenance
+from schemas.presentation import TurnPresentation
 from schemas.proposals import ProposedChange
 from schemas.recall import RecallResponse
 from serve.operations.base import Call
@@ -66,6 +71,8 @@ async def redact(call: Call[Any], result: Any) -> Any:
         return _provenance(result)
     if isinstance(result, RecallResponse):
         return await _recall(call, viewer, result)
+    if isinstance(result, MediaAsset | TurnPresentation):
+        return await _media(call, viewer, result)
     if isinstance(result, list):
         return await _items(call, viewer, result)
     return result
@@ -80,6 +87,9 @@ async def _items(call: Call[Any], viewer: Viewer, items: list[Any]) -> list[Any]
         hidden = viewer.hidden(state)
         # a decision's rationale may quote the canon it was held against ("it contradicts fact … (plan = …)")
         items = [_told(viewer, r, state) if isinstance(r, ProposedChange) else r for r in items]
+    if any(isinstance(r, MediaAsset) for r in items):
+        shown = viewer.hidden(await call.run(story.state, campaign_id))
+        items = [r for r in items if not isinstance(r, MediaAsset) or viewer.sees_media(r, shown)]
     if any(isinstance(r, HouseRule) for r in items):
         state = await call.run(story.state, campaign_id, turn_id=getattr(call.body, "turn_id", None))
         seen_facts = {f.id for f in viewer.state(state).facts}
@@ -127,3 +137,24 @@ async def _recall(call: Call[Any], viewer: Viewer, response: RecallResponse) -> 
     notes = await call.run(story.desk.notes.of_campaign, campaign_id) if "note" in kinds else []
     hits = viewer.hits(response.hits, memories=memories, state=state, summaries=summaries, notes=notes)
     return response.model_copy(update={"hits": hits[: call.extra.get("recall_limit")]})
+
+
+async def _media(call: Call[Any], viewer: Viewer, result: MediaAsset | TurnPresentation) -> Any:
+    """A media record the player may not see answers like a missing one; a presentation keeps only the blocks
+    whose media record and speaker (or actor, or roller) the player may see."""
+    story, campaign_id = call.ctx.story, call.campaign_id or ""
+    hidden = viewer.hidden(await call.run(story.state, campaign_id))
+    if isinstance(result, MediaAsset):
+        if not viewer.sees_media(result, hidden):
+            raise NotFound("story", f"no media {result.id!r} in campaign {campaign_id!r}")
+        return result
+    records = {m.id: m for m in await call.run(story.media.records, campaign_id)}
+
+    def shown(block: Any) -> bool:
+        people = [getattr(block, role, None) for role in ("speaker", "actor", "roller")]
+        if any(p is not None and p.entity_id in hidden for p in people):
+            return False
+        media_id = getattr(block, "media_asset_id", None)
+        return media_id is None or (media_id in records and viewer.sees_media(records[media_id], hidden))
+
+    return result.model_copy(update={"blocks": [b for b in result.blocks if shown(b)]})

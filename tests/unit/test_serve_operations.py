@@ -97,6 +97,19 @@ ROLES: dict[str, str] = {
     "update_trigger": "gm",
     "delete_trigger": "gm",
     "list_activations": "gm",
+    # presentation and media
+    "get_presentation": "player",
+    "list_presentation_versions": "player",
+    "set_presentation": "gm",
+    "regenerate_presentation": "gm",
+    "upload_media": "gm",
+    "list_media": "player",
+    "get_media": "player",
+    "get_media_content": "player",
+    "submit_media_job": "gm",
+    "list_media_jobs": "gm",
+    "get_media_job": "gm",
+    "run_media_jobs": "gm",
     # keys
     "create_key": "admin",
     "list_keys": "admin",
@@ -235,6 +248,25 @@ def _fresh(t: Table, what: str) -> str:
     return str(story.propose(_active_scene(t), type="event", content=event, authority=Authority.GM, confidence=1.0).id)
 
 
+_SVG = base64.b64encode(b'<svg xmlns="http://www.w3.org/2000/svg" width="2" height="2"/>').decode()
+
+
+def _media(t: Table, what: str) -> dict[str, str]:
+    """The ids of a call on a turn's presentation, a media record or a media job of campaign A (made for it)."""
+    from schemas.media import MediaAttachment, MediaJob
+
+    story, cid = t.services.story, t.ids["campaign_id"]
+    ids = {"campaign_id": cid}
+    if what == "presentation":
+        if story.presentation(t.ids["turn_id"]) is None:
+            story.presentations.regenerate(t.ids["turn_id"])
+        return ids | {"turn_id": t.ids["turn_id"]}
+    if what == "media_id":
+        data = base64.b64decode(_SVG)
+        return ids | {"media_id": story.media.upload(cid, data, mime="image/svg+xml", attachment=MediaAttachment()).id}
+    return ids | {"job_id": story.media.submit(MediaJob(campaign_id=cid, prompt="A bell")).id}
+
+
 _NEVER = {
     "name": "Far off",
     "conditions": [{"on": "turn_count", "at_least": 999}],
@@ -314,6 +346,18 @@ REQUESTS: dict[str, Callable[[Table], tuple[list[str] | dict[str, str], dict[str
     "update_trigger": lambda t: (["campaign_id", "trigger_id"], {"active": False}),
     "delete_trigger": lambda t: (["campaign_id", "trigger_id"], {}),
     "list_activations": lambda t: (["campaign_id"], {}),
+    "get_presentation": lambda t: (_media(t, "presentation"), {}),
+    "list_presentation_versions": lambda t: (["campaign_id", "turn_id"], {}),
+    "set_presentation": lambda t: (["campaign_id", "turn_id"], {"blocks": [{"type": "narration", "text": "Rain."}]}),
+    "regenerate_presentation": lambda t: (["campaign_id", "turn_id"], {}),
+    "upload_media": lambda t: (["campaign_id"], {"data_base64": _SVG, "mime": "image/svg+xml"}),
+    "list_media": lambda t: (["campaign_id"], {}),
+    "get_media": lambda t: (_media(t, "media_id"), {}),
+    "get_media_content": lambda t: (_media(t, "media_id"), {}),
+    "submit_media_job": lambda t: (["campaign_id"], {"task": "image", "prompt": "A bell tower"}),
+    "list_media_jobs": lambda t: (["campaign_id"], {}),
+    "get_media_job": lambda t: (_media(t, "job_id"), {}),
+    "run_media_jobs": lambda t: (["campaign_id"], {}),
     "list_summaries": lambda t: (["campaign_id"], {}),
     "create_key": lambda t: ([], {"name": "new", "campaigns": [t.ids["campaign_id"]]}),
     "list_keys": lambda t: ([], {}),
