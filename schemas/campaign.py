@@ -320,6 +320,10 @@ class Take(LorekeeperModel):
     selected: bool = False
     generation: GenerationMetadata | None = None
     created_at: UtcDatetime = Field(default_factory=utc_now)
+    disposition: BranchDisposition | None = Field(
+        default=None, description="Set by the GM: retained (kept) or disposable (pruned once the story moved on)."
+    )
+    archived: bool = Field(default=False, description="Set aside by the GM (kept, listed as archived).")
 
 
 # ============================================================================================
@@ -401,6 +405,9 @@ class TurnVersion(LorekeeperModel):
     )
     reverted_at: UtcDatetime | None = Field(default=None, description="When a revert brought this version back.")
     created_at: UtcDatetime = Field(default_factory=utc_now)
+    disposition: BranchDisposition | None = Field(
+        default=None, description="Set by the GM: retained (kept) or disposable (pruned once the story moved on)."
+    )
 
 
 # ============================================================================================

@@ -38,9 +38,11 @@ __all__ = [
     "SessionStart",
     "SpanKind",
     "SpanSummaryRequest",
+    "SpanView",
     "SpansQuery",
     "StorySpan",
     "TakeDispositionRequest",
+    "VersionDispositionRequest",
 ]
 
 GM_ONLY = Visibility(audience=Audience.GM)
@@ -134,6 +136,12 @@ class StorySpan(LorekeeperModel):
     ended_at: UtcDatetime | None = None
 
 
+class SpanView(StorySpan):
+    """A span as listed, with its summary when the reader may see it."""
+
+    summary: Summary | None = None
+
+
 class SessionStart(_Body):
     """``POST /api/v1/campaigns/{id}/sessions``: a session starts after the head."""
 
@@ -178,6 +186,12 @@ class TakeDispositionRequest(_Body):
 
     disposition: BranchDisposition | None = None
     archived: bool | None = Field(default=None, description="Hide it from the turn's listing (or show it again).")
+
+
+class VersionDispositionRequest(_Body):
+    """``PUT …/versions/{version_id}/disposition``: keep an archived version (retained) or let it go."""
+
+    disposition: BranchDisposition
 
 
 class PruneRequest(_Body):

@@ -197,6 +197,13 @@ class Settings(BaseSettings):
         le=100_000,
         description="Automatic world-state checkpoints kept per branch (the newest); named ones are always kept.",
     )
+    prune_after_turns: int = Field(
+        default=20,
+        ge=0,
+        le=100_000,
+        description="A prune (POST /campaigns/{id}/prune) leaves alone what is this many turns or fewer behind the "
+        "head: disposable takes, versions and branches go only once the story moved on past them.",
+    )
 
     rule_facts: bool = Field(
         default=True,

@@ -172,7 +172,14 @@ class StoryService:
         self._recall = Recollection(core, recall)
         self.memory_former: SceneMemoryFormer | None = ExtractiveFormer()
         """Forms the memories of those present and the summary when a scene ends (None: none form)."""
-        self.desk = Desk(core, recall)
+        self.desk = Desk(
+            core,
+            recall,
+            campaigns=self._campaigns,
+            state=self._timeline.state,
+            add_summary=self.add_summary,
+            former=lambda: self.memory_former,
+        )
         """The GM's desk: notes on scenes, sessions and arcs, take dispositions and pruning: :mod:`story.desk`."""
 
     @property

@@ -156,7 +156,8 @@ class Timeline:
         return self.core.mutate(turn.campaign_id, "take", build)
 
     def select_take(self, turn_id: str, take_id: str) -> Take:
-        """Make one take of a turn the selected one (the others stay)."""
+        """Make one take of a turn the selected one (the others stay). The take it replaces is archived as a turn
+        version and what it proposed that is pending is superseded, as for a retake (:mod:`story.versions`)."""
         turn = self.story.turn(turn_id)
         # Another turn's take (perhaps another campaign's) answers exactly like a missing one: the
         # answer must not tell whether it exists, nor name the turn it belongs to.
@@ -169,6 +170,9 @@ class Timeline:
             raise missing
 
         def build(ctx: CampaignContext, writes: Writes) -> tuple[Take, dict[str, Any]]:
+            current = self.story.turn(turn_id)
+            if current.selected_take_id not in (None, take.id):  # the replaced take is archived, as a retake's is
+                self.versions.queue_archive(ctx, writes, current, replaced_by=take.id)
             writes.extend(cypher.select_take(turn_id, take.id, take.narration, TurnStatus.ACCEPTED.value))
             return take.validated_copy(selected=True), {}
 

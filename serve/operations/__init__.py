@@ -3,7 +3,7 @@
 One module per family (:mod:`~serve.operations.knowledge` — search, health —, :mod:`~serve.operations.library`,
 :mod:`~serve.operations.campaigns`, :mod:`~serve.operations.turns`, :mod:`~serve.operations.timeline`,
 :mod:`~serve.operations.scenes` — scenes, the gate, rulings —, :mod:`~serve.operations.threads`,
-:mod:`~serve.operations.triggers`, :mod:`~serve.operations.memory`,
+:mod:`~serve.operations.triggers`, :mod:`~serve.operations.memory`, :mod:`~serve.operations.desk`,
 :mod:`~serve.operations.presentation`, :mod:`~serve.operations.media`,
 :mod:`~serve.operations.keys`). :data:`OPERATIONS` is the table the REST routes
 (:mod:`serve.routes.operations`) and the MCP tools (:mod:`serve.mcp`) are generated from; both call
@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from serve.auth import Principal
 from serve.operations import (
     campaigns,
+    desk,
     keys,
     knowledge,
     library,
@@ -69,6 +70,7 @@ __all__ = [
 
 # imported for their operations
 _ = (campaigns, keys, knowledge, library, memory, models, scenes, threads, timeline, triggers, turns)
+_desk = (desk,)  # the GM's desk: notes, sessions and arcs, dispositions, pruning, what happened between turns
 _families = (media, presentation)  # imported for their operations too
 
 

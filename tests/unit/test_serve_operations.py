@@ -97,6 +97,21 @@ ROLES: dict[str, str] = {
     "update_trigger": "gm",
     "delete_trigger": "gm",
     "list_activations": "gm",
+    # the GM's desk: notes, sessions and arcs, dispositions and pruning, what happened between two turns
+    "add_scene_note": "gm",
+    "list_scene_notes": "gm",
+    "update_scene_note": "gm",
+    "delete_scene_note": "gm",
+    "start_session": "gm",
+    "end_session": "gm",
+    "create_span": "gm",
+    "summarize_span": "gm",
+    "list_spans": "player",
+    "set_take_disposition": "gm",
+    "set_version_disposition": "gm",
+    "prune_disposable": "gm",
+    "list_prunes": "gm",
+    "happenings_between": "player",
     # presentation and media
     "get_presentation": "player",
     "list_presentation_versions": "player",
@@ -267,6 +282,21 @@ def _media(t: Table, what: str) -> dict[str, str]:
     return ids | {"job_id": story.media.submit(MediaJob(campaign_id=cid, prompt="A bell")).id}
 
 
+def _desk(t: Table, what: str) -> dict[str, str]:
+    """The ids of a call on a GM's note, the session being played or a span of campaign A (made for it)."""
+    from schemas.desk import SpanKind
+
+    story, cid = t.services.story, t.ids["campaign_id"]
+    spans = story.desk.spans
+    if what == "note":
+        return {"campaign_id": cid, "note_id": story.desk.notes.add(t.ids["scene_id"], "A spare note").id}
+    if what == "session":
+        playing = [s for s in spans.at(cid, kind=SpanKind.SESSION) if s.to_turn_id is None]
+        return {"campaign_id": cid, "span_id": (playing[0] if playing else spans.start_session(cid)).id}
+    span = spans.create(cid, "A spare arc", from_turn_id=t.ids["turn_id"], to_turn_id=t.ids["head"])
+    return {"campaign_id": cid, "span_id": span.id}
+
+
 _NEVER = {
     "name": "Far off",
     "conditions": [{"on": "turn_count", "at_least": 999}],
@@ -346,6 +376,20 @@ REQUESTS: dict[str, Callable[[Table], tuple[list[str] | dict[str, str], dict[str
     "update_trigger": lambda t: (["campaign_id", "trigger_id"], {"active": False}),
     "delete_trigger": lambda t: (["campaign_id", "trigger_id"], {}),
     "list_activations": lambda t: (["campaign_id"], {}),
+    "add_scene_note": lambda t: (["scene_id"], {"text": "A spare note", "kind": "todo"}),
+    "list_scene_notes": lambda t: (["campaign_id"], {"open_only": True}),
+    "update_scene_note": lambda t: (_desk(t, "note"), {"text": "Changed"}),
+    "delete_scene_note": lambda t: (_desk(t, "note"), {}),
+    "start_session": lambda t: (["campaign_id"], {}),
+    "end_session": lambda t: (_desk(t, "session"), {}),
+    "create_span": lambda t: (["campaign_id"], {"name": "Arc", "from_turn_id": t.ids["turn_id"]}),
+    "summarize_span": lambda t: (_desk(t, "span"), {"text": "What we did."}),
+    "list_spans": lambda t: (["campaign_id"], {}),
+    "set_take_disposition": lambda t: (["campaign_id", "turn_id", "take_id"], {"disposition": "retained"}),
+    "set_version_disposition": lambda t: (["campaign_id", "turn_id", "version_id"], {"disposition": "retained"}),
+    "prune_disposable": lambda t: (["campaign_id"], {"dry_run": True}),
+    "list_prunes": lambda t: (["campaign_id"], {}),
+    "happenings_between": lambda t: (["campaign_id"], {"from_turn_id": t.ids["turn_id"]}),
     "get_presentation": lambda t: (_media(t, "presentation"), {}),
     "list_presentation_versions": lambda t: (["campaign_id", "turn_id"], {}),
     "set_presentation": lambda t: (["campaign_id", "turn_id"], {"blocks": [{"type": "narration", "text": "Rain."}]}),

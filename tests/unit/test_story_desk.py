@@ -125,3 +125,149 @@ def test_todos_are_marked_done_and_bad_notes_write_nothing(story: Any) -> None:
     story.undo(campaign_id)
     story.add_turn(campaign_id, "Instead we go to the tavern.", narration="Smoke and song.")
     assert [n.id for n in story.desk.notes.at(campaign_id)] == [todo.id]
+
+
+def _fact(story: Any, campaign_id: str, ayla: str, predicate: str, value: str, **extra: Any) -> None:
+    """A GM's fact about Ayla, canon at once (committed mid-scene at the head)."""
+    scene = story.active_scene(campaign_id) or story.start_scene(campaign_id, title=predicate)
+    content = {"subject_entity_id": ayla, "predicate": predicate, "value": value, **extra}
+    made = story.propose(scene.id, type="fact", content=content, authority="gm", confidence=1.0)
+    story.commit(scene.id, [made.id])
+
+
+def test_what_happened_between_two_turns_is_read_on_each_line_for_each_seat(story: Any) -> None:
+    from story.errors import StoryInvalid
+    from story.viewer import Viewer
+
+    campaign_id, _, ayla = _table(story)
+    left = story.get_campaign(campaign_id).head_turn_id
+    main = story.get_campaign(campaign_id).active_branch_id
+    story.add_turn(campaign_id, "We sail north.", narration="The sea is calm.")
+    _fact(story, campaign_id, ayla, "mood", "hopeful")
+    _fact(story, campaign_id, ayla, "plan", "betray the captain", visibility={"audience": "gm"})
+    thread = story.threads.open(campaign_id, "The northern light")
+    main_tip = story.add_turn(campaign_id, "We reach the ice.", narration="It glows.").id
+
+    # undo to where we left and play another way: a fork with its own canon
+    for _ in range(2):
+        story.undo(campaign_id)
+    assert story.get_campaign(campaign_id).head_turn_id == left
+    story.add_turn(campaign_id, "We stay in port.", narration="Rain.")
+    _fact(story, campaign_id, ayla, "mood", "restless")
+    fork = story.get_campaign(campaign_id).active_branch_id
+    assert fork != main
+
+    gm_fork = story.desk.between(campaign_id, left)
+    values = [e.event.get("fact", e.event).get("value") for e in gm_fork.events if "fact" in e.kind]
+    assert gm_fork.branch_id == fork and gm_fork.turns == 1 and "restless" in json.dumps(values), gm_fork
+    assert "hopeful" not in gm_fork.model_dump_json() and gm_fork.threads == []
+
+    gm_main = story.desk.between(campaign_id, left, main_tip)
+    text = gm_main.model_dump_json()
+    assert gm_main.branch_id == main and gm_main.turns == 2
+    assert "hopeful" in text and "betray the captain" in text and "restless" not in text
+    assert [e.event["thread_id"] for e in gm_main.threads] == [thread.id]
+
+    player = story.desk.between(campaign_id, left, main_tip, viewer=Viewer(character_id=ayla))
+    assert "hopeful" in player.model_dump_json() and "betray the captain" not in player.model_dump_json()
+    assert [e.event["thread_id"] for e in player.threads] == [thread.id]
+
+    with pytest.raises(StoryInvalid):  # the fork's turn is not on the main line
+        story.desk.between(campaign_id, story.get_campaign(campaign_id).head_turn_id, main_tip)
+    with pytest.raises(StoryInvalid):  # nor after the later turn
+        story.desk.between(campaign_id, main_tip, left)
+
+
+def test_sessions_and_arcs_are_summarized_and_listed_per_line(story: Any) -> None:
+    from schemas.desk import SpanKind
+    from schemas.story import SummaryScope
+    from story.errors import InvalidReference, StoryInvalid
+
+    campaign_id, scene_id, _ = _table(story)
+    session = story.desk.spans.start_session(campaign_id)
+    assert session.name == "Session 1" and session.to_turn_id is None
+    with pytest.raises(StoryInvalid, match="being played"):
+        story.desk.spans.start_session(campaign_id)
+    with pytest.raises(StoryInvalid, match="no turn"):  # nothing played in it yet
+        story.desk.spans.end_session(campaign_id, session.id)
+    story.add_turn(campaign_id, "The lighthouse keeper waves us in.", narration="His lamp swings twice.")
+    story.add_turn(campaign_id, "We climb the lighthouse stairs.", narration="The keeper hides a brass key.")
+    ended = story.desk.spans.end_session(campaign_id, session.id)
+    assert ended.to_turn_id == story.get_campaign(campaign_id).head_turn_id
+    assert len(story.desk.spans.turns(ended)) == 2
+
+    formed = story.desk.spans.summarize(campaign_id, session.id)  # the extractive former
+    assert formed.scope is SummaryScope.SESSION and "key" in formed.text, formed.text
+    written = story.desk.spans.summarize(campaign_id, session.id, text="The keeper is hiding something.")
+    assert story.desk.spans.get(campaign_id, session.id).summary_id == written.id
+    assert {s.id for s in story.summaries(campaign_id)} >= {formed.id, written.id}
+
+    story.end_scene(scene_id)
+    arc = story.desk.spans.create(campaign_id, "The harbour arc", scene_ids=[scene_id])
+    summary = story.desk.spans.summarize(campaign_id, arc.id)
+    assert summary.scope is SummaryScope.ARC and arc.to_turn_id == story.get_scene(scene_id).end_turn_id
+    assert [s.kind for s in story.desk.spans.at(campaign_id)] == [SpanKind.SESSION, SpanKind.ARC]
+    with pytest.raises(InvalidReference):
+        story.desk.spans.create(campaign_id, "Nothing", scene_ids=["scene_0000"])
+    with pytest.raises(StoryInvalid):
+        story.desk.spans.create(campaign_id, "Both", scene_ids=[scene_id], to_turn_id=arc.to_turn_id)
+
+    # a branch forked before the session ended does not list it
+    first = story.history(campaign_id)[0].id
+    fork = story.create_branch(campaign_id, first)
+    assert story.desk.spans.at(campaign_id, branch_id=fork.id) == []
+
+
+def test_prune_removes_disposable_takes_and_branches_never_canon_nor_the_selected_take(story: Any) -> None:
+    from schemas.story import BranchDisposition
+    from story.errors import StoryInvalid
+
+    campaign_id, _, ayla = _table(story)
+    turn = story.add_turn(campaign_id, "I call for the ferry.")
+    first = story.add_take(turn.id, "No one comes.")
+    second = story.add_take(turn.id, "A boat appears.")
+    third = story.add_take(turn.id, "Fog rolls in.")
+    # selecting an older take archives the one it replaces, as a retake does
+    story.select_take(turn.id, second.id)
+    versions = story.versions.list(campaign_id, turn.id)
+    assert versions[-1].take_id == third.id and versions[-1].replaced_by == second.id
+
+    pruning = story.desk.pruning
+    with pytest.raises(StoryInvalid, match="the one told"):
+        pruning.set_take(campaign_id, turn.id, second.id, disposition=BranchDisposition.DISPOSABLE)
+    with pytest.raises(StoryInvalid, match="the one told"):
+        pruning.set_take(campaign_id, turn.id, second.id, archived=True)
+    pruning.set_take(campaign_id, turn.id, first.id, disposition=BranchDisposition.DISPOSABLE)
+    assert pruning.set_take(campaign_id, turn.id, third.id, archived=True).archived
+    pruning.set_take(campaign_id, turn.id, third.id, disposition=BranchDisposition.DISPOSABLE)
+    story.desk.pruning.set_version(campaign_id, turn.id, versions[-1].id, BranchDisposition.RETAINED)
+
+    # a disposable branch with canon on it, and one with turns only
+    story.undo(campaign_id)
+    story.add_turn(campaign_id, "We swim instead.", narration="Cold water.")
+    _fact(story, campaign_id, ayla, "soaked", "yes")
+    canon_branch = story.get_campaign(campaign_id).active_branch_id
+    story.undo(campaign_id)
+    story.add_turn(campaign_id, "We wait.", narration="Nothing.")
+    idle_branch = story.get_campaign(campaign_id).active_branch_id
+    main = story.branches(campaign_id)[0].id
+    story.switch_branch(campaign_id, main)
+    for branch in (canon_branch, idle_branch):
+        story.set_disposition(campaign_id, branch, BranchDisposition.DISPOSABLE)
+    for i in range(3):  # the story moves on
+        story.add_turn(campaign_id, f"We ride on, day {i}.", narration="Dust.")
+
+    state_before = story.state(campaign_id).model_dump_json()
+    canon_before = story.state(campaign_id, branch_id=canon_branch).model_dump_json()
+    dry = pruning.prune(campaign_id, keep_turns=1, dry_run=True)
+    assert dry.takes == [first.id] and story.takes(turn.id)[0].id == first.id
+    record = pruning.prune(campaign_id, keep_turns=1)
+    assert record.takes == [first.id], record
+    assert record.kept[third.id] == "a retained version archives it" and second.id not in record.takes
+    assert record.branches == [idle_branch] and "canon is never deleted" in record.kept[canon_branch], record
+    assert [t.id for t in story.takes(turn.id)] == [second.id, third.id]
+    assert story.get_turn(turn.id).selected_take_id == second.id
+    assert story.state(campaign_id).model_dump_json() == state_before
+    assert story.state(campaign_id, branch_id=canon_branch).model_dump_json() == canon_before
+    assert [r.id for r in pruning.records(campaign_id)] == [record.id]
+    assert pruning.prune(campaign_id, keep_turns=100).takes == []  # nothing has moved on that far
