@@ -30,10 +30,13 @@ knowledge indexes in the Search deployment, which embeds with the model it alrea
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import structlog
@@ -58,6 +61,9 @@ from story.lineage import Lineage
 log = structlog.get_logger(__name__)
 
 DEFAULT_PLUGINS = ("jobs.api:mount",)
+SEARCH_THREADS = 32
+"""Blocking calls a Search replica runs at once (the direct path's turn-context pool is as wide)."""
+_T = TypeVar("_T")
 STREAM_BATCH_S = 0.02
 """How long a narrator replica gathers streamed pieces before sending them on (the first goes at once)."""
 
@@ -204,7 +210,14 @@ class NarratorReplica:
 
 
 class SearchReplica:
-    """Hybrid search on the stores of the application's settings, and the campaigns' memory index."""
+    """Hybrid search on the stores of the application's settings, and the campaigns' memory index.
+
+    Its calls block (an embedding, index reads, a full-text commit), so each runs on a pool of this
+    replica's own, as wide as the direct path's (``SEARCH_THREADS``): Ray Serve's pool for a replica's
+    blocking methods is sized by its CPU share (5 threads at 0.5 CPU), and every table's knowledge search,
+    recall and recall write queued there behind one another (at 8 tables a turn's recall write waited
+    5.5 s here against 0.7 s in one process: ``benchmarks/serving_overhead.py``).
+    """
 
     def __init__(self, settings: Settings) -> None:
         from search.service import open_searcher
@@ -212,6 +225,8 @@ class SearchReplica:
         from story.recall_index import open_recall_index
 
         self._stack = ExitStack()
+        self._pool = ThreadPoolExecutor(max_workers=SEARCH_THREADS, thread_name_prefix="search-replica")
+        self._stack.callback(self._pool.shutdown, wait=False)
         searcher = self._stack.enter_context(open_searcher(settings))
         searcher.embedder = SharedQueries(searcher.embedder)  # one model for knowledge and recall
         self.searcher = LocalSearch(searcher)
@@ -219,38 +234,45 @@ class SearchReplica:
         self.recall = open_recall_index(settings, embedder=searcher.embedder)
         self._stack.callback(self.recall.close)
 
-    def search(
+    async def _blocking(self, call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """``call`` on this replica's pool, in the request's context (its log fields, Serve's request id)."""
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(
+            self._pool, functools.partial(context.run, call, *args, **kwargs)
+        )
+
+    async def search(
         self, query: str, filters: SearchFilters | None = None, limit: int = 10, rerank: bool | None = None
     ) -> list[SearchHit]:
-        return self.searcher.search(query, filters=filters, limit=limit, rerank=rerank)
+        return await self._blocking(self.searcher.search, query, filters=filters, limit=limit, rerank=rerank)
 
-    def probe(self, part: str) -> tuple[str, str | None]:
+    async def probe(self, part: str) -> tuple[str, str | None]:
         """One health probe of what this replica stands on (``text``, ``vectors``, ``embedding``), for
         :meth:`RemoteSearch.probes`: the status and its detail; raises when the part is down."""
-        status, detail = self.searcher.probes()[part]()
+        status, detail = await self._blocking(self.searcher.probes()[part])
         return status.value, detail
 
     # the memory index, for RemoteRecallIndex
 
-    def recall_write(self, records: list[RecallRecord], vectors: np.ndarray | None = None) -> int:
-        return self.recall.write(records, vectors)
+    async def recall_write(self, records: list[RecallRecord], vectors: np.ndarray | None = None) -> int:
+        return await self._blocking(self.recall.write, records, vectors)
 
-    def recall_present(self, ids: list[str]) -> set[str]:
-        return self.recall.present(ids)
+    async def recall_present(self, ids: list[str]) -> set[str]:
+        return await self._blocking(self.recall.present, ids)
 
-    def recall_delete(self, ids: list[str]) -> None:
-        self.recall.delete(ids)
+    async def recall_delete(self, ids: list[str]) -> None:
+        await self._blocking(self.recall.delete, ids)
 
-    def recall_delete_campaign(self, campaign_id: str) -> None:
-        self.recall.delete_campaign(campaign_id)
+    async def recall_delete_campaign(self, campaign_id: str) -> None:
+        await self._blocking(self.recall.delete_campaign, campaign_id)
 
-    def recall_count(self, campaign_id: str) -> int:
-        return self.recall.count(campaign_id)
+    async def recall_count(self, campaign_id: str) -> int:
+        return await self._blocking(self.recall.count, campaign_id)
 
-    def recall_stored_texts(self, campaign_id: str) -> dict[str, str]:
-        return self.recall.stored_texts(campaign_id)
+    async def recall_stored_texts(self, campaign_id: str) -> dict[str, str]:
+        return await self._blocking(self.recall.stored_texts, campaign_id)
 
-    def recall_search(
+    async def recall_search(
         self,
         campaign_id: str,
         query: str,
@@ -259,7 +281,9 @@ class SearchReplica:
         kinds: list[RecallKind] | None,
         limit: int,
     ) -> list[RecallHit]:
-        return self.recall.search(campaign_id, query, lineage=lineage, observer=observer, kinds=kinds, limit=limit)
+        return await self._blocking(
+            self.recall.search, campaign_id, query, lineage=lineage, observer=observer, kinds=kinds, limit=limit
+        )
 
     def __del__(self) -> None:
         stack = getattr(self, "_stack", None)  # None when the constructor failed
