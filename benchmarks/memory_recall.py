@@ -40,6 +40,10 @@ Usage::
 
     python -m benchmarks.memory_recall --out benchmarks/results   # the whole run (~10 min on 2 cores)
     python -m benchmarks.memory_recall --conversations 26 --synthetic 1 --quick --out /tmp/mr
+    # summaries and memories a model forms, beside the extractive ones on the same scenes (issue 26):
+    python -m benchmarks.memory_recall --model-summaries --engine local --formed-scenes 6 \
+        --variants "window 2,summaries" --no-fit --synthetic 0 --out /tmp/mr
+    python -m benchmarks.memory_recall --model-summaries --engine openai --base-url http://host:8000/v1 --model NAME
 
 Writes ``memory_recall.json`` and ``memory_recall.png`` to ``--out``.
 """
@@ -68,6 +72,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
 from benchmarks.memory_synthetic import generate_many  # noqa: E402
+from benchmarks.model_engines import add_engine_arguments, engine_from  # noqa: E402
 from schemas.recall import RecallKind  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "corpus" / "memory" / "locomo-dev"
@@ -358,6 +363,9 @@ INDEX_VARIANTS = [
     IndexVariant("default + LoCoMo summaries (LLM stand-in)", {}, memories="locomo-summaries"),
     IndexVariant("default + LoCoMo observations (LLM stand-in)", {}, memories="locomo-observations"),
 ]
+MODEL_VARIANT = IndexVariant("default + model summaries (--engine)", {}, memories="model")
+"""Run with --model-summaries: the summaries and memories the model's former writes (LLMFormer: its prompt,
+schema and parse, the extractive fallback when the model fails, counted in the report's ``formations``)."""
 QUICK_VARIANTS = ("text only", "+ time + speakers", "+ window 2")
 BASE_RANKING = {  # the ranking the index variants are compared under: plain RRF
     "vector_weight": 1.0,
@@ -446,6 +454,9 @@ class Stack:
         self.vectors = open_vector_index(self.settings)
         self.embedder = embedder
         self.texts: list[Any] = []
+        self.former: Any = None  # the model's former (--model-summaries), for the "model" variant
+        self.formed_scenes: int | None = None  # form only each conversation's first N scenes (both formers)
+        self.formations: dict[str, dict[str, int]] = {}  # variant -> former name -> scenes it formed
 
     def index(self, variant: IndexVariant, config: dict[str, Any] | None = None) -> Any:
         from stores.factory import open_memory_text_index
@@ -488,7 +499,7 @@ def head_lineage(service: Any, campaign_id: str) -> Any:
     return Lineage(segments=(Segment(branch_id=head.branch_id, max_depth=head.depth),))
 
 
-def write_memories(service: Any, campaign_id: str, conv: Conversation, kind: str) -> int:
+def write_memories(service: Any, campaign_id: str, conv: Conversation, kind: str, stack: Stack | None = None) -> int:
     """What a variant writes beside the turns, through the story service (indexed as it is written)."""
     from schemas.story import Summary, SummaryScope
     from story.formation import ExtractiveFormer
@@ -496,11 +507,15 @@ def write_memories(service: Any, campaign_id: str, conv: Conversation, kind: str
 
     scenes = service.scenes(campaign_id)
     written = 0
-    if kind == "extractive":
-        former = ExtractiveFormer()
-        for scene in scenes:
+    if kind in ("extractive", "model"):
+        former = ExtractiveFormer() if kind == "extractive" else stack.former if stack else None
+        if former is None:
+            raise ValueError("the 'model' variant needs a former (--model-summaries)")
+        formed = stack.formations.setdefault(kind, {}) if stack else {}
+        for scene in scenes[: stack.formed_scenes if stack else None]:
             result = form_scene(service, scene, former)
             written += int(result.summary_added) + result.memories_added
+            formed[result.former] = formed.get(result.former, 0) + 1  # "llm", or "extractive (fallback)"
         return written
     if kind == "locomo-summaries":
         for scene in scenes:
@@ -579,7 +594,7 @@ def import_and_gather(
         seconds["import_s"] += time.perf_counter() - started
         if variant.memories != "none":
             started = time.perf_counter()
-            write_memories(service, campaign.id, conv, variant.memories)
+            write_memories(service, campaign.id, conv, variant.memories, stack)
             seconds["memories_s"] += time.perf_counter() - started
     # every question asked of the index holding every campaign, as a deployment's memory index does
     # (BM25's statistics are the index's, so a question asked before the last import would differ)
@@ -910,6 +925,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--work", type=Path, help="keep the data folder here (a new folder per run by default)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--model-summaries",
+        action="store_true",
+        help="also score summaries and memories a model forms (narrator.formation.LLMFormer on --engine), LoCoMo only",
+    )
+    parser.add_argument("--formed-scenes", type=int, help="form only each conversation's first N scenes (both formers)")
+    add_engine_arguments(parser)
     args = parser.parse_args(argv)
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -931,6 +953,8 @@ def main(argv: list[str] | None = None) -> int:
         for conv in [*locomo, *synthetic]:
             conv.questions = conv.questions[: args.limit_questions]
     variants = [v for v in INDEX_VARIANTS if not args.quick or v.name in QUICK_VARIANTS]
+    if args.model_summaries:
+        variants.append(MODEL_VARIANT)
     if args.variants:
         wanted = [w.strip() for w in args.variants.split(",") if w.strip()]
         variants = [v for v in variants if any(w in v.name for w in wanted)]
@@ -939,6 +963,14 @@ def main(argv: list[str] | None = None) -> int:
     # with --work, the vectors of an earlier run are reused (same model, same texts)
     embedder = CachedEmbedder(SentenceTransformerEmbedder(EmbeddingConfig()), work / "embeddings.npz")
     report: dict[str, Any] = {"benchmark": "memory_recall", "goal": GOAL, "readme_baselines": README_BASELINES}
+    former = None
+    if args.model_summaries:
+        from narrator.formation import LLMFormer
+
+        engine = engine_from(args, parser)
+        budget = int(getattr(engine, "structured_max_tokens", 1024))
+        former = LLMFormer(engine, max_tokens=budget, timeout_s=1800, owns_engine=True)
+        report["former"] = {"engine": args.engine, "model": engine.model, "max_tokens": budget}
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     # each corpus in stores of its own: BM25's statistics are those of the index the campaigns share
     runs = [("locomo", "LoCoMo dev (5 conversations)" if len(locomo) == 5 else f"LoCoMo {', '.join(names)}", locomo)]
@@ -949,11 +981,12 @@ def main(argv: list[str] | None = None) -> int:
             for key, label, conversations in runs:
                 shutil.rmtree(work / f"data-{key}", ignore_errors=True)  # under a reused --work: imported afresh
                 stack = Stack(work / f"data-{key}", embedder)
+                stack.former, stack.formed_scenes = former, args.formed_scenes
                 try:
                     report[key] = evaluate(
                         label,
                         conversations,
-                        [v for v in variants if key == "locomo" or not v.memories.startswith("locomo")],
+                        [v for v in variants if key == "locomo" or v.memories in ("none", "extractive")],
                         stack,
                         embedder,
                         progress,
@@ -964,10 +997,13 @@ def main(argv: list[str] | None = None) -> int:
                         fitted=_fitted(report),
                     )
                 finally:
+                    report.setdefault("formations", {})[key] = stack.formations
                     stack.close()
                 progress.console.print(table(report[key]["systems"]))
     finally:
         embedder.save()
+        if former is not None:
+            former.close()
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
     report["embedding"] = {

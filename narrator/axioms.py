@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from narrator.engine_loop import EngineLoop
 from narrator.engines import Message, NarratorEngine
 from narrator.extraction import read_json_answer
+from narrator.schema_budget import fit_schema, with_choices
 from schemas.story import Axiom
 from story.axioms import AxiomRulings, ProposalText
 
@@ -69,9 +70,20 @@ class AxiomAnswer(BaseModel):
 
 
 @functools.cache
-def axiom_schema() -> dict[str, Any]:
-    """The JSON schema the model writes against (built once)."""
+def _full_schema() -> dict[str, Any]:
     return AxiomAnswer.model_json_schema()
+
+
+def axiom_schema(
+    axioms: Sequence[Axiom] = (), proposals: Sequence[ProposalText] = (), max_tokens: int | None = None
+) -> dict[str, Any]:
+    """The JSON schema the model writes against: :class:`AxiomAnswer`, its ids held to the axioms and
+    proposals asked about when given, and narrowed to close within ``max_tokens`` when given
+    (:mod:`narrator.schema_budget`)."""
+    schema = with_choices(
+        _full_schema(), {"axiom_id": [a.id for a in axioms], "proposal_id": [p.proposal_id for p in proposals]}
+    )
+    return schema if max_tokens is None else fit_schema(schema, max_tokens)
 
 
 def axiom_messages(axioms: Sequence[Axiom], proposals: Sequence[ProposalText]) -> list[Message]:
@@ -145,7 +157,10 @@ class LLMAxiomJudge:
         messages = axiom_messages(axioms, proposals)
         try:
             raw = self._loop.run(
-                self.engine.structured(messages, schema=axiom_schema(), max_tokens=self.max_tokens), self.timeout_s
+                self.engine.structured(
+                    messages, schema=axiom_schema(axioms, proposals, self.max_tokens), max_tokens=self.max_tokens
+                ),
+                self.timeout_s,
             )
         except Exception as exc:  # any engine failure: the axioms go unchecked, and the report says so
             return self._failed(axioms, f"{type(exc).__name__}: {exc}")

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from narrator.engines import STRUCTURED_MAX_TOKENS
+from narrator.schema_budget import fit_schema
 from schemas.serving import ExtractionBatch, ServeSettings
 from schemas.story import WorldStateView
 
@@ -45,10 +46,32 @@ def extractor_budget(settings: ServeSettings, engine: object) -> int:
     return int(getattr(engine, "structured_max_tokens", STRUCTURED_MAX_TOKENS))
 
 
+EXTRACTOR_OMITS = frozenset(
+    {
+        # what the story fills in itself when it stages a proposal: ids of the event, turn, scene and record
+        "event_id", "turn_id", "scene_id", "fact_id", "happening_id", "relationship_id",
+        # what is the gate's or the GM's to decide, not the extractor's
+        "canon_level", "depends_on", "replaces", "visibility", "invalidation", "superseded_by",
+        # free-form extras a small model fills at length; the GM adds them in review
+        "aliases", "attributes",
+    }
+)  # fmt: skip
+"""Optional fields of :class:`~schemas.serving.ExtractionBatch` the extractor's schema leaves out (see
+:func:`extraction_schema`); an answer without them is still an answer of the full model."""
+
+
 @functools.cache
-def extraction_schema() -> dict[str, Any]:
-    """The JSON schema the extractor writes against (built once: building it costs ~50 ms)."""
-    return ExtractionBatch.model_json_schema()
+def _full_schema() -> dict[str, Any]:
+    return ExtractionBatch.model_json_schema()  # built once: building it costs ~50 ms
+
+
+def extraction_schema(max_tokens: int | None = None) -> dict[str, Any]:
+    """The JSON schema the extractor writes against: the whole :class:`~schemas.serving.ExtractionBatch`,
+    or, given the answer's budget, one narrowed so its documents close within it
+    (:func:`narrator.schema_budget.fit_schema`, without :data:`EXTRACTOR_OMITS`)."""
+    if max_tokens is None:
+        return _full_schema()
+    return fit_schema(_full_schema(), max_tokens, omit=EXTRACTOR_OMITS)
 
 
 def read_json_answer(raw: str, whose: str) -> tuple[Any, list[str]]:

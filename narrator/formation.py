@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from narrator.engine_loop import EngineLoop
 from narrator.engines import Message, NarratorEngine
 from narrator.extraction import read_json_answer
+from narrator.schema_budget import fit_schema, with_choices
 from schemas.story import Memory, Scene, SubjectiveKind, Turn
 from story.formation import ExtractiveFormer, FormedScene, NamedEntity, clip
 from story.recall import speaker_name
@@ -75,9 +76,16 @@ class SceneFormationAnswer(BaseModel):
 
 
 @functools.cache
-def formation_schema() -> dict[str, Any]:
-    """The JSON schema the model writes against (built once)."""
+def _full_schema() -> dict[str, Any]:
     return SceneFormationAnswer.model_json_schema()
+
+
+def formation_schema(observers: Sequence[str] = (), max_tokens: int | None = None) -> dict[str, Any]:
+    """The JSON schema the model writes against: :class:`SceneFormationAnswer`, its observers held to the
+    characters present when given, and narrowed to close within ``max_tokens`` when given
+    (:mod:`narrator.schema_budget`)."""
+    schema = with_choices(_full_schema(), {"observer_entity_id": list(observers)})
+    return schema if max_tokens is None else fit_schema(schema, max_tokens)
 
 
 def formation_messages(
@@ -215,7 +223,11 @@ class LLMFormer:
         messages = formation_messages(scene, turns, present, entities, max_chars=self.max_chars)
         try:
             raw = self._loop.run(
-                self.engine.structured(messages, schema=formation_schema(), max_tokens=self.max_tokens),
+                self.engine.structured(
+                    messages,
+                    schema=formation_schema([p.entity_id for p in present], self.max_tokens),
+                    max_tokens=self.max_tokens,
+                ),
                 self.timeout_s,
             )
         except Exception as exc:  # any engine failure (down, refused, timed out): form the scene without it

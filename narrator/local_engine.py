@@ -149,10 +149,11 @@ def json_grammar(schema: dict[str, Any]) -> str:
         raise InvalidRequest("extractor", f"the engine refused the schema: {exc}") from None
 
 
-LOCAL_STRUCTURED_MAX_TOKENS = 320
-"""The local engine's structured-answer budget (unless LOREKEEPER_EXTRACTOR_MAX_TOKENS sets one): room for
-about four compact proposals of :class:`~schemas.serving.ExtractionBatch` (~70 tokens each), a scene's
-summary with a few memories, or a batch of verdicts. At ~8 tokens/s on a laptop CPU, 1024 tokens made
+LOCAL_STRUCTURED_MAX_TOKENS = 480
+"""The local engine's structured-answer budget (unless LOREKEEPER_EXTRACTOR_MAX_TOKENS sets one). The
+callers narrow their schemas to it (:mod:`narrator.schema_budget`), so the answer closes in time: two
+proposals of :class:`~schemas.serving.ExtractionBatch`, a scene's summary with three memories, or three
+verdicts. At ~8 tokens/s on a laptop CPU, 1024 tokens made
 one turn's extraction take minutes; a cut answer is an error the caller records, never a silent nothing."""
 
 

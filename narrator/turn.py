@@ -339,9 +339,8 @@ class TurnFlow:
     ) -> tuple[list[str], list[str]]:
         messages = extraction_messages(state, text, narration)
         try:
-            raw = await extractor.structured(
-                messages, schema=extraction_schema(), max_tokens=extractor_budget(self.settings, extractor)
-            )
+            budget = extractor_budget(self.settings, extractor)
+            raw = await extractor.structured(messages, schema=extraction_schema(budget), max_tokens=budget)
         except AnswerTruncated as exc:  # a cut document is no answer: say so, never read it as "nothing found"
             return [], [f"extractor answer cut short: {exc.detail}"]
         except LorekeeperError as exc:

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.servers  # the turn's test runs the embedded graph (red
 def test_the_budget_is_the_engines_unless_the_settings_name_one() -> None:
     settings = ServeSettings(narrator_engine=EngineKind.ECHO)
     assert settings.extractor_max_tokens is None
-    assert extractor_budget(settings, LocalEngine()) == LOCAL_STRUCTURED_MAX_TOKENS == 320  # nothing loads
+    assert extractor_budget(settings, LocalEngine()) == LOCAL_STRUCTURED_MAX_TOKENS == 480  # nothing loads
     assert extractor_budget(settings, EchoEngine()) == 1024
     fixed = ServeSettings(narrator_engine=EngineKind.ECHO, extractor_max_tokens=200)
     assert extractor_budget(fixed, LocalEngine()) == extractor_budget(fixed, EchoEngine()) == 200

@@ -121,7 +121,9 @@ def test_the_models_memories_claims_and_emotions_are_kept_for_those_present() ->
 
     # the model was asked with the schema, who was present, and the scene's words
     (messages, schema) = engine.asked[0]
-    assert schema == formation_schema()
+    observers = schema["$defs"]["FormedMemoryDraft"]["properties"]["observer_entity_id"]
+    assert observers["enum"] == sorted([aria, bram, brenna])  # only those present may remember the scene
+    assert schema == formation_schema([aria, bram, brenna], 1024)
     assert f"- {aria}: Aria Vell" in messages[0]["content"]
     assert f"- {cast['cole'].entity_id}: Cole (character)" in messages[0]["content"]  # known, not present
     assert KEY in messages[1]["content"] and "Missing caravan" in messages[1]["content"]

@@ -1,0 +1,154 @@
+"""Structured answers fit their budget: the narrowed schemas of the extractor, the former and the judge."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import llguidance
+import pytest
+
+from narrator.axioms import AxiomAnswer, axiom_schema
+from narrator.engines import VLLMEngine
+from narrator.extraction import EXTRACTOR_OMITS, extraction_schema, parse_extraction
+from narrator.formation import SceneFormationAnswer, formation_schema
+from narrator.schema_budget import MARGIN, _cost, fit_schema, with_choices
+from schemas.serving import ExtractionBatch
+
+pytestmark = pytest.mark.unit
+
+WORDS = ["the", "old", "mill", "stands", "by", "the", "river", "and", "the", "bell", "rings", "at", "noon"]
+
+
+def longest(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
+    """A document of ``node`` as long as its bounds allow (the costliest branch, full lists, full strings)."""
+    if "$ref" in node:
+        return longest(defs[node["$ref"].rsplit("/", 1)[-1]], defs, depth + 1)
+    for union in ("anyOf", "oneOf"):
+        if union in node:
+            branch = max(node[union], key=lambda b: _cost(b, defs, ()))
+            return longest(branch, defs, depth + 1)
+    if "const" in node:
+        return node["const"]
+    if "enum" in node:
+        return max(node["enum"], key=lambda v: len(json.dumps(v)))
+    kind = node.get("type")
+    if kind == "string":
+        if "pattern" in node:
+            return ("ent_" + "a1b2c3d4" * 40)[: node["maxLength"]]
+        text = " ".join(WORDS * 40)
+        return text[: node["maxLength"]]
+    if kind in ("number", "integer"):
+        return 0.875 if kind == "number" else 12345
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    if kind == "array":
+        return [longest(node.get("items", {}), defs, depth + 1) for _ in range(node["maxItems"])]
+    props = node.get("properties") or {}
+    doc = {name: longest(value, defs, depth + 1) for name, value in props.items()}
+    if not props and "maxProperties" in node:
+        doc = {f"key{i}": "value" for i in range(node["maxProperties"])}
+    return doc
+
+
+def compiles(schema: dict[str, Any]) -> None:
+    llguidance.LLMatcher.grammar_from_json_schema(
+        json.dumps(VLLMEngine._guidable(schema)), defaults={"whitespace_flexible": False, "lenient": False}
+    )
+
+
+@pytest.mark.parametrize("budget", [240, 320, 480, 1024])
+def test_the_extractors_longest_document_is_estimated_inside_the_budget(budget: int) -> None:
+    schema = extraction_schema(budget)
+    compiles(schema)  # every bound is one the guidance backend takes, strictly
+    assert _cost(schema, schema["$defs"], ()) <= budget * MARGIN
+    doc = longest(schema, schema["$defs"])
+    assert 1 <= len(doc["proposals"]) == schema["properties"]["proposals"]["maxItems"]
+    # every document of the narrowed schema is one of the whole schema; what no JSON schema can say (a
+    # fact has an object or a value, not both) still drops that one proposal, as it does unnarrowed
+    jsonschema.validate(doc, ExtractionBatch.model_json_schema())
+    good, dropped = parse_extraction(json.dumps(doc, separators=(",", ":")))
+    assert len(good) + len(dropped) == len(doc["proposals"])
+    assert all("Value error" in note for note in dropped), dropped
+
+
+def test_a_larger_budget_buys_more_items_and_longer_text() -> None:
+    small, large = extraction_schema(480), extraction_schema(4096)
+    assert small["properties"]["proposals"]["maxItems"] < large["properties"]["proposals"]["maxItems"]
+    name = lambda s: s["$defs"]["ProposedEntity"]["properties"]["name"]["maxLength"]  # noqa: E731
+    assert name(small) < name(large)
+    assert extraction_schema() == ExtractionBatch.model_json_schema()  # no budget: the whole model
+
+
+def test_what_the_system_fills_in_is_left_out_and_each_branch_names_itself() -> None:
+    schema = extraction_schema(480)
+    for name, node in schema["$defs"].items():
+        props = node.get("properties") or {}
+        assert not (set(props) & EXTRACTOR_OMITS - set(node.get("required", []))), name
+        for prop, value in props.items():
+            if "const" in value:
+                assert prop in node["required"], (name, prop)  # the discriminator is always written
+    full = ExtractionBatch.model_json_schema()
+    assert "event_id" in full["$defs"]["EntityCreated"]["properties"]  # the original is untouched
+    assert fit_schema(full, 480, omit=EXTRACTOR_OMITS) == schema
+
+
+def test_the_judge_names_only_what_it_was_shown_and_the_former_only_who_was_there() -> None:
+    from schemas.story import Axiom
+    from story.axioms import ProposalText
+
+    axioms = [
+        Axiom(id="ax_1", world_id="w", text="The dead stay dead."),
+        Axiom(id="ax_2", world_id="w", text="No guns."),
+    ]
+    asked = [ProposalText(proposal_id="prop_9", authority="player", text="Mira rises from the grave")]
+    schema = axiom_schema(axioms, asked, 480)
+    verdict = schema["$defs"]["AxiomVerdict"]["properties"]
+    assert verdict["axiom_id"]["enum"] == ["ax_1", "ax_2"] and verdict["proposal_id"]["enum"] == ["prop_9"]
+    compiles(schema)
+    doc = longest(schema, schema["$defs"])
+    jsonschema.validate(doc, AxiomAnswer.model_json_schema())
+    assert AxiomAnswer.model_validate(doc).verdicts and _cost(schema, schema["$defs"], ()) <= 480 * MARGIN
+
+    schema = formation_schema(["ent_b", "ent_a"], 480)
+    assert schema["$defs"]["FormedMemoryDraft"]["properties"]["observer_entity_id"]["enum"] == ["ent_a", "ent_b"]
+    compiles(schema)
+    SceneFormationAnswer.model_validate(longest(schema, schema["$defs"]))
+    plain = {"properties": {"x": {"type": "string"}}}
+    assert with_choices(plain, {"x": []}) == plain  # no values given: left as it was
+
+
+@pytest.mark.local_model
+@pytest.mark.timeout(900)  # loading and ~200 tokens: under a minute on a quiet laptop, minutes on a loaded one
+def test_the_real_models_extraction_closes_within_a_small_budget() -> None:
+    """With the whole schema SmolLM2 was cut off on 5 of 6 scenes at 192 tokens; narrowed, it closes."""
+    import asyncio
+
+    from narrator.extraction import extraction_messages
+    from narrator.local_engine import LocalEngine
+    from schemas.story import Entity, EntityKind, WorldStateView
+
+    engine = LocalEngine()
+    budget = 240
+    schema = extraction_schema(budget)
+    state = WorldStateView(
+        campaign_id="camp_t", branch_id="branch_t", turn_id=None, state_hash="0" * 64,
+        entities=[Entity(id="ent_mira", world_id="w", kind=EntityKind.CHARACTER, name="Mira")],
+    )  # fmt: skip
+    messages = extraction_messages(
+        state, "I search the cellar.", "Mira finds a rusted iron key behind the barrels and pockets it."
+    )
+    try:
+        raw = asyncio.run(engine.structured(messages, schema=schema, max_tokens=budget))
+        # the estimate holds for the real tokenizer on the longest document this schema admits
+        loaded = asyncio.run(engine.ready())
+        text = json.dumps(longest(schema, schema["$defs"]), separators=(",", ":"))
+        assert len(loaded.tokenizer.encode(text, add_special_tokens=False)) <= budget
+    finally:
+        asyncio.run(engine.close())
+    good, dropped = parse_extraction(raw)
+    assert not dropped, dropped  # a whole document, every proposal in it valid
+    assert len(good) <= schema["properties"]["proposals"]["maxItems"]
