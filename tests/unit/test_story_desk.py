@@ -271,3 +271,35 @@ def test_prune_removes_disposable_takes_and_branches_never_canon_nor_the_selecte
     assert story.state(campaign_id, branch_id=canon_branch).model_dump_json() == canon_before
     assert [r.id for r in pruning.records(campaign_id)] == [record.id]
     assert pruning.prune(campaign_id, keep_turns=100).takes == []  # nothing has moved on that far
+
+
+def test_a_gm_only_note_never_reaches_the_prompt_even_of_a_turn_narrated_from_everything(
+    recalling_story: Any,
+) -> None:
+    """A turn the CLI narrates has no seat (it narrates from everything); the GM's note is still left out of its
+    prompt, until the GM shares it with the table."""
+    import asyncio
+
+    from narrator.engines import EchoEngine
+    from narrator.turn import TurnFlow, TurnOutcome
+    from schemas.serving import ServeSettings, TurnRequest
+    from schemas.visibility import PUBLIC
+
+    story = recalling_story
+    story.memory_former = None
+    campaign_id, scene_id, _ = _table(story)
+    note = story.desk.notes.add(scene_id, f"The {MARKER} ferryman is the drowned king's ghost.")
+    flow = TurnFlow(story, EchoEngine("echo-narrator"), settings=ServeSettings(recall_hits=4, knowledge_hits=0))
+
+    def prompt(text: str) -> str:
+        async def run() -> dict[str, Any]:
+            return [e async for e in flow.play(campaign_id, TurnRequest(text=text), viewer=None)][-1]
+
+        outcome = TurnOutcome.model_validate(asyncio.run(run()))
+        text_of = story.provenance(outcome.turn_id).prompt_text
+        assert text_of is not None
+        return str(text_of)
+
+    assert "drowned king" not in prompt(f"Who is the {MARKER} ferryman, really?")
+    story.desk.notes.update(campaign_id, note.id, visibility=PUBLIC)
+    assert "drowned king" in prompt(f"Tell me again about the {MARKER} ferryman.")
