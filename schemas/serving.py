@@ -111,6 +111,13 @@ class ServeSettings(BaseSettings):
     )
     max_request_bytes: int = Field(default=1 << 20, ge=1024, description="Largest request body (uploads excepted).")
     max_upload_bytes: int = Field(default=512 << 20, ge=1024, description="Largest upload to the ingest API.")
+    media_engine: str = Field(
+        default="none",
+        min_length=1,
+        max_length=100,
+        description="The engine media jobs run on (story.media_engines): 'none' leaves them queued, saying so; "
+        "'development' makes placeholders (an SVG card showing the prompt, WAVs of silence), for development only.",
+    )
     max_concurrent_turns: int = Field(
         default=64, ge=1, description="Turns one ingress replica narrates at once; more get 429 with Retry-After."
     )

@@ -42,6 +42,7 @@ from stores.graph.base import GraphStore
 from story.axioms import AxiomJudge, AxiomRulings, ProposalText
 from story.checkpoints import DEFAULT_KEPT
 from story.formation import FormedScene, NamedEntity, SceneMemoryFormer
+from story.media_engines import media_engine
 from story.recall_index import RecallIndex
 from story.service import StoryService
 
@@ -344,4 +345,5 @@ def open_story(
     story.prepare()
     if serve is not None:
         bind_scene_seats(story, serve, stack, engines)
+        story.media.engine = media_engine(serve.media_engine)  # ConfigError naming the setting when unknown
     return story

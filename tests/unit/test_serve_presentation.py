@@ -205,3 +205,14 @@ def test_media_jobs_wait_on_none_and_run_on_the_development_engine(table: tuple[
     assert doors.call(door, "get_media_job", gm, {**cid, "job_id": "mjob_missing"}, {})[0] == "not_found"
     bad = {"task": "stt", "prompt": "transcribe"}  # no audio named
     assert doors.call(door, "submit_media_job", gm, cid, bad)[0] == "validation_failed"
+
+
+def test_the_media_engine_is_a_setting() -> None:
+    from schemas.errors import ConfigError
+    from schemas.serving import ServeSettings
+
+    with api_services(ServeSettings(api_host="127.0.0.1", media_engine="development")) as services:
+        assert services.story.media.engine.name == "development"
+    painter = ServeSettings(api_host="127.0.0.1", media_engine="painter")
+    with pytest.raises(ConfigError, match="LOREKEEPER_MEDIA_ENGINE: no media engine 'painter'"), api_services(painter):
+        pass
