@@ -403,15 +403,18 @@ class HybridSearcher:
     ) -> None:
         """Fill text and citation fields that the leg which found a chunk did not carry (the text
         index stores every chunk's text and citation data)."""
+        missing = []
         for doc in docs:
             citation = citations[doc.id]
             citation.title = citation.title or allowed.get(citation.item_uid, _NO_ITEM).title
-            if citation.text:
-                continue
-            try:
-                stored = self.text.get(doc.id)
-            except NotFound:
-                continue
+            if not citation.text:
+                missing.append(doc.id)
+        try:  # one request for them all: one get per chunk took ~0.15-0.7 ms each, ~100 per coverage leg
+            stored_docs = self.text.get_many(missing) if missing else []
+        except NotFound:  # no text index yet: the citations stay as the legs gave them
+            stored_docs = []
+        for stored in stored_docs:
+            citation = citations[stored.id]
             citation.text = stored.text
             citation.title = citation.title or stored.title
             if not citation.heading_path:

