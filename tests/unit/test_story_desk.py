@@ -83,6 +83,8 @@ def test_a_gm_note_is_recalled_by_the_gm_and_never_by_a_player(recalling_story: 
 
     # it travels with the campaign's bundle, still the GM's alone there
     story.desk.notes.update(campaign_id, note.id, visibility=Visibility(audience=Audience.GM))
+    span = story.desk.spans.create(campaign_id, "The harbour", from_turn_id=story.history(campaign_id)[0].id)
+    prune = story.desk.pruning.prune(campaign_id, keep_turns=0)
     bundle = tmp_path / "c.zip"
     story.export_campaign(campaign_id, bundle)
     story.graph.run("MATCH (n) WHERE n.campaign_id = $c DETACH DELETE n", {"c": campaign_id})
@@ -91,6 +93,8 @@ def test_a_gm_note_is_recalled_by_the_gm_and_never_by_a_player(recalling_story: 
     imported = story.import_campaign(bundle)
     [back] = story.desk.notes.at(imported.id)
     assert (back.id, back.text, back.kind, back.visibility.audience) == (note.id, note.text, NoteKind.IDEA, Audience.GM)
+    assert [s.id for s in story.desk.spans.at(imported.id)] == [span.id]  # sessions, arcs and prunes travel too
+    assert [r.id for r in story.desk.pruning.records(imported.id)] == [prune.id]
     assert any(MARKER in t for t in _recalled(story, imported.id, gm, query))
     assert not any(MARKER in t for t in _recalled(story, imported.id, player, query))
 
