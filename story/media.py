@@ -9,13 +9,16 @@ A :class:`~schemas.media.MediaJob` is ``pending`` (queued) until an engine that 
 ``processing``, then ``completed`` with the record it made, or ``failed`` with why. With the ``none`` engine
 bound (the default) jobs stay queued, each saying so in its ``note``; :meth:`Media.run_pending` runs them
 once an engine is bound. A job is claimed by one compare-and-set (``pending`` → ``processing``), so two
-runners never both run it; its record and its completion are written in one transaction.
+runners never both run it; its record and its completion are written by one statement that only the runner
+holding the job can run. A job left ``processing`` by a runner that died is claimed again once its lease
+(:attr:`Media.lease_s`) is out, so a kill at any moment ends with the job done once.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -36,6 +39,9 @@ log = structlog.get_logger(__name__)
 
 MEDIA = "media"
 """The blob prefix of media bytes (content-addressed: ``media/<sha256>``)."""
+
+DEFAULT_LEASE_S = 900.0
+"""How long a job may stay processing before another runner takes it for abandoned."""
 
 MAX_MEDIA_BYTES = 8 << 20
 """The largest media file the story takes (an upload's decoded bytes, or what an engine made)."""
@@ -66,12 +72,29 @@ def _link_scene(scene_id: str, asset_id: str) -> Statement:
     }
 
 
-def _claim(job_id: str, engine: str, at: str) -> Statement:
-    """Move a queued job to processing, only if it is still queued (one runner wins)."""
+def _claim(job_id: str, engine: str, at: str, stale_before: str) -> Statement:
+    """Move a job to processing if it is queued, or processing since before ``stale_before`` (its runner died):
+    one compare-and-set, so one runner wins."""
     return (
-        "MATCH (j:MediaJob {uid: $u}) WHERE j.status = 'pending' "
-        "SET j.status = 'processing', j.started_at = $at, j.engine = $e, j.note = null RETURN j AS n",
-        {"u": job_id, "e": engine, "at": at},
+        "MATCH (j:MediaJob {uid: $u}) WHERE j.status = 'pending' OR (j.status = 'processing' AND j.started_at < $s) "
+        "SET j.retry_count = coalesce(j.retry_count, 0) + (CASE WHEN j.status = 'processing' THEN 1 ELSE 0 END), "
+        "j.status = 'processing', j.started_at = $at, j.engine = $e, j.note = null RETURN j AS n",
+        {"u": job_id, "e": engine, "at": at, "s": stale_before},
+    )
+
+
+def _finish(job_id: str, claimed_at: str, props: dict[str, Any], asset: dict[str, Any] | None) -> Statement:
+    """End a job this runner still holds (claimed at ``claimed_at``), creating its record (on its scene, if any) in
+    the same statement; a job claimed again since (this runner was taken for dead) is left to whoever holds it."""
+    scene = asset.get("scene_id") if asset is not None else None
+    create = ""
+    if asset is not None:
+        create = "MATCH (s:Scene {uid: $scene}) " if scene else ""
+        create += "CREATE (m:MediaAsset) SET m = $asset " + ("CREATE (s)-[:HAS_MEDIA]->(m) " if scene else "")
+    return (
+        "MATCH (j:MediaJob {uid: $u}) WHERE j.status = 'processing' AND j.started_at = $c "
+        f"{create}SET j += $props RETURN j.uid AS uid",
+        {"u": job_id, "c": claimed_at, "props": props, "asset": asset, "scene": scene},
     )
 
 
@@ -85,7 +108,14 @@ def _set_job(job_id: str, props: dict[str, Any]) -> Statement:
 class Media:
     """Media records and media jobs of the campaigns (engine: :attr:`engine`, default ``none``)."""
 
-    def __init__(self, core: StoryCore, engine: MediaEngine | None = None, *, max_bytes: int = MAX_MEDIA_BYTES) -> None:
+    def __init__(
+        self,
+        core: StoryCore,
+        engine: MediaEngine | None = None,
+        *,
+        max_bytes: int = MAX_MEDIA_BYTES,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> None:
         self.core = core
         self.graph = core.graph
         self.blobs = core.blobs
@@ -93,6 +123,8 @@ class Media:
         self.engine: MediaEngine = engine or NoMediaEngine()
         """What runs media jobs (:mod:`story.media_engines`)."""
         self.max_bytes = max_bytes
+        self.lease_s = lease_s
+        """A job processing for longer is taken for abandoned (its runner died) and may be run again."""
 
     # -- records ----------------------------------------------------------------------------------
 
@@ -256,20 +288,26 @@ class Media:
         return [j for j in jobs if status is None or j.status is status]
 
     def run(self, campaign_id: str, job_id: str) -> MediaJob:
-        """Run one queued job on the bound engine: claimed, rendered, its record written (or failed, with why).
-        A job not queued (running elsewhere, done) or of a task the engine does not do is answered as it is."""
+        """Run one queued job (or one abandoned mid-run) on the bound engine: claimed, rendered, its record written,
+        or failed with why. A job running elsewhere, done, or of a task the engine does not do is answered as it is.
+        A runner killed at any moment leaves the job queued or processing (run again once its lease is out), or
+        completed with its one record: never a record without its completed job, nor two."""
         job = self.job(campaign_id, job_id)
         waits = self._waits(job)
-        if job.status is not JobStatus.PENDING or waits:
-            if waits and waits != job.note:
+        if waits or not (job.status is JobStatus.PENDING or self._abandoned(job)):
+            if waits and waits != job.note and job.status is JobStatus.PENDING:
                 self.graph.run(*_set_job(job.id, {"note": waits}))
                 job = job.validated_copy(note=waits)
             return job
-        rows = self.graph.run(*_claim(job.id, self.engine.name, utc_now().isoformat()))
+        now = utc_now()
+        stale = (now - timedelta(seconds=self.lease_s)).isoformat()
+        rows = self.graph.run(*_claim(job.id, self.engine.name, now.isoformat(), stale))
         if not rows:
             return self.job(campaign_id, job_id)  # another runner claimed it first
         job = from_props(MediaJob, rows[0]["n"], key="id")
-        log.info("media_job_started", campaign_id=campaign_id, job_id=job.id, engine=self.engine.name)
+        log.info(
+            "media_job_started", campaign_id=campaign_id, job_id=job.id, engine=self.engine.name, retry=job.retry_count
+        )
         try:
             source = self.content(campaign_id, job.source_media_id)[1] if job.source_media_id else None
             made = self.engine.render(job, source)
@@ -280,20 +318,33 @@ class Media:
             log.error("media_job_crashed", job_id=job.id, engine=self.engine.name, error=repr(exc), exc_info=exc)
             return self._fail(job, f"the {self.engine.name} engine failed: {type(exc).__name__}")
         self.blobs.put_content_addressed(made.data, prefix=MEDIA, content_type=made.mime)
+        return self._complete(job, asset)
+
+    def _complete(self, job: MediaJob, asset: MediaAsset) -> MediaJob:
+        """The record and the job's completion in one statement, if this runner still holds the job."""
         done = job.validated_copy(status=JobStatus.COMPLETED, asset_id=asset.id, completed_at=utc_now())
-        with self.graph.transaction() as tx:
-            tx.run(*_create("MediaAsset", node_props(asset)))
-            if asset.scene_id is not None:
-                tx.run(*_link_scene(asset.scene_id, asset.id))
-            tx.run(*_set_job(job.id, _job_props(done)))
+        claimed = _claimed_at(job)
+        if not self.graph.run(*_finish(job.id, claimed, _job_props(done), node_props(asset))):
+            log.warning("media_job_taken_over", campaign_id=job.campaign_id, job_id=job.id)
+            return self.job(job.campaign_id, job.id)
         log.info(
-            "media_job_completed", campaign_id=campaign_id, job_id=job.id, media_id=asset.id, size=asset.size_bytes
+            "media_job_completed", campaign_id=job.campaign_id, job_id=job.id, media_id=asset.id, size=asset.size_bytes
         )
         return done
 
     def run_pending(self, campaign_id: str) -> list[MediaJob]:
-        """Run every queued job of the campaign the bound engine can do; answer every job that was queued."""
-        return [self.run(campaign_id, j.id) for j in self.jobs(campaign_id, status=JobStatus.PENDING)]
+        """Run every queued job of the campaign the bound engine can do, and every one abandoned mid-run (processing
+        past the lease); answer each as it ended or still waits."""
+        jobs = self.jobs(campaign_id)
+        return [self.run(campaign_id, j.id) for j in jobs if j.status is JobStatus.PENDING or self._abandoned(j)]
+
+    def _abandoned(self, job: MediaJob) -> bool:
+        started = job.started_at
+        return (
+            job.status is JobStatus.PROCESSING
+            and started is not None
+            and utc_now() - started >= timedelta(seconds=self.lease_s)
+        )
 
     # -- what they share --------------------------------------------------------------------------
 
@@ -377,7 +428,8 @@ class Media:
 
     def _fail(self, job: MediaJob, why: str) -> MediaJob:
         failed = job.validated_copy(status=JobStatus.FAILED, error=why[:2000] or "failed", completed_at=utc_now())
-        self.graph.run(*_set_job(job.id, _job_props(failed)))
+        if not self.graph.run(*_finish(job.id, _claimed_at(job), _job_props(failed), None)):
+            return self.job(job.campaign_id, job.id)  # claimed again since: the runner holding it decides
         log.warning("media_job_failed", campaign_id=job.campaign_id, job_id=job.id, engine=self.engine.name, error=why)
         return failed
 
@@ -399,6 +451,12 @@ def _kind_of(mime: str) -> MediaKind:
     except ValueError:
         kinds = ", ".join(f"{k.value}/*" for k in MediaKind)
         raise StoryInvalid(f"mime {mime!r} is no media kind ({kinds})") from None
+
+
+def _claimed_at(job: MediaJob) -> str:
+    """The claim's timestamp exactly as the claim wrote it (the finish compares it)."""
+    assert job.started_at is not None, "a job being finished was claimed"
+    return job.started_at.isoformat()
 
 
 def _job_props(job: MediaJob) -> dict[str, Any]:

@@ -310,16 +310,31 @@ def test_a_failing_engine_fails_the_job_with_why_and_makes_no_record(story: Stor
 
 
 def test_presentations_media_and_jobs_travel_in_the_bundle(story: StoryService, tmp_path: Path) -> None:
+    from tests.unit.test_story_bundle import _stores
+
     t = _table(story)
+    cid = t["campaign"]
     story.media.engine = media_engine("development")
-    story.media.submit(
-        MediaJob(campaign_id=t["campaign"], task="image", prompt="A gate", start_turn_id=t["turn"], target="turns")
+    job = story.media.submit(
+        MediaJob(campaign_id=cid, task="image", prompt="A gate", start_turn_id=t["turn"], target="turns")
     )
+    story.media.submit(MediaJob(campaign_id=cid, task="image", prompt="Later"))  # done as well
+    story.media.engine = media_engine("none")
+    waiting = story.media.submit(MediaJob(campaign_id=cid, task="tts", prompt="Hello"))
+    story.set_presentation(TurnPresentation(turn_id=t["turn"], blocks=[NarrationBlock(text="First.")]))
     story.presentations.regenerate(t["turn"])
     bundle = tmp_path / "c.zip"
-    story.export_campaign(t["campaign"], bundle)
-    nodes = _labels_in(bundle)
-    assert {"Presentation", "MediaJob", "MediaAsset"} <= nodes
+    story.export_campaign(cid, bundle)
+    assert {"Presentation", "MediaJob", "MediaAsset"} <= _labels_in(bundle)
+
+    with _stores(tmp_path / "other") as other:
+        other.import_campaign(bundle)
+        assert other.presentations.versions(t["turn"]) == story.presentations.versions(t["turn"])
+        assert other.presentations.get(t["turn"], 1) == story.presentations.get(t["turn"], 1)
+        assert other.media.jobs(cid) == story.media.jobs(cid)
+        assert other.media.job(cid, waiting.id).status is JobStatus.PENDING
+        made = job.asset_id or ""
+        assert other.media.content(cid, made) == story.media.content(cid, made)
 
 
 def _labels_in(bundle: Path) -> set[str]:
