@@ -93,7 +93,7 @@ class Spans:
         span = self.get(campaign_id, span_id)
         if span.kind is not SpanKind.SESSION or span.to_turn_id is not None:
             raise StoryInvalid(f"span {span_id!r} is not a session being played")
-        last = self._last(campaign_id, turn_id)
+        last = self._last(campaign_id, turn_id, "turn_id")
         if last.id == span.after_turn_id:
             raise StoryInvalid(f"no turn was played in session {span_id!r} yet")
         self._first(campaign_id, span.after_turn_id, last)
@@ -265,9 +265,9 @@ class Spans:
             raise InvalidReference(field, f"no turn {turn_id!r} in campaign {campaign_id!r}")
         return turn
 
-    def _last(self, campaign_id: str, turn_id: str | None) -> Turn:
+    def _last(self, campaign_id: str, turn_id: str | None, field: str = "to_turn_id") -> Turn:
         if turn_id is not None:
-            return self._turn(campaign_id, turn_id, "to_turn_id" if turn_id else "turn_id")
+            return self._turn(campaign_id, turn_id, field)
         head = self.story.context(campaign_id).head
         if head is None:
             raise StoryInvalid(f"campaign {campaign_id!r} has no turn yet")
