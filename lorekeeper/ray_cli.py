@@ -77,6 +77,8 @@ def start_head(data_dir: Path, *, port: int | None = None, num_cpus: int | None 
     existing = read_head(data_dir)
     if existing is not None and existing.alive():
         return existing
+    if existing is not None:  # a head that died without `down`: its folder goes with the stale record
+        shutil.rmtree(existing.temp_dir, ignore_errors=True)
     record = head_file(data_dir)
     record.parent.mkdir(parents=True, exist_ok=True)
     # Ray's sockets live under its temp folder, and a socket path may not exceed ~107 bytes: keep it short.
@@ -143,12 +145,22 @@ def _stop_group(pid: int, grace: float) -> bool:
     return True
 
 
+def _ours(head: RayHead) -> bool:
+    """Whether the recorded process is still the head we started (its command names the head's Ray folder),
+    so a process id the system gave to another program since is never signalled."""
+    try:
+        command = Path(f"/proc/{head.pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return head.temp_dir.encode() in command
+
+
 def stop_head(data_dir: Path, *, grace: float = STOP_GRACE_S) -> RayHead | None:
     """Stop the head recorded for ``data_dir`` (every process of its group) and remove the record."""
     head = read_head(data_dir)
     if head is None:
         return None
-    killed = _stop_group(head.pid, grace)
+    killed = _stop_group(head.pid, grace) if _ours(head) else False
     head_file(data_dir).unlink(missing_ok=True)
     shutil.rmtree(head.temp_dir, ignore_errors=True)  # the head's sessions and sockets; its log stays
     log.info("ray_head_stopped", address=head.address, pid=head.pid, killed=killed)

@@ -123,3 +123,27 @@ def test_a_record_whose_head_is_gone_is_no_warm_ray(tmp_path: Path) -> None:
     assert warm_address(tmp_path) is None
     head_file(tmp_path).write_text("{not json")
     assert read_head(tmp_path) is None and warm_address(tmp_path) is None
+
+
+def test_down_never_signals_a_process_that_is_not_the_head(tmp_path: Path) -> None:
+    from lorekeeper.ray_cli import stop_head
+
+    # the head died without `down`, and the system gave its process id to another program
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        record = RayHead(
+            address="127.0.0.1:1",
+            pid=other.pid,
+            temp_dir=str(tmp_path / "lk-ray-gone"),
+            num_cpus=4,
+            started_at="2026-01-01T00:00:00Z",
+            log="x",
+        )
+        head_file(tmp_path).parent.mkdir(parents=True)
+        head_file(tmp_path).write_text(record.model_dump_json())
+        assert stop_head(tmp_path, grace=1.0) == record
+        assert other.poll() is None, "down signalled a process that was not the head"
+        assert read_head(tmp_path) is None
+    finally:
+        other.kill()
+        other.wait()
