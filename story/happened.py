@@ -8,13 +8,15 @@ one's, and is on the line (a branch forked before a commit does not see it): wha
 folds that the state as of the earlier one did not, but for what was committed at the earlier turn itself.
 
 A player's seat sees what the secrets rule lets it (:class:`story.viewer.Viewer`): no event that carries a
-visibility it does not see or names an entity hidden from it, no step of a thread it may not see, no summary it
-may not read. A scene's outcomes are written for the table and pass as they are.
+visibility it does not see, names an entity hidden from it or names by id a fact or entity it does not see in the
+state as of the later turn (failing closed: a retcon of a secret names the secret), no step of a thread it may not
+see, no summary it may not read. A scene's outcomes are written for the table and pass as they are.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +36,8 @@ log = structlog.get_logger(__name__)
 
 _THREAD_KINDS = frozenset({"thread_opened", "thread_advanced", "thread_resolved", "thread_abandoned"})
 _GM = Viewer(gm=True)
+_RECORD_ID = re.compile(r"\b(?:fact|ent)_[0-9a-f]{32}\b")
+"""A fact's or an entity's generated id, as an event names it."""
 
 
 def happened_between(
@@ -123,16 +127,22 @@ def _events(core: StoryCore, lineage: Lineage, after_depth: int, up_to_depth: in
 def _seen_events(viewer: Viewer, state: WorldStateView, events: list[HappenedEvent]) -> list[HappenedEvent]:
     """The events a player's seat may see, judged against the world as of the later turn."""
     hidden = viewer.hidden(state)
-    threads = {t.id for t in viewer.state(state).threads}
+    seen_state = viewer.state(state)
+    threads = {t.id for t in seen_state.threads}
+    seen = {f.id for f in seen_state.facts} | {e.id for e in seen_state.entities}
 
-    def seen(event: HappenedEvent) -> bool:
+    def shown(event: HappenedEvent) -> bool:
         if event.kind in _THREAD_KINDS and event.event.get("thread_id") not in threads:
             return False
         if not all(viewer.sees(v) for v in _visibilities(event.event)):
             return False
-        return not (hidden & set(_strings(event.event)))
+        strings = _strings(event.event)
+        if hidden & set(strings):
+            return False
+        # a fact or entity it names by id must be one this seat sees (a retcon of a secret names the secret)
+        return {i for text in strings for i in _RECORD_ID.findall(text)} <= seen
 
-    return [e for e in events if seen(e)]
+    return [e for e in events if shown(e)]
 
 
 def _visibilities(value: Any) -> list[Any]:

@@ -151,6 +151,8 @@ def test_what_happened_between_two_turns_is_read_on_each_line_for_each_seat(stor
     _fact(story, campaign_id, ayla, "plan", "betray the captain", visibility={"audience": "gm"})
     thread = story.threads.open(campaign_id, "The northern light")
     main_tip = story.add_turn(campaign_id, "We reach the ice.", narration="It glows.").id
+    plan = next(f for f in story.state(campaign_id).facts if f.predicate == "plan")
+    story.retcon(campaign_id, plan.id, reason="the traitor repents")  # a retcon of a secret names the secret
 
     # undo to where we left and play another way: a fork with its own canon
     for _ in range(2):
@@ -169,11 +171,12 @@ def test_what_happened_between_two_turns_is_read_on_each_line_for_each_seat(stor
     gm_main = story.desk.between(campaign_id, left, main_tip)
     text = gm_main.model_dump_json()
     assert gm_main.branch_id == main and gm_main.turns == 2
-    assert "hopeful" in text and "betray the captain" in text and "restless" not in text
+    assert "hopeful" in text and "betray the captain" in text and "restless" not in text and "repents" in text
     assert [e.event["thread_id"] for e in gm_main.threads] == [thread.id]
 
     player = story.desk.between(campaign_id, left, main_tip, viewer=Viewer(character_id=ayla))
-    assert "hopeful" in player.model_dump_json() and "betray the captain" not in player.model_dump_json()
+    seen = player.model_dump_json()
+    assert "hopeful" in seen and "betray the captain" not in seen and "repents" not in seen, seen
     assert [e.event["thread_id"] for e in player.threads] == [thread.id]
 
     with pytest.raises(StoryInvalid):  # the fork's turn is not on the main line
