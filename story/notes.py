@@ -98,7 +98,8 @@ class Notes:
         turn_id: str | None = None,
         visibility: Visibility | None = None,
     ) -> SceneNote:
-        """A note on a scene, anchored at ``turn_id`` (a turn of the scene's campaign, on its line) or the head.
+        """A note on a scene, anchored at ``turn_id`` (a turn of the scene's campaign, not of another scene) or
+        else the head (when the scene is on the head's line; otherwise the scene's end, or start, turn).
 
         Raises:
             StoryNotFound: no such scene.
@@ -123,10 +124,16 @@ class Notes:
 
     def _anchor(self, scene: Scene, turn_id: str | None) -> Turn:
         if turn_id is None:
-            head = self.story.context(scene.campaign_id).head
-            if head is None:
-                raise StoryInvalid(f"campaign {scene.campaign_id!r} has no turn yet to anchor a note to")
-            return head
+            ctx = self.story.context(scene.campaign_id)
+            placed = scene.end_turn_id or scene.start_turn_id
+            if ctx.head is not None:
+                at = self.story.turn(placed) if placed else None
+                if at is None or ctx.lineage().contains(at.branch_id, at.depth):
+                    return ctx.head
+            # a scene off the head's line: the note goes on the scene's own line, at its end (or start)
+            if placed is None:
+                raise StoryInvalid(f"no turn to anchor a note on scene {scene.id!r} to yet: give turn_id")
+            turn_id = placed
         try:
             turn = self.story.turn(turn_id)
         except StoryNotFound:

@@ -126,9 +126,16 @@ def test_todos_are_marked_done_and_bad_notes_write_nothing(story: Any) -> None:
     assert after == before
 
     # a note is on its scene's line: undone past its turn and forked, the fork does not list it
+    main = story.get_campaign(campaign_id).active_branch_id
+    story.end_scene(scene_id)
     story.undo(campaign_id)
     story.add_turn(campaign_id, "Instead we go to the tavern.", narration="Smoke and song.")
     assert [n.id for n in story.desk.notes.at(campaign_id)] == [todo.id]
+    # written from the fork, a note on the harbour scene (ended on the first line) goes on the scene's line
+    late = story.desk.notes.add(scene_id, "Remember the harbourmaster")
+    assert late.anchor_turn_id == story.get_scene(scene_id).end_turn_id
+    assert late.id not in {n.id for n in story.desk.notes.at(campaign_id)}
+    assert late.id in {n.id for n in story.desk.notes.at(campaign_id, branch_id=main)}
 
 
 def _fact(story: Any, campaign_id: str, ayla: str, predicate: str, value: str, **extra: Any) -> None:
