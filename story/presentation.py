@@ -44,7 +44,7 @@ from stores.catalog import from_props
 from story import cypher
 from story.core import StoryCore
 from story.cypher import Statement
-from story.errors import InvalidReference, StoryInvalid, StoryNotFound
+from story.errors import InvalidReference, StoryConflict, StoryInvalid, StoryNotFound
 from story.media import Media
 from story.viewer import TABLE
 
@@ -160,7 +160,13 @@ def _versions_of(turn_id: str) -> Statement:
 
 
 def _create(props: dict[str, Any]) -> Statement:
-    return "CREATE (n:Presentation) SET n = $props", {"props": props}
+    """Create the version unless another writer took its number first (one statement: the graph runs them one at
+    a time); answers a row only when it created it."""
+    return (
+        "OPTIONAL MATCH (e:Presentation {uid: $uid}) WITH count(e) AS taken WHERE taken = 0 "
+        "CREATE (n:Presentation) SET n = $props RETURN n.uid AS uid",
+        {"uid": props["uid"], "props": props},
+    )
 
 
 # -- the chapter ----------------------------------------------------------------------------------
@@ -264,30 +270,37 @@ class Presentations:
     def _store(
         self, turn: Turn, presentation: TurnPresentation, origin: PresentationOrigin, renderer: str | None
     ) -> TurnPresentation:
-        # the campaign's lock in this process orders the versions of concurrent stores
+        # the campaign's lock orders the versions of stores in this process; another process's store of the same
+        # number is caught by the create, and this one takes the next
         with self.core.lock(turn.campaign_id):
-            rows = self.story.nodes(_versions_of(turn.id))
-            version = (rows[-1]["version"] if rows else (1 if self._legacy(turn.id) else 0)) + 1
-            stored = presentation.validated_copy(version=version, origin=origin, renderer=renderer)
-            info = self.blobs.put_content_addressed(
-                stored.model_dump_json().encode(), prefix=PRESENTATIONS, content_type="application/json"
-            )
-            props = {
-                "uid": f"pres_{turn.id}_{version}",
-                "campaign_id": turn.campaign_id,
-                "turn_uid": turn.id,
-                "version": version,
-                "blob_key": info.key,
-                "origin": origin.value,
-                "blocks": len(stored.blocks),
-                "created_at": stored.created_at.isoformat(),
-            }
-            props |= {k: v for k, v in (("take_uid", stored.take_id), ("renderer", renderer)) if v is not None}
-            self.graph.run(*_create(props))
-        log.info(
-            "presentation_stored", turn_id=turn.id, version=version, origin=origin.value, blocks=len(stored.blocks)
-        )
-        return stored
+            for _ in range(self.core.max_retries):
+                rows = self.story.nodes(_versions_of(turn.id))
+                version = (rows[-1]["version"] if rows else (1 if self._legacy(turn.id) else 0)) + 1
+                stored = presentation.validated_copy(version=version, origin=origin, renderer=renderer)
+                info = self.blobs.put_content_addressed(
+                    stored.model_dump_json().encode(), prefix=PRESENTATIONS, content_type="application/json"
+                )
+                props = {
+                    "uid": f"pres_{turn.id}_{version}",
+                    "campaign_id": turn.campaign_id,
+                    "turn_uid": turn.id,
+                    "version": version,
+                    "blob_key": info.key,
+                    "origin": origin.value,
+                    "blocks": len(stored.blocks),
+                    "created_at": stored.created_at.isoformat(),
+                }
+                props |= {k: v for k, v in (("take_uid", stored.take_id), ("renderer", renderer)) if v is not None}
+                if self.graph.run(*_create(props)):
+                    log.info(
+                        "presentation_stored",
+                        turn_id=turn.id,
+                        version=version,
+                        origin=origin.value,
+                        blocks=len(stored.blocks),
+                    )
+                    return stored
+        raise StoryConflict(f"turn {turn.id!r}: {self.core.max_retries} presentations raced this one")
 
     def _legacy(self, turn_id: str) -> TurnPresentation | None:
         """A presentation stored before versions (named by the turn's ``presentation_key``), as version 1."""

@@ -344,3 +344,55 @@ def _labels_in(bundle: Path) -> set[str]:
     with zipfile.ZipFile(bundle) as z:
         lines = z.read("graph/nodes.jsonl").decode().splitlines()
     return {json.loads(line)["label"] for line in lines if line.strip()}
+
+
+def test_two_writers_racing_never_share_a_version(story: StoryService) -> None:
+    """Two story services on the same stores (as two processes are: each its own lock) store presentations of one
+    turn at once: every store gets its own version, 1 to N with no gap."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    t = _table(story)
+    other = StoryService(story.graph, story.blobs)
+
+    def store(args: tuple[StoryService, int]) -> int:
+        service, i = args
+        shown = TurnPresentation(turn_id=t["turn"], blocks=[NarrationBlock(text=f"Layout {i}.")])
+        return service.set_presentation(shown).version or 0
+
+    jobs = [(story if i % 2 else other, i) for i in range(24)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        versions = sorted(pool.map(store, jobs))
+    assert versions == list(range(1, 25))
+    stored = story.presentations.versions(t["turn"])
+    assert [v.version for v in stored] == versions
+    texts = {story.presentations.get(t["turn"], v).blocks[0].text for v in versions}  # type: ignore[union-attr]
+    assert texts == {f"Layout {i}." for i in range(24)}
+
+
+class _Slow(DevelopmentMediaEngine):
+    def render(self, job: MediaJob, source: bytes | None) -> Rendered:
+        import time
+
+        time.sleep(0.2)  # long enough for every runner to try its claim meanwhile
+        return super().render(job, source)
+
+
+def test_runners_racing_for_one_job_make_one_record(story: StoryService) -> None:
+    """Runners in two story services (as in two processes) run the same queued jobs at once: each job is claimed
+    by one of them and makes exactly one media record."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    t = _table(story)
+    cid = t["campaign"]
+    jobs = [story.media.submit(MediaJob(campaign_id=cid, task="image", prompt=f"Gate {i}")) for i in range(3)]
+    other = StoryService(story.graph, story.blobs)
+    for service in (story, other):
+        service.media.engine = _Slow()
+    runs = [(service, job.id) for job in jobs for service in (story, other, story, other)]
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        list(pool.map(lambda run: run[0].media.run(cid, run[1]), runs))
+    done = story.media.jobs(cid)
+    assert [j.status for j in done] == [JobStatus.COMPLETED] * 3 and all(j.retry_count == 0 for j in done)
+    records = story.media.records(cid)
+    assert sorted(r.job_id or "" for r in records) == sorted(j.id for j in jobs)
+    assert {j.asset_id for j in done} == {r.id for r in records}
