@@ -258,6 +258,11 @@ def plot(runs: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> Non
     left.set_ylabel("seconds")
     left.set_title(f"ingest of {summary.get('chunks', '?')} chunks (each dot a run)")
     left.legend(fontsize=7)
+    if not any(r["variant"].startswith("serve") for r in runs):  # --parts warm: where the ingest's start went
+        _plot_phases(right, runs, names)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        return
     variants = ["serve warming (now)", "serve eager (before)"]
     for i, name in enumerate(variants):
         first = [r["first_health_s"] for r in runs if r["variant"] == name and r["first_health_s"] is not None]
@@ -271,6 +276,22 @@ def plot(runs: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> Non
     right.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def _plot_phases(ax: Any, runs: list[dict[str, Any]], names: list[str]) -> None:
+    """Median seconds of the Ray phases of each ingest variant, stacked."""
+    bottom = [0.0] * len(names)
+    for phase in ("ray_start", "ray_data_planning", "first_batch", "ray_shutdown"):
+        heights = []
+        for name in names:
+            values = [r["phases"][phase] for r in runs if r["variant"] == name and phase in r.get("phases", {})]
+            heights.append(statistics.median(values) if values else 0.0)
+        ax.bar(range(len(names)), heights, bottom=bottom, label=phase)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("seconds (median)")
+    ax.set_title("the job's Ray phases")
+    ax.legend(fontsize=7)
 
 
 def save(runs: list[dict[str, Any]], args: argparse.Namespace, started: float, *, final: bool) -> dict[str, Any]:
