@@ -83,6 +83,16 @@ def test_a_larger_budget_buys_more_items_and_longer_text() -> None:
     assert extraction_schema() == ExtractionBatch.model_json_schema()  # no budget: the whole model
 
 
+def test_every_number_is_a_few_tokens() -> None:
+    """Unbounded, a JSON number has no digit limit: a small model wrote "0.5555…" until its budget ran out."""
+    schema = formation_schema(["ent_a"], 480)
+    salience = schema["$defs"]["FormedMemoryDraft"]["properties"]["salience"]
+    assert salience["multipleOf"] == 0.01 and salience["minimum"] == 0 and salience["maximum"] == 1
+    amount = extraction_schema(480)["$defs"]["EntityAttributeSet"]["properties"]["amount"]
+    numbers = [b for b in amount.get("anyOf", [amount]) if b.get("type") in ("number", "integer")]
+    assert numbers and all("minimum" in b and "maximum" in b for b in numbers)
+
+
 def test_what_the_system_fills_in_is_left_out_and_each_branch_names_itself() -> None:
     schema = extraction_schema(480)
     for name, node in schema["$defs"].items():
