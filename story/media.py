@@ -349,12 +349,14 @@ class Media:
     # -- what they share --------------------------------------------------------------------------
 
     def check_attachment(self, campaign_id: str, attachment: MediaAttachment) -> None:
-        """The entity, scene or turns an attachment names are the campaign's (the end turn below the start).
+        """The entity, scene or turns an attachment names are the campaign's (the end turn below the start), and
+        the campaign takes writes.
 
         Raises:
             InvalidReference: naming the field, when one is missing or another campaign's.
+            StoryInvalid: the campaign is archived.
         """
-        self.story.context(campaign_id)
+        self.writable(campaign_id)
         if attachment.entity_id is not None:
             self.require(campaign_id, "Entity", attachment.entity_id, "entity_id", "entity")
         if attachment.scene_id is not None:
@@ -367,6 +369,11 @@ class Media:
                 raise InvalidReference(
                     "end_turn_id", "the range's last turn must be the first or one after it on its line"
                 )
+
+    def writable(self, campaign_id: str) -> None:
+        """Refuse a write to an archived campaign (as its story refuses one), or to a missing one (404)."""
+        if self.story.context(campaign_id).archived:
+            raise StoryInvalid(f"campaign {campaign_id!r} is archived; unarchive it to change it")
 
     def require(self, campaign_id: str, label: str, uid: str, field: str, noun: str) -> dict[str, Any]:
         """The campaign's record ``uid`` of ``label``, else :class:`InvalidReference` naming ``field``."""

@@ -199,6 +199,7 @@ class Presentations:
             InvalidReference: a block names a take, media, blob or speaker the turn's campaign does not have.
         """
         turn = self.story.turn(presentation.turn_id)
+        self.media.writable(turn.campaign_id)
         self._check(turn, presentation)
         return self._store(turn, presentation, PresentationOrigin.SET, None)
 
@@ -249,6 +250,7 @@ class Presentations:
         if name not in RENDERERS:
             raise StoryInvalid(f"no presentation renderer {name!r} (known: {', '.join(sorted(RENDERERS))})")
         turn = self.story.turn(turn_id)
+        self.media.writable(turn.campaign_id)
         takes = [from_props(Take, r, key="id") for r in self.story.nodes(cypher.takes_of(turn_id))]
         take = next((t for t in takes if t.selected), None)
         if take is None and not turn.narration:

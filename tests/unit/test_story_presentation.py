@@ -396,3 +396,21 @@ def test_runners_racing_for_one_job_make_one_record(story: StoryService) -> None
     records = story.media.records(cid)
     assert sorted(r.job_id or "" for r in records) == sorted(j.id for j in jobs)
     assert {j.asset_id for j in done} == {r.id for r in records}
+
+
+def test_an_archived_campaign_takes_no_media_and_no_presentation(story: StoryService) -> None:
+    t = _table(story)
+    cid = t["campaign"]
+    story.archive_campaign(cid)
+    before = _dump(story)
+    with pytest.raises(StoryInvalid, match="archived"):
+        story.media.upload(cid, png(2, 2), mime="image/png", attachment=MediaAttachment())
+    with pytest.raises(StoryInvalid, match="archived"):
+        story.media.submit(MediaJob(campaign_id=cid, task="image", prompt="A gate"))
+    with pytest.raises(StoryInvalid, match="archived"):
+        story.presentations.regenerate(t["turn"])
+    with pytest.raises(StoryInvalid, match="archived"):
+        story.set_presentation(TurnPresentation(turn_id=t["turn"], blocks=[NarrationBlock(text="x")]))
+    assert _dump(story) == before
+    story.archive_campaign(cid, archived=False)
+    assert story.presentations.regenerate(t["turn"]).version == 1
