@@ -242,9 +242,8 @@ class HybridSearcher:
         use_rerank = self.reranker is not None and rerank is not False
         depth = max(self.config.candidates, limit * 3)
 
-        scope = self.scope.allowed(filters)
+        scope, hits_by_leg, citations = self._run_legs(query, filters, leg_weights, depth)
         allowed = scope.items
-        hits_by_leg, citations = self._run_legs(query, filters, scope, leg_weights, depth)
         fused = rrf(hits_by_leg, leg_weights, k=self.config.rrf_k)
         coverage_weight = self.config.coverage(weights)
         if coverage_weight > 0 and fused:
@@ -281,32 +280,57 @@ class HybridSearcher:
     # -- legs ----------------------------------------------------------------------------------
 
     def _run_legs(
-        self,
-        query: str,
-        filters: SearchFilters | None,
-        scope: Scope,
-        weights: dict[str, float],
-        depth: int,
-    ) -> tuple[dict[str, list[tuple[str, float]]], dict[str, _Citation]]:
-        allowed = scope.items
-        citations: dict[str, _Citation] = {}
-        legs: dict[str, list[tuple[str, float]]] = {}
-        if not allowed:
-            return {leg: [] for leg in LEGS if weights[leg] > 0}, citations
-        futures: dict[str, Future[Any]] = {}
-        runners: dict[str, Callable[[], Any]] = {
-            "text": lambda: self._text_leg(query, filters, depth),
-            "graph": lambda: self._graph_leg(query, scope, depth),
-        }
-        for leg, runner in runners.items():
-            if weights[leg] > 0 and self.config.parallel:
-                futures[leg] = self._submit(runner)
-        vector_hits, vector_seconds = self._vector_leg(query, filters, depth) if weights["vector"] > 0 else ([], 0.0)
-        results: dict[str, Any] = {}
-        for leg, runner in runners.items():
-            if weights[leg] > 0:
-                results[leg] = futures[leg].result() if leg in futures else runner()
+        self, query: str, filters: SearchFilters | None, weights: dict[str, float], depth: int
+    ) -> tuple[Scope, dict[str, list[tuple[str, float]]], dict[str, _Citation]]:
+        """The item scope and each leg's hits in the scope, with what they carry for citations.
 
+        With ``parallel``, the scope is read on the graph leg's thread, before that leg (the only one that
+        needs it first), while the BM25 leg runs on the other thread and the query is embedded here: the
+        other legs are cut to the scope afterwards, so the scope query is off the critical path.
+        """
+        citations: dict[str, _Citation] = {}
+
+        def scoped_graph() -> tuple[Scope, GraphLegResult | None]:
+            scope = self.scope.allowed(filters)
+            found = self._graph_leg(query, scope, depth) if weights["graph"] > 0 and scope.items else None
+            return scope, found
+
+        results: dict[str, Any] = {}
+        vector: tuple[list[VectorHit], float] = ([], 0.0)
+        if self.config.parallel:
+            text_future = self._submit(lambda: self._text_leg(query, filters, depth)) if weights["text"] > 0 else None
+            scope_future = self._submit(scoped_graph)
+            if weights["vector"] > 0:
+                vector = self._vector_leg(query, filters, depth)
+            scope, results["graph"] = scope_future.result()
+            if text_future is not None:
+                results["text"] = text_future.result()
+        else:
+            scope, results["graph"] = scoped_graph()
+            if scope.items:
+                if weights["text"] > 0:
+                    results["text"] = self._text_leg(query, filters, depth)
+                if weights["vector"] > 0:
+                    vector = self._vector_leg(query, filters, depth)
+        if not scope.items:
+            return scope, {leg: [] for leg in LEGS if weights[leg] > 0}, citations
+        if results["graph"] is None:
+            del results["graph"]
+        return (
+            scope,
+            self._in_scope(results, vector if weights["vector"] > 0 else None, scope.items, citations),
+            citations,
+        )
+
+    def _in_scope(
+        self,
+        results: dict[str, Any],
+        vector: tuple[list[VectorHit], float] | None,
+        allowed: dict[str, ScopedItem],
+        citations: dict[str, _Citation],
+    ) -> dict[str, list[tuple[str, float]]]:
+        """Each leg's hits of the allowed items, in its order, and what each hit carries for its citation."""
+        legs: dict[str, list[tuple[str, float]]] = {}
         if "text" in results:
             text_hits: list[TextHit]
             text_hits, text_seconds = results["text"]
@@ -326,7 +350,8 @@ class HybridSearcher:
                     highlights=tuple(hit.highlights),
                 )
             events.leg_results("text", [score for _, score in legs["text"]], text_seconds)
-        if weights["vector"] > 0:
+        if vector is not None:
+            vector_hits, vector_seconds = vector
             legs["vector"] = []
             for vhit in vector_hits:
                 payload = vhit.payload
@@ -350,7 +375,7 @@ class HybridSearcher:
                 legs["graph"].append((ghit.chunk_id, ghit.score))
                 citation = citations.setdefault(ghit.chunk_id, _Citation(item_uid=ghit.item_uid))
                 citation.concepts = tuple(dict.fromkeys(ghit.concepts))
-        return legs, citations
+        return legs
 
     def _coverage_leg(
         self, query: str, fused: list[Fused], citations: dict[str, _Citation], allowed: dict[str, ScopedItem]
