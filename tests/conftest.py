@@ -38,6 +38,27 @@ pytest_plugins = [
 ]
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Work units for pytest-xdist (``-n 2 --dist loadgroup`` in pyproject). One per module, so a module's
+    fixtures are set up once, on one worker. One, ``ray``, for every module with a test that starts a local Ray,
+    so that no two local Rays (nor Serve applications) run at once, as in a run without workers; and one,
+    ``cluster``, for the two-node cluster lane, whose Ray has its own ports and folder. These two are the longest,
+    so they go first, one to each worker, and the rest is shared out meanwhile. Runs before xdist's own hook,
+    which turns each ``xdist_group`` into the unit's name."""
+    ray_modules = {item.path for item in items if item.get_closest_marker("ray")}
+
+    def group(item: pytest.Item) -> str:
+        if item.get_closest_marker("cluster"):
+            return "cluster"
+        return "ray" if item.path in ray_modules else item.nodeid.split("::", 1)[0]
+
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group(item)))
+    first = {"cluster": 0, "ray": 1}
+    items.sort(key=lambda item: first.get(group(item), 2))  # stable: otherwise in the collection order
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _session_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Session-scoped fixtures get a data folder of the session's: never the default ``./.lorekeeper``,
