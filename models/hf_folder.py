@@ -34,7 +34,12 @@ def convert_to_folder(gguf: Path, dest: Path) -> Path:
     started = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    rebuilt = AutoModelForCausalLM.from_config(loaded.config, dtype=torch.float32)
+    config = loaded.config
+    # The config loaded from GGUF says how its weights were quantized; the folder's are plain float32, and
+    # a reader that saw the note (vLLM) would try to load them as GGUF.
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    rebuilt = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     missing, unexpected = rebuilt.load_state_dict(loaded.state_dict(), strict=False)
     if unexpected or [k for k in missing if "lm_head" not in k]:  # a tied output head is not in the dict
         raise ValueError(f"the rebuilt model does not take the weights: missing {missing}, unexpected {unexpected}")

@@ -74,6 +74,19 @@ class NarratorEngine(Protocol):
     async def close(self) -> None: ...
 
 
+def guidable_schema(schema: Any) -> Any:
+    """``schema`` with every ``oneOf`` read as ``anyOf``, which every guided-decoding backend takes.
+
+    Our unions are discriminated by a ``type`` constant, so their branches exclude each other and
+    the two mean the same; the guidance backend (vLLM's, llguidance in the local engine) refuses ``oneOf``.
+    """
+    if isinstance(schema, dict):
+        return {("anyOf" if k == "oneOf" else k): guidable_schema(v) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [guidable_schema(v) for v in schema]
+    return schema
+
+
 class EchoEngine:
     """Instant and deterministic: it retells the player's input. For tests and overhead benchmarks.
 
@@ -138,9 +151,16 @@ class OpenAIEngine:
                 if chunk.choices and chunk.choices[0].delta.content:
                     yield chunk.choices[0].delta.content
         except openai.APIError as exc:
-            raise Unavailable(
-                "narrator", f"the model endpoint failed: {type(exc).__name__}: {exc}", url=self.base_url
-            ) from None
+            raise self._failed(exc, "narrator") from None
+
+    def _failed(self, exc: Exception, role: str) -> LorekeeperError:
+        """Our error for the client's: a request the endpoint refused (400, 404, 422: a prompt beyond the
+        model's window, a schema it cannot take, an unknown model) is ours to fix; anything else a failure."""
+        import openai
+
+        if isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 404, 413, 422):
+            return InvalidRequest(role, f"the model endpoint refused the request ({exc.status_code}): {exc.message}")
+        return Unavailable(role, f"the model endpoint failed: {type(exc).__name__}: {exc}", url=self.base_url)
 
     async def structured(self, messages: list[Message], *, schema: dict[str, Any], max_tokens: int) -> str:
         import openai
@@ -153,13 +173,12 @@ class OpenAIEngine:
                 temperature=0.0,
                 response_format={
                     "type": "json_schema",
-                    "json_schema": {"name": "proposals", "schema": schema, "strict": False},
+                    # oneOf read as anyOf: guided-decoding servers (vLLM's guidance backend) refuse oneOf
+                    "json_schema": {"name": "proposals", "schema": guidable_schema(schema), "strict": False},
                 },
             )  # type: ignore[call-overload]
         except openai.APIError as exc:
-            raise Unavailable(
-                "extractor", f"the model endpoint failed: {type(exc).__name__}: {exc}", url=self.base_url
-            ) from None
+            raise self._failed(exc, "extractor") from None
         if response.choices[0].finish_reason == "length":
             raise AnswerTruncated.at("extractor", max_tokens)
         return response.choices[0].message.content or ""
@@ -263,18 +282,7 @@ class VLLMEngine:
             args["structured_outputs_config"] = StructuredOutputsConfig(**config)
         return args
 
-    @staticmethod
-    def _guidable(schema: Any) -> Any:
-        """``schema`` with every ``oneOf`` read as ``anyOf``, which every guided-decoding backend takes.
-
-        Our unions are discriminated by a ``type`` constant, so their branches exclude each other and
-        the two mean the same; the guidance backend refuses ``oneOf``.
-        """
-        if isinstance(schema, dict):
-            return {("anyOf" if k == "oneOf" else k): VLLMEngine._guidable(v) for k, v in schema.items()}
-        if isinstance(schema, list):
-            return [VLLMEngine._guidable(v) for v in schema]
-        return schema
+    _guidable = staticmethod(guidable_schema)  # the name the local engine and older callers use
 
     @staticmethod
     def _engine_errors() -> tuple[type[Exception], ...]:

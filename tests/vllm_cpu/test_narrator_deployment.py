@@ -29,7 +29,7 @@ MESSAGES = [
 
 
 @pytest.fixture(scope="module")
-def narrator(tiny_llama: Path) -> Iterator[Any]:
+def narrator(smollm2: Path) -> Iterator[Any]:
     """The Narrator application on local Ray (2 CPUs, no GPU); yields its handle."""
     import ray
     from ray import serve
@@ -40,7 +40,7 @@ def narrator(tiny_llama: Path) -> Iterator[Any]:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster needs no token
     # The serving settings are bound into the replica, as build_app binds them in production.
     settings = ServeSettings(
-        narrator_engine="vllm", narrator_model=str(tiny_llama), narrator_max_model_len=MAX_MODEL_LEN, **SMALL_WINDOW
+        narrator_engine="vllm", narrator_model=str(smollm2), narrator_max_model_len=MAX_MODEL_LEN, **SMALL_WINDOW
     )
     started = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": dict(LANE_ENV)})
@@ -57,11 +57,11 @@ def narrator(tiny_llama: Path) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def engine(narrator: Any, tiny_llama: Path) -> Any:
+def engine(narrator: Any, smollm2: Path) -> Any:
     from serve.deployments import RemoteEngine
 
-    assert narrator.model_name.remote().result(timeout_s=60) == str(tiny_llama)
-    return RemoteEngine(narrator, str(tiny_llama), campaign_id="campaign-a")
+    assert narrator.model_name.remote().result(timeout_s=60) == str(smollm2)
+    return RemoteEngine(narrator, str(smollm2), campaign_id="campaign-a")
 
 
 def test_the_replica_streams_a_narration(engine: Any, loop: asyncio.AbstractEventLoop) -> None:

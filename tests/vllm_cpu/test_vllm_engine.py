@@ -1,7 +1,7 @@
-"""The narrator's vLLM engine, for real, on vLLM's CPU build with a tiny random-weight model.
+"""The narrator's vLLM engine, for real, on vLLM's CPU build with the embedded default model.
 
-The weights are random, so the text is noise; what is tested is the path every real model takes:
-start-up, chat template, streaming, guided decoding against our schemas, and the prefix cache.
+SmolLM2-135M-Instruct (real weights, its own tokenizer and chat template): start-up, streaming,
+guided decoding against our schemas, the prefix cache, and the errors at the edge.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from narrator.engines import VLLMEngine, build_engine
+from narrator.engines import VLLMEngine, build_engine, guidable_schema
 from schemas.serving import EngineKind, ExtractionBatch, ServeSettings
 from tests.vllm_cpu.lane import MAX_MODEL_LEN, SMALL_WINDOW, TIMINGS
 
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow]
 
 SCENE = [
     # Long enough to fill whole KV blocks: only full blocks go into the prefix cache.
-    {"role": "system", "content": "You narrate a tabletop game. Keep to the rules and the scene. " * 8},
+    {"role": "system", "content": "You narrate a tabletop game. Keep to the rules and the scene. " * 24},
     {"role": "user", "content": "I push the tavern door open and look for the goblin."},
 ]
 
@@ -51,9 +51,9 @@ async def _collect(engine: VLLMEngine, messages: list[dict[str, str]], **kwargs:
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_llama: Path, loop: asyncio.AbstractEventLoop) -> Iterator[VLLMEngine]:
+def engine(smollm2: Path, loop: asyncio.AbstractEventLoop) -> Iterator[VLLMEngine]:
     """The engine, started (its first request starts it) and timed."""
-    engine = VLLMEngine(str(tiny_llama), max_model_len=MAX_MODEL_LEN, engine_kwargs={"max_num_seqs": 8})
+    engine = VLLMEngine(str(smollm2), max_model_len=MAX_MODEL_LEN, engine_kwargs={"max_num_seqs": 8})
     try:
         started = time.perf_counter()
         run(loop, _collect(engine, SCENE, max_tokens=1, temperature=0.0))
@@ -64,15 +64,15 @@ def engine(tiny_llama: Path, loop: asyncio.AbstractEventLoop) -> Iterator[VLLMEn
         run(loop, engine.close())
 
 
-def test_build_engine_picks_vllm_from_settings(tiny_llama: Path) -> None:
+def test_build_engine_picks_vllm_from_settings(smollm2: Path) -> None:
     settings = ServeSettings(
         narrator_engine=EngineKind.VLLM,
-        narrator_model=str(tiny_llama),
+        narrator_model=str(smollm2),
         narrator_max_model_len=MAX_MODEL_LEN,
         **SMALL_WINDOW,
     )
     engine = build_engine(settings)
-    assert isinstance(engine, VLLMEngine) and engine.model == str(tiny_llama)
+    assert isinstance(engine, VLLMEngine) and engine.model == str(smollm2)
     args = engine._engine_args()
     assert args["enable_prefix_caching"] is True and args["max_model_len"] == MAX_MODEL_LEN
     assert args["structured_outputs_config"].backend == "guidance"
@@ -99,6 +99,13 @@ def test_stream_pieces_make_the_whole_narration(engine: VLLMEngine, loop: asynci
     final = run(loop, whole())
     assert "".join(pieces) == final.outputs[0].text  # same seed, same tokens: the pieces are the whole
     TIMINGS["decode, 1 stream (per token)"] = elapsed / max(1, len(final.outputs[0].token_ids))
+
+
+def test_the_real_model_narrates_in_words(engine: VLLMEngine, loop: asyncio.AbstractEventLoop) -> None:
+    text = "".join(run(loop, _collect(engine, SCENE, max_tokens=48, temperature=0.0)))
+    words = [w for w in text.split() if w.strip(".,!?;:'\"").isalpha()]
+    assert len(words) >= 5, text  # English from a real model, not the noise of random weights
+    assert "<|im_end|>" not in text and "<|im_start|>" not in text  # the end-of-turn token stops it, unseen
 
 
 def test_streams_run_side_by_side(engine: VLLMEngine, loop: asyncio.AbstractEventLoop) -> None:
@@ -156,8 +163,8 @@ def test_structured_output_follows_the_proposals_schema(engine: VLLMEngine, loop
 
 
 def test_structured_output_writes_a_whole_proposal(engine: VLLMEngine, loop: asyncio.AbstractEventLoop) -> None:
-    # At least one proposal: the grammar must spell a discriminated, patterned, length-bounded
-    # proposal out of random logits, and close it within the token budget.
+    # At least one proposal: the grammar must lead the model through a discriminated, patterned,
+    # length-bounded proposal and close it within the token budget.
     schema = ExtractionBatch.model_json_schema()
     schema["properties"]["proposals"]["minItems"] = 1
     schema["properties"]["proposals"]["maxItems"] = 1
@@ -169,7 +176,7 @@ def test_structured_output_writes_a_whole_proposal(engine: VLLMEngine, loop: asy
 def test_guidable_reads_one_of_as_any_of() -> None:
     schema = ExtractionBatch.model_json_schema()
     assert "oneOf" in json.dumps(schema)
-    rewritten = json.dumps(VLLMEngine._guidable(schema))
+    rewritten = json.dumps(guidable_schema(schema))
     assert "oneOf" not in rewritten and rewritten.count("anyOf") == json.dumps(schema).count("anyOf") + json.dumps(
         schema
     ).count("oneOf")
