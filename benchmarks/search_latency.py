@@ -24,12 +24,20 @@ their latency is the real one, their ranking is not; each on every core (the def
 thread. ``hybrid`` runs the BM25 and graph legs on threads while the query is embedded (the default,
 ``HybridConfig.parallel``); ``hybrid sequential`` one leg after the other.
 
+Each series is also reported per query kind (the player questions, the questions naming a concept), and
+``hybrid no coverage`` is the default without the coverage leg. ``--before REV`` adds the search code of an
+earlier commit (``search/coverage.py`` and ``search/hybrid.py`` as they were there, on today's stores:
+``benchmarks/before.py``) as ``hybrid (before)`` and ``hybrid no coverage (before)``, interleaved with the
+rest, and gives each pair's share of queries with the same top 10.
+
 Usage::
 
     python benchmarks/search_latency.py                    # 100k chunks, ~8 min on 2 cores
     python benchmarks/search_latency.py --chunks 20000     # smaller, ~2 min
+    python benchmarks/search_latency.py --before REV --no-rerank --data-dir DIR   # before/after, kept data
 
-Writes benchmarks/results/search_latency.json and benchmarks/results/search_latency.png.
+Writes benchmarks/results/search_latency.json and benchmarks/results/search_latency.png
+(``search_latency_<N>k.*`` for another ``--chunks``).
 """
 
 from __future__ import annotations
@@ -293,40 +301,69 @@ def load(settings: Any, n_chunks: int, n_embedded: int, seed: int = 7) -> dict[s
 # -- measuring ------------------------------------------------------------------------------------
 
 
-def queries(vocab: list[str], n: int, seed: int = 11) -> list[str]:
+PLAYER_QUESTION = "player question"
+NAMES_A_CONCEPT = "names a concept"
+
+
+def queries(vocab: list[str], n: int, seed: int = 11) -> list[tuple[str, str]]:
+    """``n`` queries and their kind: the player questions of ``QUESTIONS`` and "how does X work" questions
+    over vocabulary names, shuffled."""
     rng = random.Random(seed)
-    asked = [json.loads(line)["query"] for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    asked = [
+        (json.loads(line)["query"], PLAYER_QUESTION)
+        for line in QUESTIONS.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
     forms = ["how does {} work", "what is {}", "rules for {}", "{} in combat", "can I use {} on my turn"]
     while len(asked) < n:
-        asked.append(rng.choice(forms).format(rng.choice(vocab)))
+        asked.append((rng.choice(forms).format(rng.choice(vocab)), NAMES_A_CONCEPT))
     rng.shuffle(asked)
     return asked[:n]
 
 
-def summarise(times: list[float], found: int) -> dict[str, Any]:
+def summarise(times: list[float], found: int, kinds: list[str] | None = None) -> dict[str, Any]:
     arr = np.asarray(times)
-    return {
+    row: dict[str, Any] = {
         "queries": len(times),
         "p50_ms": round(float(np.percentile(arr, 50)), 2),
         "p95_ms": round(float(np.percentile(arr, 95)), 2),
         "mean_ms": round(float(arr.mean()), 2),
         "with_hits": found,
     }
+    if kinds is not None:
+        row["by_kind"] = {
+            kind: {
+                "queries": len(sub),
+                "p50_ms": round(float(np.percentile(sub, 50)), 2),
+                "p95_ms": round(float(np.percentile(sub, 95)), 2),
+            }
+            for kind in sorted(set(kinds))
+            if len(sub := [t for t, k in zip(times, kinds, strict=True) if k == kind])
+        }
+    return row
 
 
 def measure(
-    series: dict[str, tuple[Any, dict[str, Any]]], qs: list[str], *, every: dict[str, int]
+    series: dict[str, tuple[Any, dict[str, Any]]],
+    qs: list[tuple[str, str]],
+    *,
+    every: dict[str, int],
+    pairs: dict[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """p50/p95 of each series, interleaved: every query runs through every series in turn (the series
-    that run on every ``every[name]``-th query only skip the others), so the load of a shared machine
-    weighs on all of them alike and the ratios hold within one run."""
+    """p50/p95 of each series (and per query kind), interleaved: every query runs through every series in
+    turn (the series that run on every ``every[name]``-th query only skip the others), so the load of a
+    shared machine weighs on all of them alike and the ratios hold within one run. ``pairs``: series →
+    the series it replaces (its "before"); each gets the share of queries whose top 10 is the same list
+    as its before's, and the mean overlap of the two top-10 sets."""
     for searcher, kwargs in series.values():  # warm-up: caches, lazy model loads, first HNSW pages
-        for q in qs[:3]:
+        for q, _ in qs[:3]:
             searcher.search(q, limit=10, **kwargs)
     times: dict[str, list[float]] = {name: [] for name in series}
+    kinds: dict[str, list[str]] = {name: [] for name in series}
     found: dict[str, int] = dict.fromkeys(series, 0)
+    tops: dict[str, list[list[str]]] = {name: [] for name in series}
     names = list(series)
-    for i, q in enumerate(qs):
+    for i, (q, kind) in enumerate(qs):
         for name in names[i % len(names) :] + names[: i % len(names)]:  # rotate who goes first
             if i % every.get(name, 1):
                 continue
@@ -334,8 +371,16 @@ def measure(
             t0 = time.perf_counter()
             hits = searcher.search(q, limit=10, **kwargs)
             times[name].append((time.perf_counter() - t0) * 1000)
+            kinds[name].append(kind)
             found[name] += bool(hits)
-    return {name: summarise(times[name], found[name]) for name in names}
+            tops[name].append([h.chunk_id for h in hits])
+    out = {name: summarise(times[name], found[name], kinds[name]) for name in names}
+    for name, before in (pairs or {}).items():
+        same = [a == b for a, b in zip(tops[name], tops[before], strict=True)]
+        overlap = [len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(tops[name], tops[before], strict=True)]
+        out[name]["same_top10_as_before"] = round(sum(same) / max(1, len(same)), 3)
+        out[name]["top10_overlap_with_before"] = round(float(np.mean(overlap)), 3)
+    return out
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -356,7 +401,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
     for x, v in zip(xs, p95, strict=True):
         ax.text(x + width / 2, v * 1.03, f"{v:.1f}", ha="center", fontsize=8)
     ax.axhline(GOAL_P95_MS, color="green", linestyle="--", linewidth=1, label=f"goal p95 {GOAL_P95_MS:.0f} ms")
-    ax.axhline(GOAL_RERANK_P95_MS, color="red", linestyle=":", linewidth=1, label="goal p95 with rerank 150 ms")
+    if any("rerank" in n for n in names):
+        ax.axhline(GOAL_RERANK_P95_MS, color="red", linestyle=":", linewidth=1, label="goal p95 with rerank 150 ms")
     ax.set_xticks(xs, names, rotation=25, fontsize=8, ha="right")
     ax.set_yscale("log")
     ax.set_ylabel("ms per search (log scale)")
@@ -374,6 +420,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rerank-every", type=int, default=4, help="re-ranked series run every Nth query")
     parser.add_argument("--data-dir", type=Path, help="load here, or reuse it when it already holds the chunks")
+    parser.add_argument(
+        "--before",
+        metavar="REV",
+        help="also time the search code of commit REV (search/coverage.py and search/hybrid.py as they were "
+        "there: benchmarks/before.py), interleaved, with and without the coverage leg, and compare top 10s",
+    )
+    parser.add_argument("--no-rerank", action="store_true", help="leave the re-ranked series out (a quicker run)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 
@@ -395,9 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     from search.hybrid import HybridSearcher
     from search.service import open_searcher
 
-    reranker = untrained_cross_encoder(work / "minilm-l6-cross-encoder", layers=6)
-    small_model = untrained_cross_encoder(work / "minilm-l2-cross-encoder", layers=2)
-    rerank_settings = load_settings(data_dir=data_dir, reranker_model=str(reranker))
+    rerank = not args.no_rerank
+    reranker = untrained_cross_encoder(work / "minilm-l6-cross-encoder", layers=6) if rerank else None
+    small_model = untrained_cross_encoder(work / "minilm-l2-cross-encoder", layers=2) if rerank else None
+    rerank_settings = load_settings(data_dir=data_dir, reranker_model=str(reranker) if reranker else None)
     lore = SearchFilters(library_type="lore")
     with open_searcher(rerank_settings) as searcher:
         searcher.load()
@@ -412,28 +466,49 @@ def main(argv: list[str] | None = None) -> int:
                 **changes,
             )
 
-        # The searcher's own re-ranker comes from the settings (every core by default).
-        large_one_thread = CrossEncoderReranker(RerankConfig(model=str(reranker), threads=1))
-        small_all_cores = CrossEncoderReranker(RerankConfig(model=str(small_model), threads=None))
-        small_one_thread = CrossEncoderReranker(RerankConfig(model=str(small_model), threads=1))
-        for r in (large_one_thread, small_all_cores, small_one_thread):
-            r.load()
+        no_coverage = sibling(config={"coverage_weight": 0.0})
         runs: dict[str, tuple[Any, dict[str, Any]]] = {
             "vector": (searcher, {"weights": LegWeights(vector=1, text=0, graph=0), "rerank": False}),
             "text": (searcher, {"weights": LegWeights(vector=0, text=1, graph=0), "rerank": False}),
             "graph": (searcher, {"weights": LegWeights(vector=0, text=0, graph=1), "rerank": False}),
             "hybrid": (searcher, {"rerank": False}),
+            "hybrid no coverage": (no_coverage, {"rerank": False}),
             "hybrid filtered": (searcher, {"rerank": False, "filters": lore}),
-            "hybrid sequential": (sibling(config={"parallel": False}), {}),
-            "hybrid+rerank": (searcher, {"rerank": True}),
-            "hybrid+rerank 1 thread": (sibling(reranker=large_one_thread), {}),
-            "hybrid+rerank L2": (sibling(reranker=small_all_cores), {}),
-            "hybrid+rerank L2 1 thread": (sibling(reranker=small_one_thread), {}),
+            "hybrid sequential": (sibling(config={"parallel": False}), {"rerank": False}),
         }
+        pairs: dict[str, str] = {}
+        if args.before:
+            from benchmarks.before import modules_at
+
+            old = modules_at(args.before, ["search/coverage.py", "search/hybrid.py"])["search.hybrid"]
+            for name, changes in (("hybrid", {}), ("hybrid no coverage", {"coverage_weight": 0.0})):
+                before = old.HybridSearcher(
+                    text=searcher.text,
+                    vectors=searcher.vectors,
+                    graph=searcher.graph,
+                    embedder=searcher.embedder,
+                    config=old.HybridConfig(**searcher.config.model_copy(update=changes).model_dump()),
+                )
+                runs[f"{name} (before)"] = (before, {"rerank": False})
+                pairs[name] = f"{name} (before)"
+        if rerank:
+            # The searcher's own re-ranker comes from the settings (every core by default).
+            large_one_thread = CrossEncoderReranker(RerankConfig(model=str(reranker), threads=1))
+            small_all_cores = CrossEncoderReranker(RerankConfig(model=str(small_model), threads=None))
+            small_one_thread = CrossEncoderReranker(RerankConfig(model=str(small_model), threads=1))
+            for r in (large_one_thread, small_all_cores, small_one_thread):
+                r.load()
+            runs |= {
+                "hybrid+rerank": (searcher, {"rerank": True}),
+                "hybrid+rerank 1 thread": (sibling(reranker=large_one_thread), {}),
+                "hybrid+rerank L2": (sibling(reranker=small_all_cores), {}),
+                "hybrid+rerank L2 1 thread": (sibling(reranker=small_one_thread), {}),
+            }
         rerank_every = {name: args.rerank_every for name in runs if "rerank" in name}
-        series = measure(runs, qs, every=rerank_every)
+        series = measure(runs, qs, every=rerank_every, pairs=pairs)
         for name, row in series.items():
-            print(f"{name:26s} p50 {row['p50_ms']:8.2f} ms  p95 {row['p95_ms']:8.2f} ms  n={row['queries']}")
+            same = f"  same top 10 as before {row['same_top10_as_before']:.3f}" if name in pairs else ""
+            print(f"{name:26s} p50 {row['p50_ms']:8.2f} ms  p95 {row['p95_ms']:8.2f} ms  n={row['queries']}{same}")
         config = searcher.config.model_dump(mode="json")
     data = {k: v for k, v in data.items() if k != "vocabulary"}
     report = {
@@ -450,23 +525,40 @@ def main(argv: list[str] | None = None) -> int:
         "goals_ms": {"p95_without_rerank": GOAL_P95_MS, "p95_with_rerank": GOAL_RERANK_P95_MS},
         "goals_met": {
             "p95_without_rerank": series["hybrid"]["p95_ms"] <= GOAL_P95_MS,
-            "p95_with_rerank": series["hybrid+rerank"]["p95_ms"] <= GOAL_RERANK_P95_MS,
-            "p95_with_rerank_L2": series["hybrid+rerank L2"]["p95_ms"] <= GOAL_RERANK_P95_MS,
+            "p95_without_rerank_no_coverage": series["hybrid no coverage"]["p95_ms"] <= GOAL_P95_MS,
+            **(
+                {
+                    "p95_with_rerank": series["hybrid+rerank"]["p95_ms"] <= GOAL_RERANK_P95_MS,
+                    "p95_with_rerank_L2": series["hybrid+rerank L2"]["p95_ms"] <= GOAL_RERANK_P95_MS,
+                }
+                if rerank
+                else {}
+            ),
         },
         "ratios": {
             "hybrid_over_fastest_leg_p95": round(
                 series["hybrid"]["p95_ms"] / min(series[n]["p95_ms"] for n in ("vector", "text", "graph")), 2
             ),
-            "rerank_over_hybrid_p95": round(series["hybrid+rerank"]["p95_ms"] / series["hybrid"]["p95_ms"], 2),
             "threads_over_sequential_p95": round(series["hybrid"]["p95_ms"] / series["hybrid sequential"]["p95_ms"], 2),
+            **(
+                {"rerank_over_hybrid_p95": round(series["hybrid+rerank"]["p95_ms"] / series["hybrid"]["p95_ms"], 2)}
+                if rerank
+                else {}
+            ),
+            **{
+                f"{name}_over_before_p95": round(series[name]["p95_ms"] / series[before]["p95_ms"], 2)
+                for name, before in pairs.items()
+            },
         },
+        "before": {"rev": args.before, "modules": ["search/coverage.py", "search/hybrid.py"]} if args.before else None,
         "machine": machine_info(load_average=True),
         "wall_s": round(time.perf_counter() - started, 1),
         "series": series,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "search_latency.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    plot(report, args.out / "search_latency.png")
+    stem = "search_latency" if args.chunks == 100_000 else f"search_latency_{args.chunks // 1000}k"
+    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    plot(report, args.out / f"{stem}.png")
     print(json.dumps({k: report[k] for k in ("goals_met", "ratios", "wall_s")}))
     return 0
 
