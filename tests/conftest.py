@@ -12,8 +12,10 @@ variables are unset under the ``integration`` marker.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,25 +40,51 @@ pytest_plugins = [
 ]
 
 
-@pytest.hookimpl(tryfirst=True)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def _marked_modules(marker: str) -> frozenset[str]:
+    """Test modules (rootdir-relative paths) whose source marks a test, or the module, with ``marker``."""
+    return frozenset(
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "tests").rglob("test_*.py")
+        if f"pytest.mark.{marker}" in path.read_text(encoding="utf-8")
+    )
+
+
+def work_unit(nodeid: str) -> str:
+    """The pytest-xdist work unit of a test: ``cluster`` for the two-node cluster lane (its Ray has ports and a
+    folder of its own), ``ray`` for every module with a test that starts a local Ray (so no two local Rays, nor
+    two Serve applications, run at once, as in a run without workers), else its module (so a module's fixtures
+    are set up once, on one worker)."""
+    module = nodeid.split("::", 1)[0]
+    if module in _marked_modules("cluster"):
+        return "cluster"
+    return "ray" if module in _marked_modules("ray") else module
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``-n 2 --dist loadscope`` (pyproject) hands out the units of :func:`work_unit`, in the collection order
+    (``--no-loadscope-reorder``; :func:`pytest_collection_modifyitems` puts the two long ones first, so each
+    worker starts with one of them and the rest is shared out meanwhile). xdist's own ``loadgroup`` cannot be
+    used: it renames the items' node ids, which pytest 9 no longer reads."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return WorkUnits(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Work units for pytest-xdist (``-n 2 --dist loadgroup`` in pyproject). One per module, so a module's
-    fixtures are set up once, on one worker. One, ``ray``, for every module with a test that starts a local Ray,
-    so that no two local Rays (nor Serve applications) run at once, as in a run without workers; and one,
-    ``cluster``, for the two-node cluster lane, whose Ray has its own ports and folder. These two are the longest,
-    so they go first, one to each worker, and the rest is shared out meanwhile. Runs before xdist's own hook,
-    which turns each ``xdist_group`` into the unit's name."""
-    ray_modules = {item.path for item in items if item.get_closest_marker("ray")}
-
-    def group(item: pytest.Item) -> str:
-        if item.get_closest_marker("cluster"):
-            return "cluster"
-        return "ray" if item.path in ray_modules else item.nodeid.split("::", 1)[0]
-
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group(item)))
+    """The cluster lane first, then the modules that start Ray, then the rest in the collection order."""
     first = {"cluster": 0, "ray": 1}
-    items.sort(key=lambda item: first.get(group(item), 2))  # stable: otherwise in the collection order
+    items.sort(key=lambda item: first.get(work_unit(item.nodeid), 2))  # a stable sort
 
 
 @pytest.fixture(scope="session", autouse=True)
