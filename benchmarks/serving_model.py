@@ -203,7 +203,7 @@ def bare_vllm(engine: Any, max_tokens: int) -> Any:
     return one
 
 
-async def build(kind: str, levels: list[int]) -> tuple[Any, Any]:
+async def build(kind: str, levels: list[int], block_size: int) -> tuple[Any, Any]:
     """The engine, started, and its tokenizer."""
     if kind == "local":
         from narrator.local_engine import LocalEngine
@@ -215,18 +215,21 @@ async def build(kind: str, levels: list[int]) -> tuple[Any, Any]:
     from narrator.engines import VLLMEngine
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    engine = VLLMEngine(str(converted_default_model()), max_model_len=2048, engine_kwargs={"max_num_seqs": max(levels)})
+    kwargs = {"max_num_seqs": max(levels), "block_size": block_size}
+    engine = VLLMEngine(str(converted_default_model()), max_model_len=2048, engine_kwargs=kwargs)
     return engine, None
 
 
-async def run_all(kind: str, levels: list[int], turns: int, max_tokens: int, data: Path) -> dict[str, Any]:
+async def run_all(
+    kind: str, levels: list[int], turns: int, max_tokens: int, data: Path, block_size: int
+) -> dict[str, Any]:
     from narrator.engines import EchoEngine
     from schemas.serving import ServeSettings
     from schemas.settings import load_settings
     from schemas.story import StoryProfile
     from serve.services import SingleEngine, open_services
 
-    engine, tokenizer = await build(kind, levels)
+    engine, tokenizer = await build(kind, levels, block_size)
     started = time.perf_counter()
     async for _ in engine.stream([{"role": "user", "content": "Hello."}], max_tokens=1, temperature=0.0):
         pass
@@ -313,11 +316,17 @@ def main() -> None:
     parser.add_argument("--levels", default="1,8,32", help="Concurrent tables, comma separated.")
     parser.add_argument("--turns", type=int, default=2, help="Turns each table plays.")
     parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--block-size", type=int, default=16, help="vLLM's KV block size (its CPU default: 128).")
+    parser.add_argument("--plot-only", metavar="ENGINE", help="Only redraw the plot of a results JSON.")
     args = parser.parse_args()
+    if args.plot_only:
+        name = f"serving_model_{args.plot_only}"
+        plot(json.loads((RESULTS / f"{name}.json").read_text()), RESULTS / f"{name}.png")
+        return
     levels = [int(x) for x in args.levels.split(",")]
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="lk-serving-model-") as tmp:
-        paths = asyncio.run(run_all(args.engine, levels, args.turns, args.max_tokens, Path(tmp)))
+        paths = asyncio.run(run_all(args.engine, levels, args.turns, args.max_tokens, Path(tmp), args.block_size))
     start_s, cache = paths.pop("engine_start_s"), paths.pop("prefix_cache")
     narrator, bare = paths["narrator"], paths["bare"]
     ratios = {
@@ -335,6 +344,7 @@ def main() -> None:
         "levels": levels,
         "turns_per_table": args.turns,
         "max_tokens": args.max_tokens,
+        "vllm_block_size": args.block_size if args.engine == "vllm" else None,
         "engine_start_s": start_s,
         "paths": paths,
         "ratio_narrator_to_bare": ratios,
@@ -345,7 +355,10 @@ def main() -> None:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"serving_model_{args.engine}.json").write_text(json.dumps(results, indent=2) + "\n")
-    plot(results, RESULTS / f"serving_model_{args.engine}.png")
+    try:
+        plot(results, RESULTS / f"serving_model_{args.engine}.png")
+    except ImportError:  # the vLLM lane's environment has no matplotlib: plot_only redraws from the JSON
+        print("no matplotlib here: run `.venv/bin/python benchmarks/serving_model.py --plot-only ENGINE`")
     print(json.dumps({"ratios": ratios, "prefix_cache": cache, "load": results["machine"]["load_after"]}))
 
 

@@ -20,7 +20,7 @@ import pytest
 from schemas.serving import ExtractionBatch
 from tests.vllm_cpu.lane import LANE_ENV, MAX_MODEL_LEN, SMALL_WINDOW, TIMINGS
 
-pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 MESSAGES = [
     {"role": "system", "content": "You narrate a tabletop game."},
@@ -69,7 +69,8 @@ def test_the_replica_streams_a_narration(engine: Any, loop: asyncio.AbstractEven
         return [piece async for piece in engine.stream(MESSAGES, max_tokens=32, temperature=0.8, seed=3)]
 
     started = time.perf_counter()
-    pieces = loop.run_until_complete(asyncio.wait_for(narrate(), timeout=600))
+    # the replica starts vLLM on the first request: minutes for the 30-layer model on shared cores
+    pieces = loop.run_until_complete(asyncio.wait_for(narrate(), timeout=1500))
     TIMINGS["first narration through Serve (engine start incl.)"] = time.perf_counter() - started
     assert pieces and all(isinstance(piece, str) and piece for piece in pieces)
 

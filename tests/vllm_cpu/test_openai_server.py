@@ -26,7 +26,7 @@ import pytest
 from schemas.serving import ExtractionBatch
 from tests.vllm_cpu.lane import LANE_ENV, MAX_MODEL_LEN, TIMINGS
 
-pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SERVED = "smollm2"
 SCENE = [
@@ -53,7 +53,7 @@ def server_command(model: Path, port: int, *, max_num_seqs: int = 8) -> list[str
     ]  # fmt: skip
 
 
-def wait_until_up(process: subprocess.Popen[bytes], base: str, log: Path, timeout_s: float = 600) -> None:
+def wait_until_up(process: subprocess.Popen[bytes], base: str, log: Path, timeout_s: float = 1500) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -18,7 +18,7 @@ import pytest
 from schemas.serving import EngineKind, ServeSettings
 from tests.vllm_cpu.lane import TIMINGS
 
-pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 API = "/api/v1"
 

@@ -20,7 +20,8 @@ from narrator.engines import VLLMEngine, build_engine, guidable_schema
 from schemas.serving import EngineKind, ExtractionBatch, ServeSettings
 from tests.vllm_cpu.lane import MAX_MODEL_LEN, SMALL_WINDOW, TIMINGS
 
-pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow]
+# the engine starts in minutes on shared cores
+pytestmark = [pytest.mark.vllm_cpu, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SCENE = [
     # Long enough to fill whole KV blocks: only full blocks go into the prefix cache.
