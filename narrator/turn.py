@@ -117,7 +117,7 @@ class TurnFlow:
             self.story.add_turn, campaign_id, request.text, input_mode=request.input_mode, speaker=request.speaker
         )
         yield {"event": "turn", "turn_id": turn.id, "branch_id": turn.branch_id, "depth": turn.depth}
-        async for event in self._narrate(campaign_id, turn, request.text, viewer):
+        async for event in self._narrate(campaign_id, turn, request.text, viewer, seed=request.seed):
             yield event
 
     async def retake(
@@ -132,7 +132,7 @@ class TurnFlow:
             yield event
 
     async def _narrate(
-        self, campaign_id: str, turn: Turn, text: str, viewer: Viewer | None = None
+        self, campaign_id: str, turn: Turn, text: str, viewer: Viewer | None = None, *, seed: int | None = None
     ) -> AsyncIterator[dict[str, Any]]:
         engines = await asyncio.to_thread(self.engines_for, campaign_id)
         engine = engines.narrator
@@ -147,6 +147,7 @@ class TurnFlow:
                 assembled.messages,
                 max_tokens=self.settings.narrator_max_tokens,
                 temperature=self.settings.narrator_temperature,
+                seed=seed,
             ):
                 if first is None:
                     first = time.perf_counter() - started
@@ -170,6 +171,7 @@ class TurnFlow:
             latency_ms=latency * 1000,
             time_to_first_token_ms=(first or latency) * 1000,
             temperature=self.settings.narrator_temperature,
+            seed=seed,
             prompt_snapshot_id=assembled.snapshot.id,
         )
         take = await asyncio.to_thread(self._keep, turn, narration, generation, assembled)

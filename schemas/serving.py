@@ -389,6 +389,13 @@ class TurnRequest(_Body):
     input_mode: InputMode = InputMode.ACTION
     speaker: Speaker | None = None
     stream: bool = Field(default=False, description="Stream the narration as server-sent events.")
+    seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**32 - 1,
+        description="Sampling seed of the narration: the same seed, prompt and model narrate the same text on one "
+        "machine (None: unseeded). Recorded in the turn's generation metadata.",
+    )
 
 
 class TakeRequest(_Body):
