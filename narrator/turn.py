@@ -128,15 +128,28 @@ class TurnFlow:
         if turn.campaign_id != campaign_id:
             raise NotFound("story", f"no turn {turn_id!r} in campaign {campaign_id!r}")
         yield {"event": "turn", "turn_id": turn.id, "branch_id": turn.branch_id, "depth": turn.depth}
-        async for event in self._narrate(campaign_id, turn, turn.text, viewer):
+        # a retake's rewind may have forked at the turn: the new take is told from the head's branch, which
+        # sees none of the canon committed at the turn after its first take (the state read does the same)
+        campaign = await asyncio.to_thread(self.story.get_campaign, campaign_id)
+        seen_from = campaign.active_branch_id if campaign.head_turn_id == turn.id else None
+        async for event in self._narrate(campaign_id, turn, turn.text, viewer, seen_from=seen_from):
             yield event
 
     async def _narrate(
-        self, campaign_id: str, turn: Turn, text: str, viewer: Viewer | None = None, *, seed: int | None = None
+        self,
+        campaign_id: str,
+        turn: Turn,
+        text: str,
+        viewer: Viewer | None = None,
+        *,
+        seen_from: str | None = None,
+        seed: int | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         engines = await asyncio.to_thread(self.engines_for, campaign_id)
         engine = engines.narrator
-        assembled, state = await asyncio.to_thread(self._assemble, campaign_id, turn, text, engine.model, viewer)
+        assembled, state = await asyncio.to_thread(
+            self._assemble, campaign_id, turn, text, engine.model, viewer, seen_from=seen_from
+        )
         assembled.snapshot.calls = self._calls(engines)
         started = time.perf_counter()
         first: float | None = None
@@ -228,17 +241,26 @@ class TurnFlow:
     # -- the blocking parts (run in a worker thread) ---------------------------------------------
 
     def _assemble(
-        self, campaign_id: str, turn: Turn, text: str, model: str, viewer: Viewer | None = None
+        self,
+        campaign_id: str,
+        turn: Turn,
+        text: str,
+        model: str,
+        viewer: Viewer | None = None,
+        *,
+        seen_from: str | None = None,
     ) -> tuple[Assembled, WorldStateView]:
         """The prompt, and the state it shows (the extractor reuses it): for a player's turn (``viewer``), only
         the records that player may see.
 
         Everything the story holds for the turn comes in one call (:meth:`StoryService.turn_context`,
         a few graph round trips); the knowledge search and the recall (one embedding of the input,
-        shared, which releases the GIL, and two index queries each) run beside it.
+        shared, which releases the GIL, and two index queries each) run beside it. ``seen_from``: the branch
+        the turn is recalled from (a retake's head branch; None: the turn's own).
         """
         search = self._pool.submit(self._knowledge, campaign_id, text)
-        recall = self._pool.submit(self._recall, campaign_id, turn, text, filtered=viewer is not None)
+        filtered = viewer is not None
+        recall = self._pool.submit(self._recall, campaign_id, turn, text, filtered=filtered, seen_from=seen_from)
         context = self.story.turn_context(campaign_id, turn=turn, recent=self.settings.recent_turns)
         notes = self.story.triggers.notes_for(turn)
         hits, retrieval_error = search.result()
@@ -295,7 +317,7 @@ class TurnFlow:
             return [], f"knowledge search failed: {exc.client_message}"
 
     def _recall(
-        self, campaign_id: str, turn: Turn, text: str, *, filtered: bool = False
+        self, campaign_id: str, turn: Turn, text: str, *, filtered: bool = False, seen_from: str | None = None
     ) -> tuple[list[RecallHit] | None, str | None]:
         """What the campaign recalls for the input on the turn's line, or None and why it could not.
 
@@ -303,6 +325,7 @@ class TurnFlow:
         memories instead). Recall is a help, like knowledge: when it fails the turn goes on without
         it (event ``recall_failed``), and its record and the response say why. ``filtered``: the hits
         will be cut to what a seat may see, so four times as many are asked for (as the API's recall does).
+        ``seen_from``: the branch the turn is seen from (None: its own).
         """
         if self.story.recall_index is None or not text.strip() or not self.settings.recall_hits:
             return None, None
@@ -311,7 +334,8 @@ class TurnFlow:
         wanted = self.settings.recall_hits * (4 if filtered else 1)
         limit = min(100, wanted + self.settings.recent_turns + 1)
         try:
-            return self.story.recall(campaign_id, text, as_of_turn_id=turn.id, limit=limit), None
+            hits = self.story.recall(campaign_id, text, as_of_turn_id=turn.id, branch_id=seen_from, limit=limit)
+            return hits, None
         except Exception as exc:  # noqa: BLE001 - the memory index is derived and optional: never fail a turn on it
             message = exc.client_message if isinstance(exc, LorekeeperError) else type(exc).__name__
             log.warning("recall_failed", campaign_id=campaign_id, turn_id=turn.id, error=repr(exc))

@@ -325,18 +325,33 @@ class Recollection:
         query: str,
         *,
         as_of_turn_id: str | None = None,
+        branch_id: str | None = None,
         observer_entity_id: str | None = None,
         kinds: Iterable[RecallKind] | None = None,
         limit: int = 10,
     ) -> list[RecallHit]:
-        """What the campaign remembers of ``query``: records on the lineage of the head (or of
-        ``as_of_turn_id``), optionally only those ``observer_entity_id`` witnessed, best first."""
+        """What the campaign remembers of ``query``: records on the lineage of a position, optionally only
+        those ``observer_entity_id`` witnessed, best first.
+
+        The position is the head (or ``branch_id``'s tip); or ``as_of_turn_id`` on its own branch (a turn is
+        its own position whatever the head); or that turn seen from ``branch_id`` (a branch whose line holds it), as
+        :meth:`story.service.StoryService.state` reads it. A record is on the position's lineage when its
+        place (branch, depth, and for what a scene's end made its commit sequence number) is: a branch
+        forked at a turn sees, on the line it left, only what was committed there before the fork. So a
+        retake, whose rewind forked at the retaken turn, recalls from the head's branch none of the canon
+        committed at that turn after its first take, and the turn on its own branch still recalls it.
+
+        Raises:
+            RecallUnavailable: no memory index is configured.
+            StoryNotFound: no such turn or branch in the campaign.
+            StoryInvalid: the turn is not on the line of ``branch_id``.
+        """
         if self.index is None:
             raise RecallUnavailable("no memory index is configured for this story service")
         ctx = self.story.context(campaign_id)
         if as_of_turn_id is None and ctx.head is None:
             return []
-        lineage = self.core.lineage_for(ctx, as_of_turn_id)
+        lineage = self.core.lineage_for(ctx, as_of_turn_id, branch_id)
         return self.index.search(
             campaign_id, query, lineage=lineage, observer=observer_entity_id, kinds=kinds, limit=limit
         )

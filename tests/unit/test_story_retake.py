@@ -69,13 +69,6 @@ def test_a_retake_prompt_shows_the_world_rewound_to_before_the_turn(story: Story
     assert live == _names(story, cid)  # the live world went along in the same transaction
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: recall as of the head's turn read from the head's line (90c49c2) made the randomized "
-    "lineage replay (test_recall_isolation) fail in 2 to 5 of 6 runs (a scene's outcome recalled across a fork), "
-    "so that change is taken back until recall keeps both; a retake's new prompt may recall canon committed "
-    "at the retaken turn after it",
-)
 def test_a_retake_recalls_nothing_committed_at_or_after_the_turn(recalling_story: StoryService) -> None:
     story = recalling_story
     cid, turn_id, _ = _table(story, "Is that a dragon in the sky?")
