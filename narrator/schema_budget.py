@@ -11,7 +11,8 @@ embedded SmolLM2-135M at the extractor's 192–320-token budget, 5 of 6 scenes' 
 - optional properties the caller names in ``omit`` (what the system fills in itself: ids of the
   event, turn and scene, visibility) are removed, and constant discriminators (``"type": "entity"``)
   become required, so the answer always names its branch;
-- every string gets a ``maxLength`` (identifiers, i.e. strings with a ``pattern``, a shorter one),
+- every string gets a ``maxLength`` (identifiers, i.e. strings with a ``pattern``, a shorter one; free
+  text a pattern without control characters, see :data:`PLAIN_TEXT`),
   every number a range and a step of 0.01 (else "0.5555…" runs to the budget's end: measured, a
   LoCoMo scene's memories were cut at 480 tokens with a 432-token estimate), nested lists a
   ``maxItems`` and free-form maps a ``maxProperties``;
@@ -42,6 +43,11 @@ LEVELS = ((240, 4), (160, 4), (120, 3), (80, 2), (60, 2), (40, 1))
 """The bounds tried, loosest first: the ``maxLength`` of free text (identifiers get a third of it, at least
 24) and the ``maxItems`` of a list inside an item (aliases, participants, a state change's events), which
 is also the ``maxProperties`` of a free-form map."""
+
+PLAIN_TEXT = r"^[^\\\x00-\x1f]*$"
+"""Free text holds no control character and no backslash: ``maxLength`` counts characters, but a newline is
+written ``\\n`` (two tokens for one character), and a small model loops on them ("\\n\\n\\n…" to the
+budget's end). A character may still be written as a ``\\u`` escape, which no schema can forbid."""
 
 NUMBER_LIMIT = 1_000_000
 """Numbers are held to ±this and to hundredths, so each is a few tokens (JSON has no digit limit)."""
@@ -109,6 +115,8 @@ def _bounded(schema: dict[str, Any], text_cap: int, nested: int, omit: frozenset
             cap = id_cap if "pattern" in node else text_cap
             node["maxLength"] = min(int(node.get("maxLength", cap)), cap)
             node["minLength"] = min(int(node.get("minLength", 0)), node["maxLength"])
+            if "pattern" not in node and "format" not in node:
+                node["pattern"] = PLAIN_TEXT
         elif kind in ("number", "integer"):
             # unbounded, a number is a loop a small model falls into ("0.5555555555…" to the budget's end)
             node.setdefault("minimum", -NUMBER_LIMIT)

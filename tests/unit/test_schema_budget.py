@@ -13,7 +13,7 @@ from narrator.axioms import AxiomAnswer, axiom_schema
 from narrator.engines import VLLMEngine
 from narrator.extraction import EXTRACTOR_OMITS, extraction_schema, parse_extraction
 from narrator.formation import SceneFormationAnswer, formation_schema
-from narrator.schema_budget import MARGIN, _cost, fit_schema, with_choices
+from narrator.schema_budget import MARGIN, PLAIN_TEXT, _cost, fit_schema, with_choices
 from schemas.serving import ExtractionBatch
 
 pytestmark = pytest.mark.unit
@@ -35,7 +35,7 @@ def longest(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
         return max(node["enum"], key=lambda v: len(json.dumps(v)))
     kind = node.get("type")
     if kind == "string":
-        if "pattern" in node:
+        if node.get("pattern", PLAIN_TEXT) != PLAIN_TEXT:  # an identifier
             return ("ent_" + "a1b2c3d4" * 40)[: node["maxLength"]]
         text = " ".join(WORDS * 40)
         return text[: node["maxLength"]]
@@ -91,6 +91,16 @@ def test_every_number_is_a_few_tokens() -> None:
     amount = extraction_schema(480)["$defs"]["EntityAttributeSet"]["properties"]["amount"]
     numbers = [b for b in amount.get("anyOf", [amount]) if b.get("type") in ("number", "integer")]
     assert numbers and all("minimum" in b and "maximum" in b for b in numbers)
+
+
+def test_free_text_holds_no_newline_a_small_model_could_loop_on() -> None:
+    """``maxLength`` counts characters, but a newline is written as two; SmolLM2 was cut at 480 tokens."""
+    schema = formation_schema(["ent_a"], 480)
+    jsonschema.validate({"summary": "Aria met Bram at the forge."}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"summary": "Aria met Bram.\n\n\n"}, schema)
+    entity_id = extraction_schema(480)["$defs"]["ProposedFact"]["properties"]["subject_entity_id"]
+    assert entity_id["pattern"].startswith("^[A-Za-z0-9]")  # an identifier keeps its own pattern
 
 
 def test_what_the_system_fills_in_is_left_out_and_each_branch_names_itself() -> None:
