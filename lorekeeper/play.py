@@ -45,6 +45,7 @@ class Table:
     caller: Any
     last_turn_id: str | None = None
     scene_id: str | None = None
+    seed: int | None = None  # each turn's sampling seed (None: unseeded)
     verbs: dict[str, Callable[[str], None]] = field(default_factory=dict)
 
     def call(self, name: str, body: dict[str, Any] | None = None, **ids: str) -> Any:
@@ -79,7 +80,8 @@ class Table:
 def _turn(table: Table, text: str) -> None:
     if table.scene_id is None:
         _scene(table, "")
-    done = table.stream("play_turn", {"text": text, "stream": True}, campaign_id=table.campaign_id)
+    body = {"text": text, "stream": True, "seed": table.seed}
+    done = table.stream("play_turn", body, campaign_id=table.campaign_id)
     table.last_turn_id = done.get("turn_id") or table.last_turn_id
     proposals = done.get("proposal_ids") or []
     if proposals:
@@ -244,6 +246,10 @@ def play_command(
     campaign_id: Annotated[
         str | None, typer.Argument(help="The campaign to play; a new one (and its world) when left out.")
     ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(min=0, max=2**32 - 1, help="Sampling seed of every turn's narration: a game replays alike."),
+    ] = None,
 ) -> None:
     """Sit at a table in the terminal: type what you do, the narrator answers (streamed); /help lists the verbs."""
     from schemas.serving import get_serve_settings
@@ -252,6 +258,7 @@ def play_command(
     console = Console(highlight=False)
     try:
         with open_table(campaign_id, console, get_settings(), get_serve_settings()) as table:
+            table.seed = seed
             run_table(table, _prompted(console, sys.stdin))
     except LorekeeperError as exc:
         Console(stderr=True).print(f"[red]{type(exc).__name__}[/red]: {escape(str(exc))}")

@@ -15,9 +15,10 @@ pytestmark = pytest.mark.servers  # the embedded graph runs redis-server with Fa
 LORE = [sys.executable, "-c", "from lorekeeper.cli import app; app()"]
 
 
-def _play(data: Path, lines: list[str], *args: str, engine: str = "echo", timeout: float = 280) -> str:
+def _play(data: Path, lines: list[str], *args: str, engine: str = "echo", timeout: float = 280, **limits: str) -> str:
     env = {**os.environ, "LOREKEEPER_DATA_DIR": str(data), "LOREKEEPER_NARRATOR_ENGINE": engine}
     env.update({"LOREKEEPER_NARRATOR_MAX_TOKENS": "16", "LOREKEEPER_EXTRACTOR_MAX_TOKENS": "64", "COLUMNS": "200"})
+    env.update({f"LOREKEEPER_{name.upper()}": value for name, value in limits.items()})
     done = subprocess.run(
         [*LORE, "play", *args], input="\n".join(lines) + "\n", capture_output=True, text=True, env=env, timeout=timeout
     )
@@ -52,7 +53,16 @@ def test_an_unknown_campaign_is_a_clear_error_and_the_table_goes_on(tmp_path: Pa
 @pytest.mark.local_model
 @pytest.mark.timeout(900)
 def test_the_default_model_narrates_at_the_table(tmp_path: Path) -> None:
-    out = _play(tmp_path, ["I greet the innkeeper.", "/end", "/quit"], engine="local", timeout=880)
+    """The model narrates, its extractor stages a change the narration implies, and the scene's end makes it
+    canon (a seeded turn: the same narration, hence the same extraction, on each run on one machine)."""
+    turn = "I search the cellar of the Copper Lantern inn and find a rusty iron key under a barrel."
+    out = _play(
+        tmp_path, [turn, "/end", "/state", "/quit"], "--seed", "7", engine="local", timeout=880,
+        narrator_max_tokens="96", extractor_max_tokens="320",
+    )  # fmt: skip
     narration = out.split("scene_", 1)[1].split("\n", 2)[1]
     assert narration.strip() and "The world answers" not in narration
-    assert "scene ended" in out
+    staged = re.search(r"^(\d+) proposal\(s\) staged for the scene's end$", out, re.MULTILINE)
+    assert staged, out
+    ended = re.search(r"^scene ended: (\d+) accepted.*; (\d+) event\(s\) became canon$", out, re.MULTILINE)
+    assert ended and int(ended.group(1)) >= 1 and int(ended.group(2)) >= 1, out
