@@ -87,6 +87,28 @@ def guidable_schema(schema: Any) -> Any:
     return schema
 
 
+def portable_schema(schema: Any) -> Any:
+    """``schema`` as an OpenAI-compatible server's guided decoding takes it: ``oneOf`` read as ``anyOf``, and
+    no ``propertyNames`` (vLLM's server compiles the schema strictly and refuses the keyword, where its
+    in-process guidance backend leaves it unenforced). The answer is still validated against the full
+    schema when it is parsed, so the free-form attribute maps that use it lose no check."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            kept = {k: v for k, v in node.items() if k != "propertyNames"}
+            out = {k: strip(v) for k, v in kept.items() if k != "properties"}
+            if isinstance(kept.get("properties"), dict):  # its keys are property names, not keywords
+                out["properties"] = {name: strip(sub) for name, sub in kept["properties"].items()}
+            elif "properties" in kept:
+                out["properties"] = strip(kept["properties"])
+            return out
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    return strip(guidable_schema(schema))
+
+
 class EchoEngine:
     """Instant and deterministic: it retells the player's input. For tests and overhead benchmarks.
 
@@ -173,8 +195,8 @@ class OpenAIEngine:
                 temperature=0.0,
                 response_format={
                     "type": "json_schema",
-                    # oneOf read as anyOf: guided-decoding servers (vLLM's guidance backend) refuse oneOf
-                    "json_schema": {"name": "proposals", "schema": guidable_schema(schema), "strict": False},
+                    # what guided-decoding servers take (vLLM's guidance backend refuses oneOf, propertyNames)
+                    "json_schema": {"name": "proposals", "schema": portable_schema(schema), "strict": False},
                 },
             )  # type: ignore[call-overload]
         except openai.APIError as exc:

@@ -97,3 +97,12 @@ def test_the_schema_sent_has_no_one_of(endpoint: Endpoint) -> None:
         anyio.run(_structured, endpoint.port, schema)
     sent = endpoint.bodies[-1]["response_format"]["json_schema"]["schema"]
     assert "oneOf" not in json.dumps(sent) and "anyOf" in json.dumps(sent)
+    # vLLM's server refuses the keyword ("Grammar error: Unimplemented keys: [propertyNames]")
+    assert "propertyNames" in json.dumps(schema) and "propertyNames" not in json.dumps(sent)
+
+
+def test_a_property_named_like_the_keyword_is_kept() -> None:
+    from narrator.engines import portable_schema
+
+    schema = {"type": "object", "properties": {"propertyNames": {"type": "string"}}, "propertyNames": {"pattern": "x"}}
+    assert portable_schema(schema) == {"type": "object", "properties": {"propertyNames": {"type": "string"}}}

@@ -60,7 +60,7 @@ def narrator(smollm2: Path) -> Iterator[Any]:
 def engine(narrator: Any, smollm2: Path) -> Any:
     from serve.deployments import RemoteEngine
 
-    assert narrator.model_name.remote().result(timeout_s=60) == str(smollm2)
+    assert narrator.model_name.remote().result(timeout_s=600) == str(smollm2)  # a replica starts slowly on busy cores
     return RemoteEngine(narrator, str(smollm2), campaign_id="campaign-a")
 
 
