@@ -334,7 +334,15 @@ class TurnFlow:
         wanted = self.settings.recall_hits * (4 if filtered else 1)
         limit = min(100, wanted + self.settings.recent_turns + 1)
         try:
-            hits = self.story.recall(campaign_id, text, as_of_turn_id=turn.id, branch_id=seen_from, limit=limit)
+            # the table's turns still being indexed (story.recall_writer) are its latest, in the prompt verbatim
+            hits = self.story.recall(
+                campaign_id,
+                text,
+                as_of_turn_id=turn.id,
+                branch_id=seen_from,
+                limit=limit,
+                wait_for_turns=not self.settings.recent_turns,
+            )
             return hits, None
         except Exception as exc:  # noqa: BLE001 - the memory index is derived and optional: never fail a turn on it
             message = exc.client_message if isinstance(exc, LorekeeperError) else type(exc).__name__

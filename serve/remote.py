@@ -88,6 +88,12 @@ class RemoteRecallIndex(RecallIndex):
     def write(self, records: Sequence[RecallRecord], vectors: np.ndarray | None = None) -> int:
         return int(_call("Search", "recall_write", self.handle, list(records), vectors))
 
+    def submit(self, records: Sequence[RecallRecord]) -> None:
+        self.write(records)  # written by the Search replica before the call returns: nothing to flush
+
+    def flush(self) -> None:
+        return None
+
     def present(self, ids: Sequence[str]) -> set[str]:
         return set(_call("Search", "recall_present", self.handle, list(ids)))
 
@@ -114,6 +120,7 @@ class RemoteRecallIndex(RecallIndex):
         kinds: Iterable[RecallKind] | None = None,
         limit: int = 10,
         query_vector: np.ndarray | None = None,
+        wait_for_turns: bool = True,
     ) -> list[RecallHit]:
         kind_list = list(kinds) if kinds is not None else None
         hits = _call("Search", "recall_search", self.handle, campaign_id, query, lineage, observer, kind_list, limit)

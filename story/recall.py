@@ -283,7 +283,8 @@ class Recollection:
             return
         record = turn_record(turn, self._scene(turn.scene_id))
         if record is not None:
-            self._write([record], "turn")
+            # behind the turn, many turns to a commit; the index's reads wait for it (story.recall_writer)
+            self.index.submit([record])
 
     def turn_told(self, turn_id: str) -> None:
         """Index (again) a turn whose selected narration changed."""
@@ -329,6 +330,7 @@ class Recollection:
         observer_entity_id: str | None = None,
         kinds: Iterable[RecallKind] | None = None,
         limit: int = 10,
+        wait_for_turns: bool = True,
     ) -> list[RecallHit]:
         """What the campaign remembers of ``query``: records on the lineage of a position, optionally only
         those ``observer_entity_id`` witnessed, best first.
@@ -340,6 +342,9 @@ class Recollection:
         forked at a turn sees, on the line it left, only what was committed there before the fork. So a
         retake, whose rewind forked at the retaken turn, recalls from the head's branch none of the canon
         committed at that turn after its first take, and the turn on its own branch still recalls it.
+
+        ``wait_for_turns``: False recalls without waiting for the turn records still being written
+        (:mod:`story.recall_writer`): for a caller that holds the latest turns already.
 
         Raises:
             RecallUnavailable: no memory index is configured.
@@ -353,7 +358,13 @@ class Recollection:
             return []
         lineage = self.core.lineage_for(ctx, as_of_turn_id, branch_id)
         return self.index.search(
-            campaign_id, query, lineage=lineage, observer=observer_entity_id, kinds=kinds, limit=limit
+            campaign_id,
+            query,
+            lineage=lineage,
+            observer=observer_entity_id,
+            kinds=kinds,
+            limit=limit,
+            wait_for_turns=wait_for_turns,
         )
 
     # -- rebuild --------------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from story.recall_documents import (
     windows,
 )
 from story.recall_ranking import Candidates, bm25_order, decode_hits, names_among, rank, stored_record, text_led
+from story.recall_writer import RecallWriter
 
 __all__ = [
     "MEMORY_COLLECTION",
@@ -104,6 +105,8 @@ class RecallIndex:
         # the speakers a campaign's recalls have met (a few campaigns' worth): a question naming some
         # of them is embedded with its name-free form in one batch, before the first round
         self._speakers: OrderedDict[str, frozenset[str]] = OrderedDict()
+        # a turn's record is written behind the turn, many turns to a commit (story.recall_writer)
+        self._writer = RecallWriter(self.write_now)
 
     def ensure(self) -> None:
         """Create the collection and the text index if missing (idempotent)."""
@@ -113,7 +116,12 @@ class RecallIndex:
             self._ready = True
 
     def __getstate__(self) -> dict[str, object]:
-        return {**self.__dict__, "_pool": None}  # a thread pool does not travel; the next search makes one
+        # a thread pool does not travel (the next search makes one), nor the writer's thread
+        return {**self.__dict__, "_pool": None, "_writer": None}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._writer = RecallWriter(self.write_now)
 
     def _legs(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -121,7 +129,9 @@ class RecallIndex:
         return self._pool
 
     def close(self) -> None:
-        """Close both indexes (the recall index owns them when built by :func:`open_recall_index`)."""
+        """Write the submitted records, then close both indexes (the recall index owns them when built
+        by :func:`open_recall_index`)."""
+        self._writer.close()
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
@@ -142,7 +152,21 @@ class RecallIndex:
         """The context of each turn record from its neighbours in ``records`` (:func:`.recall_documents.windows`)."""
         return windows(self.config, records)
 
+    def submit(self, records: Sequence[RecallRecord]) -> None:
+        """Write records behind the caller, with those submitted meanwhile (:mod:`story.recall_writer`):
+        a turn's record. :meth:`flush` waits for them; every other write and read here flushes first."""
+        self._writer.submit(records)
+
+    def flush(self) -> None:
+        """Return once every record :meth:`submit` took before the call is written (or failed, logged)."""
+        self._writer.flush()
+
     def write(self, records: Sequence[RecallRecord], vectors: np.ndarray | None = None) -> int:
+        """Write the submitted records (:meth:`flush`), then ``records`` (:meth:`write_now`)."""
+        self.flush()
+        return self.write_now(records, vectors)
+
+    def write_now(self, records: Sequence[RecallRecord], vectors: np.ndarray | None = None) -> int:
         """Upsert records into both indexes (idempotent by id); embeds them unless ``vectors`` are given.
 
         A turn record's window (:meth:`windows`) is made of the turns of its scene in the batch and,
@@ -167,6 +191,7 @@ class RecallIndex:
         records are embedded, then calls :meth:`write_vectors` (the repair check looks for the vectors,
         so a crash between the two leaves the records to be written again)."""
         if records:
+            self.flush()
             self.ensure()
             indexed = self._indexed_neighbours(records)
             self._write_text(records, indexed, self.windows([*records, *indexed]))
@@ -234,11 +259,13 @@ class RecallIndex:
         """Which of ``ids`` the vector collection holds (the repair check after a crash)."""
         if not ids:
             return set()
+        self.flush()
         self.ensure()
         return {p.id for p in self.vectors.get(self.collection, list(ids))}
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
+            self.flush()
             self.ensure()
             self.text.delete(list(ids))
             self.vectors.delete(self.collection, list(ids))
@@ -246,6 +273,7 @@ class RecallIndex:
 
     def delete_campaign(self, campaign_id: str) -> None:
         """Remove every record of a campaign (before a rebuild, or when the campaign is deleted)."""
+        self.flush()
         self.ensure()
         filters = SearchFilters(campaign=[campaign_id])
         self.text.delete_by_filter(filters)
@@ -253,12 +281,14 @@ class RecallIndex:
         self.text.refresh()
 
     def count(self, campaign_id: str) -> int:
+        self.flush()
         self.ensure()
         return self.vectors.count(self.collection, SearchFilters(campaign=[campaign_id]))
 
     def stored_texts(self, campaign_id: str) -> dict[str, str]:
         """Every record of a campaign the index holds, by id, with the text it holds (what a
         reconciliation with the graph compares: :mod:`story.recall_sync`)."""
+        self.flush()
         self.ensure()
         points = self.vectors.scroll(self.collection, filters=SearchFilters(campaign=[campaign_id]))
         return {point.id: stored_record(point.payload["record"]).text for point in points}
@@ -275,8 +305,15 @@ class RecallIndex:
         kinds: Iterable[RecallKind] | None = None,
         limit: int = 10,
         query_vector: np.ndarray | None = None,
+        wait_for_turns: bool = True,
     ) -> list[RecallHit]:
-        """Hybrid recall (vector + BM25, fused by RRF, then re-scored) of the records on ``lineage``, best first."""
+        """Hybrid recall (vector + BM25, fused by RRF, then re-scored) of the records on ``lineage``, best first.
+
+        ``wait_for_turns``: recall the turns submitted so far (:meth:`flush`); False for a caller that has
+        the latest turns already (the turn flow's prompt holds them verbatim) and recalls without waiting.
+        """
+        if wait_for_turns:
+            self.flush()
         found = self.collect(
             campaign_id, query, lineage=lineage, observer=observer, kinds=kinds, limit=limit, query_vector=query_vector
         )

@@ -589,6 +589,7 @@ class StoryService:
         observer_entity_id: str | None = None,
         kinds: Sequence[RecallKind] | None = None,
         limit: int = 10,
+        wait_for_turns: bool = True,
     ) -> list[RecallHit]:
         return self._recall.recall(
             campaign_id,
@@ -598,6 +599,7 @@ class StoryService:
             observer_entity_id=observer_entity_id,
             kinds=kinds,
             limit=limit,
+            wait_for_turns=wait_for_turns,
         )
 
     def rebuild_recall(self, campaign_id: str, *, unreadable: Unreadable | None = None) -> int:
