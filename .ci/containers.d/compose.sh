@@ -64,8 +64,16 @@ while job["status"] not in ("completed", "failed") and time.time() - started < 9
     time.sleep(5)
     code, job = call("GET", f"/api/v1/library/jobs/{job['job_id']}")
 print("JOB", json.dumps({k: job.get(k) for k in ("status", "chunks_created", "concepts_extracted", "error", "item_uid")}), f"{time.time() - started:.0f}s")
-code, found = call("POST", "/api/v1/search", {"query": "how do fate points refresh", "limit": 3})
-print("SEARCH", code, len((found or {}).get("hits", [])))
+started = time.time()
+while True:  # 503: a store or engine unavailable, "retrying later may succeed" (the search models may still load)
+    code, found = call("POST", "/api/v1/search", {"query": "how do fate points refresh", "limit": 3})
+    if code != 503 or time.time() - started > 180:
+        break
+    print("SEARCH-RETRY", code, json.dumps(found)[:300])
+    time.sleep(10)
+print("SEARCH", code, len((found or {}).get("hits", []) if isinstance(found, dict) else []))
+if code != 200:
+    print("SEARCH-BODY", json.dumps(found)[:500])
 PY
 }
 
