@@ -146,7 +146,7 @@ async def run_engine(engine: Any, scenes: list[Scene], max_tokens: int) -> dict[
         started = time.perf_counter()
         raw = await engine.structured(
             extraction_messages(_state(scene), scene.player, scene.narration),
-            schema=extraction_schema(max_tokens),
+            schema=extraction_schema(max_tokens, list(scene.cast)),
             max_tokens=max_tokens,
         )
         seconds.append(time.perf_counter() - started)

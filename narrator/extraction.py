@@ -11,12 +11,13 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from narrator.engines import STRUCTURED_MAX_TOKENS
-from narrator.schema_budget import fit_schema
+from narrator.schema_budget import fit_schema, with_choices
 from schemas.serving import ExtractionBatch, ServeSettings
 from schemas.story import WorldStateView
 
@@ -54,6 +55,8 @@ EXTRACTOR_OMITS = frozenset(
         "canon_level", "depends_on", "replaces", "visibility", "invalidation", "superseded_by",
         # free-form extras a small model fills at length; the GM adds them in review
         "aliases", "attributes",
+        # a new entity's id: the story makes one (a model invents ids such as "123456789012345678901234")
+        "entity_id",
     }
 )  # fmt: skip
 """Optional fields of :class:`~schemas.serving.ExtractionBatch` the extractor's schema leaves out (see
@@ -65,13 +68,23 @@ def _full_schema() -> dict[str, Any]:
     return ExtractionBatch.model_json_schema()  # built once: building it costs ~50 ms
 
 
-def extraction_schema(max_tokens: int | None = None) -> dict[str, Any]:
+REFERENCES = (
+    "subject_entity_id", "object_entity_id", "source_entity_id", "target_entity_id", "location_entity_id",
+    "holder_entity_id", "item_entity_id", "participant_entity_ids", "involved_entity_ids", "present_entity_ids",
+)  # fmt: skip
+"""The fields that name an entity already in the story: held to the state's ids when the extractor is
+given them (an id the model makes up is an ``unknown_entity`` rejection at the gate)."""
+
+
+def extraction_schema(max_tokens: int | None = None, entity_ids: Sequence[str] = ()) -> dict[str, Any]:
     """The JSON schema the extractor writes against: the whole :class:`~schemas.serving.ExtractionBatch`,
     or, given the answer's budget, one narrowed so its documents close within it
-    (:func:`narrator.schema_budget.fit_schema`, without :data:`EXTRACTOR_OMITS`)."""
+    (:func:`narrator.schema_budget.fit_schema`, without :data:`EXTRACTOR_OMITS`), its :data:`REFERENCES`
+    held to ``entity_ids`` when given."""
     if max_tokens is None:
         return _full_schema()
-    return fit_schema(_full_schema(), max_tokens, omit=EXTRACTOR_OMITS)
+    schema = with_choices(_full_schema(), dict.fromkeys(REFERENCES, list(entity_ids)))
+    return fit_schema(schema, max_tokens, omit=EXTRACTOR_OMITS)
 
 
 def read_json_answer(raw: str, whose: str) -> tuple[Any, list[str]]:
@@ -107,12 +120,20 @@ def parse_extraction(raw: str) -> tuple[list[Any], list[str]]:
     items = doc.get("proposals") if isinstance(doc, dict) else None
     if not isinstance(items, list):
         return [], [*dropped, "the extractor's answer has no 'proposals' list"]
-    good = []
+    good, seen = [], set[str]()
     for index, item in enumerate(items[:50]):
         try:
-            good.append(ExtractionBatch.model_validate({"proposals": [item]}).proposals[0])
+            proposal = ExtractionBatch.model_validate({"proposals": [item]}).proposals[0]
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             where = ".".join(str(p) for p in first["loc"][2:]) or "proposal"
             dropped.append(f"proposal {index}: {where}: {first['msg']}")
+            continue
+        # a small model repeats itself: the same change twice in one answer would be canon twice
+        key = proposal.content.model_dump_json()
+        if key in seen:
+            dropped.append(f"proposal {index}: the same change as an earlier one in this answer")
+            continue
+        seen.add(key)
+        good.append(proposal)
     return good, dropped

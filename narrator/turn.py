@@ -374,7 +374,8 @@ class TurnFlow:
         messages = extraction_messages(state, text, narration)
         try:
             budget = extractor_budget(self.settings, extractor)
-            raw = await extractor.structured(messages, schema=extraction_schema(budget), max_tokens=budget)
+            schema = extraction_schema(budget, [e.id for e in state.entities])
+            raw = await extractor.structured(messages, schema=schema, max_tokens=budget)
         except AnswerTruncated as exc:  # a cut document is no answer: say so, never read it as "nothing found"
             return [], [f"extractor answer cut short: {exc.detail}"]
         except LorekeeperError as exc:

@@ -172,3 +172,26 @@ def test_the_real_models_extraction_closes_within_a_small_budget() -> None:
     good, dropped = parse_extraction(raw)
     assert not dropped, dropped  # a whole document, every proposal in it valid
     assert len(good) <= schema["properties"]["proposals"]["maxItems"]
+
+
+def test_references_name_only_entities_of_the_story_and_a_new_entity_gets_its_id_from_the_story() -> None:
+    """SmolLM2 gave a new entity the id "123456789012345678901234" and the gate rejected it (unknown_entity)."""
+    schema = extraction_schema(480, ["ent_mira", "ent_bram"])
+    defs = schema["$defs"]
+    assert defs["ProposedFact"]["properties"]["subject_entity_id"]["enum"] == ["ent_bram", "ent_mira"]
+    assert defs["ProposedEvent"]["properties"]["participant_entity_ids"]["items"] == {"enum": ["ent_bram", "ent_mira"]}
+    assert "entity_id" not in defs["ProposedEntity"]["properties"]  # the story makes the id
+    assert "entity_id" in defs["EntityAttributeSet"]["properties"]  # required where it names an existing one
+    compiles(schema)
+    jsonschema.validate(longest(schema, defs), ExtractionBatch.model_json_schema())
+    # no entities yet: references stay free (a first scene introduces its cast)
+    assert "enum" not in extraction_schema(480)["$defs"]["ProposedFact"]["properties"]["subject_entity_id"]
+
+
+def test_the_same_change_twice_in_one_answer_is_proposed_once() -> None:
+    """The model often repeats a proposal; staged twice, the gate made it canon twice."""
+    key = {"type": "event", "title": "Mira finds a rusty iron key"}
+    raw = json.dumps({"proposals": [{"content": key, "confidence": 0.9}, {"content": key, "confidence": 0.8}]})
+    good, dropped = parse_extraction(raw)
+    assert len(good) == 1 and good[0].confidence == 0.9
+    assert dropped == ["proposal 1: the same change as an earlier one in this answer"]
