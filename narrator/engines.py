@@ -89,9 +89,9 @@ def guidable_schema(schema: Any) -> Any:
 
 def portable_schema(schema: Any) -> Any:
     """``schema`` as an OpenAI-compatible server's guided decoding takes it: ``oneOf`` read as ``anyOf``, and
-    no ``propertyNames`` (vLLM's server compiles the schema strictly and refuses the keyword, where its
-    in-process guidance backend leaves it unenforced). The answer is still validated against the full
-    schema when it is parsed, so the free-form attribute maps that use it lose no check."""
+    no ``propertyNames`` (vLLM's guidance backend, in process and behind its server, compiles the schema
+    strictly and refuses the keyword: "Grammar error: Unimplemented keys"). The answer is still validated
+    against the full schema when it is parsed, so the free-form attribute maps that use it lose no check."""
 
     def strip(node: Any) -> Any:
         if isinstance(node, dict):
@@ -357,14 +357,15 @@ class VLLMEngine:
         from vllm import SamplingParams
 
         engine = await self._ready()
+        portable = portable_schema(schema)
         if hasattr(sp, "StructuredOutputsParams"):  # vLLM >= 0.11
             params = SamplingParams(
                 max_tokens=max_tokens,
                 temperature=0.0,
-                structured_outputs=sp.StructuredOutputsParams(json=self._guidable(schema), disable_any_whitespace=True),
+                structured_outputs=sp.StructuredOutputsParams(json=portable, disable_any_whitespace=True),
             )
         else:  # pragma: no cover - older vLLM
-            guided = sp.GuidedDecodingParams(json=self._guidable(schema))
+            guided = sp.GuidedDecodingParams(json=portable)
             params = SamplingParams(max_tokens=max_tokens, temperature=0.0, guided_decoding=guided)
         text, finish = "", None
         try:
