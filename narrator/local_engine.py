@@ -297,6 +297,10 @@ class LocalEngine:
         except Exception as exc:
             raise self._translated(exc, "extractor") from None
         if not closed:
+            # what the model was writing when the budget ran out says why (a loop, a long field)
+            log.warning(
+                "structured_answer_cut", model=self.model, max_tokens=max_tokens, chars=len(text), tail=text[-160:]
+            )
             raise AnswerTruncated.at("extractor", max_tokens)
         return text
 
