@@ -88,10 +88,10 @@ def guidable_schema(schema: Any) -> Any:
 
 
 def portable_schema(schema: Any) -> Any:
-    """``schema`` as an OpenAI-compatible server's guided decoding takes it: ``oneOf`` read as ``anyOf``, and
-    no ``propertyNames`` (vLLM's guidance backend, in process and behind its server, compiles the schema
-    strictly and refuses the keyword: "Grammar error: Unimplemented keys"). The answer is still validated
-    against the full schema when it is parsed, so the free-form attribute maps that use it lose no check."""
+    """``schema`` as vLLM's guided decoding (in process or behind its server) takes it: ``oneOf`` read as
+    ``anyOf``; every constant (a union's discriminator) required; no ``propertyNames``, which the guidance
+    backend refuses ("Grammar error: Unimplemented keys"). The answer is still validated against the full
+    schema when it is parsed, so the free-form attribute maps that use it lose no check."""
 
     def strip(node: Any) -> Any:
         if isinstance(node, dict):
@@ -99,6 +99,11 @@ def portable_schema(schema: Any) -> Any:
             out = {k: strip(v) for k, v in kept.items() if k != "properties"}
             if isinstance(kept.get("properties"), dict):  # its keys are property names, not keywords
                 out["properties"] = {name: strip(sub) for name, sub in kept["properties"].items()}
+                # a union's discriminator (a constant with a default) is required: left out, the document
+                # still fits the schema but no longer says which branch it is, and the parse refuses it
+                consts = [n for n, sub in kept["properties"].items() if isinstance(sub, dict) and "const" in sub]
+                if consts:
+                    out["required"] = list(dict.fromkeys([*kept.get("required", []), *consts]))
             elif "properties" in kept:
                 out["properties"] = strip(kept["properties"])
             return out

@@ -99,6 +99,9 @@ def test_the_schema_sent_has_no_one_of(endpoint: Endpoint) -> None:
     assert "oneOf" not in json.dumps(sent) and "anyOf" in json.dumps(sent)
     # vLLM's server refuses the keyword ("Grammar error: Unimplemented keys: [propertyNames]")
     assert "propertyNames" in json.dumps(schema) and "propertyNames" not in json.dumps(sent)
+    # the discriminator is required: vLLM's server wrote a proposal without it, which the parse refused
+    assert "type" not in schema["$defs"]["ProposedEntity"].get("required", [])
+    assert "type" in sent["$defs"]["ProposedEntity"]["required"]
 
 
 def test_a_property_named_like_the_keyword_is_kept() -> None:
