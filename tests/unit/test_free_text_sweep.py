@@ -13,6 +13,7 @@ under a real uvicorn server; MCP is the SDK's own client over streamable HTTP.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterator
@@ -23,6 +24,8 @@ import anyio
 import httpx
 import pytest
 
+from schemas.desk import NoteKind
+from schemas.media import MediaAttachment
 from schemas.story import Memory, StoryProfile
 from schemas.triggers import TriggerCreate
 from tests.unit.serve_support import api_services, running
@@ -55,6 +58,11 @@ NOT_TEXT = {
     "action",
     "dependents",
     "on",
+    "audience",
+    "target",
+    "task",
+    "mime",  # a MIME type: a pattern
+    "data_base64",  # bytes, as strict base64
 }
 
 
@@ -118,7 +126,14 @@ def setup_table(services: Any) -> dict[str, str]:
     far = {"on": "turn_count", "at_least": 900}
     spec = TriggerCreate.model_validate({"name": "Far", "conditions": [far], "action": {"kind": "note", "text": "-"}})
     trigger = story.triggers.create(campaign.id, spec)
+    note = story.desk.notes.add(scene.id, "Watch the water.", kind=NoteKind.TODO)
+    arc = story.desk.spans.create(campaign.id, "The cast", scene_ids=[cast.id])
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg" width="2" height="2"/>'
+    media = story.media.upload(campaign.id, svg, mime="image/svg+xml", attachment=MediaAttachment())
     return {
+        "note_id": note.id,
+        "span_id": arc.id,
+        "media_id": media.id,
         "trigger_id": trigger.id,
         "thread_id": caravan,
         "other_thread_id": reeve,
@@ -136,9 +151,14 @@ def setup_table(services: Any) -> dict[str, str]:
 
 def cases(t: dict[str, str]) -> list[Case]:
     """A valid request of every write operation, in an order in which each is still valid when it is sent."""
-    cid, camp = t["campaign_id"], {"campaign_id": t["campaign_id"]}
+    camp = {"campaign_id": t["campaign_id"]}
     profile = {"genre": "fantasy", "subgenre": "sword and sorcery", "tone": "wry", "style": "terse"}
     entity = {"type": "entity", "kind": "character", "name": "Bran", "description": "A ferryman.", "aliases": ["B"]}
+    return [*_story_cases(t, camp, profile, entity), *_desk_cases(t, camp), *_media_cases(t, camp)]
+
+
+def _story_cases(t: dict[str, str], camp: dict[str, str], profile: Any, entity: Any) -> list[Case]:
+    cid = t["campaign_id"]
     return [
         Case("create_world", "POST", "/worlds", body={"name": "Saltmarsh", "description": "Fens.", "axioms": ["Rain"]}),
         Case("add_axiom", "POST", "/worlds/{world_id}/axioms", {"world_id": t["world_id"]}, {"text": "Iron binds."}),
@@ -263,6 +283,64 @@ def cases(t: dict[str, str]) -> list[Case]:
     ]
 
 
+def _desk_cases(t: dict[str, str], camp: dict[str, str]) -> list[Case]:
+    """The GM's desk: a note on the (ended) ford scene, a session, an arc and its summary."""
+    note = {**camp, "note_id": t["note_id"]}
+    return [
+        Case(
+            "add_scene_note",
+            "POST",
+            "/scenes/{scene_id}/notes",
+            {"scene_id": t["scene_id"]},
+            {"text": "The ferryman lies.", "kind": "idea", "visibility": {"audience": "gm"}},
+        ),
+        Case("update_scene_note", "PATCH", "/campaigns/{campaign_id}/notes/{note_id}", note, {"text": "Wade."}),
+        Case("start_session", "POST", "/campaigns/{campaign_id}/sessions", camp, {"name": "Night one"}),
+        Case(
+            "create_span",
+            "POST",
+            "/campaigns/{campaign_id}/spans",
+            camp,
+            {"kind": "session", "name": "The crossing", "from_turn_id": t["first_turn_id"], "to_turn_id": t["turn_id"]},
+        ),
+        Case(
+            "summarize_span",
+            "POST",
+            "/campaigns/{campaign_id}/spans/{span_id}/summary",
+            {**camp, "span_id": t["span_id"]},
+            {"text": "Ayla came to trust the reeve.", "visibility": {"audience": "public"}},
+        ),
+    ]
+
+
+def _media_cases(t: dict[str, str], camp: dict[str, str]) -> list[Case]:
+    """A media upload and job, a turn's presentation laid out (its blocks' words) and regenerated."""
+    svg = base64.b64encode(b'<svg xmlns="http://www.w3.org/2000/svg" width="2" height="2"/>').decode()
+    turn = {**camp, "turn_id": t["turn_id"]}
+    blocks = [
+        {"type": "narration", "text": "The river runs brown."},
+        {"type": "dialogue", "speaker": {"kind": "gm", "name": "The GM"}, "text": "Who pays?"},
+        {"type": "action", "text": "Ayla tosses a coin."},
+        {"type": "system_note", "text": "A roll is due."},
+        {"type": "image", "media_asset_id": t["media_id"], "alt_text": "A ford.", "caption": "The ford"},
+    ]
+    upload = {
+        "data_base64": svg,
+        "mime": "image/svg+xml",
+        "title": "The ford",
+        "alt_text": "A ford at dusk.",
+        "metadata": {"source": "a sketch"},
+    }
+    job = {"task": "image", "prompt": "A ferry at dusk.", "title": "Ferry", "model": "any"}
+    path = "/campaigns/{campaign_id}/turns/{turn_id}/presentation"
+    return [
+        Case("upload_media", "POST", "/campaigns/{campaign_id}/media", camp, upload),
+        Case("submit_media_job", "POST", "/campaigns/{campaign_id}/media-jobs", camp, job),
+        Case("set_presentation", "PUT", path, turn, {"blocks": blocks}),
+        Case("regenerate_presentation", "POST", path + "/regenerate", turn, {"renderer": "split"}),
+    ]
+
+
 # write routes and tools that take no free text: ids and enums only (checked against their schemas below)
 NO_FREE_TEXT = {
     "import_campaign",  # the request body is a bundle's bytes (checked by the bundle import)
@@ -278,6 +356,12 @@ NO_FREE_TEXT = {
     "delete_trigger",
     "revert_turn_version",
     "set_models",  # engine names: a pattern, no free text
+    "delete_scene_note",
+    "end_session",  # a turn id
+    "set_take_disposition",  # an enum and a flag
+    "set_version_disposition",
+    "prune_disposable",  # a count and a flag
+    "run_media_jobs",
 }
 
 
@@ -306,6 +390,15 @@ def string_fields(schema: dict[str, Any], defs: dict[str, Any]) -> list[str]:
     return out
 
 
+def _stores(services: Any, blob_root: Any) -> dict[str, list[str]]:
+    """The stores' dump once every recall record submitted so far is written: a turn's record is written behind
+    the turn (story.recall_writer), so a dump taken at once could miss what an earlier request wrote."""
+    index = services.story.recall_index
+    if index is not None:
+        index.flush()
+    return stores_dump(services.story.graph, index, blob_root)
+
+
 def _problem(answer: httpx.Response) -> str:
     return answer.text[:300]
 
@@ -315,7 +408,7 @@ def check_rest(client: httpx.Client, services: Any, case: Case, blob_root: Any) 
     sent = 0
     for at in free_text(case.body):
         for label, value in BAD.items():
-            before = stores_dump(services.story.graph, services.story.recall_index, blob_root)
+            before = _stores(services, blob_root)
             answer = client.request(
                 case.method,
                 case.url(),
@@ -325,7 +418,7 @@ def check_rest(client: httpx.Client, services: Any, case: Case, blob_root: Any) 
             where = f"{case.method} {case.path} {'.'.join(map(str, at))} ({label})"
             assert 400 <= answer.status_code < 500, f"{where}: {answer.status_code} {_problem(answer)}"
             assert str(at[-1] if isinstance(at[-1], str) else at[-2]) in answer.text, f"{where}: {_problem(answer)}"
-            assert stores_dump(services.story.graph, services.story.recall_index, blob_root) == before, where
+            assert _stores(services, blob_root) == before, where
             sent += 1
     return sent
 
@@ -348,7 +441,7 @@ def check_mcp(client: httpx.Client, services: Any, case: Case, blob_root: Any) -
     sent = 0
     for at in free_text(case.body):
         for label, value in BAD.items():
-            before = stores_dump(services.story.graph, services.story.recall_index, blob_root)
+            before = _stores(services, blob_root)
             result = mcp_call(client, case.tool, {**case.ids, **replaced(case.body, at, value)})
             where = f"tool {case.tool} {'.'.join(map(str, at))} ({label})"
             text = str(result["content"][0]["text"]) if result.get("content") else ""
@@ -356,7 +449,7 @@ def check_mcp(client: httpx.Client, services: Any, case: Case, blob_root: Any) -
             code = text.removeprefix(f"Error executing tool {case.tool}: ").split(":", 1)[0]
             assert code in {"validation_failed", "invalid_request"}, f"{where}: {text[:300]}"
             assert str(at[-1] if isinstance(at[-1], str) else at[-2]) in text, f"{where}: {text[:300]}"
-            assert stores_dump(services.story.graph, services.story.recall_index, blob_root) == before, where
+            assert _stores(services, blob_root) == before, where
             sent += 1
     return sent
 
