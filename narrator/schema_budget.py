@@ -16,6 +16,8 @@ embedded SmolLM2-135M at the extractor's 192–320-token budget, 5 of 6 scenes' 
   every number a range and a step of 0.01 (else "0.5555…" runs to the budget's end: measured, a
   LoCoMo scene's memories were cut at 480 tokens with a 432-token estimate), nested lists a
   ``maxItems`` and free-form maps a ``maxProperties``;
+- an object admits no key its schema does not name (JSON schema admits any by default, and a small
+  model wrote ``"":","`` pairs until the budget ran out);
 - the answer's top-level lists get the ``maxItems`` that fits the rest of the budget.
 
 Text caps start generous and halve until at least ``min_items`` items of the top-level lists fit, so
@@ -110,6 +112,11 @@ def _bounded(schema: dict[str, Any], text_cap: int, nested: int, omit: frozenset
                 elif "const" in props[name] and name not in required:
                     required.append(name)
             node["required"] = required
+            extra = node.get("additionalProperties", True)
+            if extra is True:  # unsaid, JSON schema admits any other key: SmolLM2 wrote '"":","' to the budget's end
+                node["additionalProperties"] = False
+            elif extra is not False:
+                node["maxProperties"] = min(int(node.get("maxProperties", len(props) + nested)), len(props) + nested)
         kind = node.get("type")
         if kind == "string" and "enum" not in node and "const" not in node:
             cap = id_cap if "pattern" in node else text_cap

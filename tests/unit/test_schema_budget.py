@@ -83,6 +83,20 @@ def test_a_larger_budget_buys_more_items_and_longer_text() -> None:
     assert extraction_schema() == ExtractionBatch.model_json_schema()  # no budget: the whole model
 
 
+def test_an_object_takes_no_key_its_schema_does_not_name() -> None:
+    """Unsaid, JSON schema admits any other key: SmolLM2 wrote '"":","' pairs in a memory until cut at 480."""
+    schema = formation_schema(["ent_a"], 480)
+    memory = {"observer_entity_id": "ent_a", "kind": "memory", "text": "Aria met Bram."}
+    jsonschema.validate({"summary": "They met.", "memories": [memory]}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"summary": "They met.", "memories": [{**memory, "": ","}]}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"summary": "They met.", "": ","}, schema)
+    for name, node in [("root", schema), *schema["$defs"].items()]:
+        if node.get("properties"):
+            assert node.get("additionalProperties") is False or "maxProperties" in node, name
+
+
 def test_every_number_is_a_few_tokens() -> None:
     """Unbounded, a JSON number has no digit limit: a small model wrote "0.5555…" until its budget ran out."""
     schema = formation_schema(["ent_a"], 480)
