@@ -54,4 +54,9 @@ def folder_dump(root: Path | None) -> list[str]:
 
 
 def stores_dump(graph: Any, index: Any = None, blob_root: Path | None = None) -> dict[str, list[str]]:
+    """Every store's content, once the recall records submitted so far are written: a turn's record is written
+    behind the turn (story.recall_writer), so a dump taken at once could see an earlier request's record land
+    between "before" and "after" and read it as a write of the request in between."""
+    if index is not None and hasattr(index, "flush"):
+        index.flush()
     return {"graph": graph_dump(graph), "recall": recall_dump(index), "blobs": folder_dump(blob_root)}
