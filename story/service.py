@@ -19,7 +19,9 @@ story, one concern to a module:
 - :mod:`story.scenes`: scenes, proposals, the gate (:mod:`story.gate`) and retcons;
 - :mod:`story.memory`: memories and summaries;
 - :mod:`story.recall`: the campaign's recall (the memory index follows the commits);
-- :mod:`story.provenance`: prompt snapshots, retrieval records, extraction notes, presentation, media.
+- :mod:`story.provenance`: prompt snapshots, retrieval records, extraction notes;
+- :mod:`story.presentation` and :mod:`story.media`: a turn's presentation, media records and jobs;
+- :mod:`story.desk`: the GM's notes, sessions and arcs, pruning, what happened between two turns.
 
 What they share (the stores, the write protocol, lineage) is :mod:`story.core`; every Cypher
 statement is in :mod:`story.cypher`; the story's errors (``story: …``) are in :mod:`story.errors`.
@@ -30,7 +32,7 @@ writers in one process queue on a per-campaign lock, writers in other processes 
 ``Conflict``. Undo, redo, retry, restore and switching branches only move pointers; nothing is
 deleted but what :meth:`StoryService.delete_branch` is explicitly asked to delete.
 
-Kept whole (about 660 lines): the facade is the one index of what the story can do, one hand-over per
+Kept whole (about 690 lines): the facade is the one index of what the story can do, one hand-over per
 use case grouped by chapter; its length is that list, and the logic lives in the chapters.
 """
 
