@@ -101,7 +101,10 @@ def _bounded(schema: dict[str, Any], text_cap: int, nested: int, omit: frozenset
             return [walk(v) for v in node]
         if not isinstance(node, dict):
             return node
-        node = {k: (v if k in _VERBATIM else walk(v)) for k, v in node.items()}
+        node = {
+            k: v if k in _VERBATIM else {n: walk(sub) for n, sub in v.items()} if k == "properties" else walk(v)
+            for k, v in node.items()
+        }  # a "properties" map's keys are names, not keywords: a property called "default" or "type" stays
         node.pop("default", None)
         props = node.get("properties")
         if isinstance(props, dict):

@@ -209,3 +209,11 @@ def test_the_same_change_twice_in_one_answer_is_proposed_once() -> None:
     good, dropped = parse_extraction(raw)
     assert len(good) == 1 and good[0].confidence == 0.9
     assert dropped == ["proposal 1: the same change as an earlier one in this answer"]
+
+
+def test_a_property_named_like_a_keyword_is_kept_and_bounded() -> None:
+    """A ``properties`` map's keys are names: one called "default" was dropped as if it were the keyword."""
+    schema = {"type": "object", "properties": {"default": {"type": "string"}, "type": {"type": "string"}}}
+    fitted = fit_schema(schema, 200)
+    assert set(fitted["properties"]) == {"default", "type"}
+    assert fitted["properties"]["default"]["maxLength"] <= 240
