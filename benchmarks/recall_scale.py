@@ -125,7 +125,6 @@ def branch_correctness(
         campaign = story.create_campaign(world.id, "Branches", StoryProfile(genre="fantasy"))
         written: list[str] = []
         forks = undos = 0
-        scene = None
         start = rng.randrange(0, max(1, len(lines) - turns * 2))
         for n in range(turns):
             roll = rng.random()
@@ -139,11 +138,12 @@ def branch_correctness(
             elif roll < 0.16:
                 with contextlib.suppress(StoryInvalid):  # nothing to redo
                     story.redo(campaign.id)
+            # a scene is active per branch: an undo or redo can move the head to a line where another one is
+            scene = story.active_scene(campaign.id)
             if scene is None and rng.random() < 0.1:
-                scene = story.start_scene(campaign.id, title=f"scene {n}")
+                story.start_scene(campaign.id, title=f"scene {n}")
             elif scene is not None and rng.random() < 0.1:
                 story.end_scene(scene.id)
-                scene = None
             speaker, text = lines[start + n]
             before = len(story.branches(campaign.id))
             turn = story.add_turn(
@@ -151,6 +151,7 @@ def branch_correctness(
             )
             forks += len(story.branches(campaign.id)) - before
             written.append(turn.id)
+        scene = story.active_scene(campaign.id)
         if scene is not None:
             story.end_scene(scene.id)
         leaks = hits_checked = misses = probes = 0
