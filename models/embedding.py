@@ -196,14 +196,31 @@ class SentenceTransformerEmbedder:
         cfg = self.config
         if self._onnx_tried or cfg.small_batch_runtime != "onnx" or cfg.device != "cpu":
             return self._onnx
+        folder = Path(cfg.onnx_dir) if cfg.onnx_dir else default_onnx_dir()
+        threads = cfg.threads or available_cpus()
+        source = self._source_folder()
+        if self._model is None and source is not None:  # a copy an earlier process built: torch stays unloaded
+            with self._lock:
+                if not self._onnx_tried and self._model is None:
+                    kept = OnnxEncoder.open_kept(source, folder, threads=threads, normalize=cfg.normalize)
+                    if kept is not None:
+                        self._onnx, self._onnx_tried = kept, True
+            if self._onnx_tried:
+                return self._onnx
         model = self.model
         with self._lock:
             if not self._onnx_tried:
-                folder = Path(cfg.onnx_dir) if cfg.onnx_dir else default_onnx_dir()
-                threads = cfg.threads or available_cpus()
-                self._onnx = OnnxEncoder.build(model, folder, threads=threads, normalize=cfg.normalize)
+                self._onnx = OnnxEncoder.build(model, folder, threads=threads, normalize=cfg.normalize, source=source)
                 self._onnx_tried = True
         return self._onnx
+
+    def _source_folder(self) -> Path | None:
+        """The local folder the model loads from (None where it is not one: no kept copy is looked for)."""
+        try:
+            folder = Path(resolve_model_path(self.config.model))
+        except ConfigError:
+            return None
+        return folder if folder.is_dir() else None
 
     def _read_folder(self) -> None:
         """Take ``dim`` and ``max_tokens`` from the folder's JSON when it is a plain sentence-transformers
@@ -255,10 +272,10 @@ class SentenceTransformerEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        import torch
-
         if len(texts) <= SMALL_BATCH and (encoder := self.small_batch_encoder()) is not None:
             return encoder.encode(texts)
+        import torch
+
         model = self.model
         texts = list(texts)
         lengths = np.fromiter(

@@ -10,6 +10,14 @@ reused by later processes (the file name holds a hash of all of them; the export
 temporary name and moved into place, so processes starting together never read half a file). Only a
 plain stack is exported: a Transformer, mean pooling, optionally Normalize; anything else, a missing
 ``onnx``/``onnxruntime``, or a copy whose vectors differ from torch's leaves the caller on torch.
+
+A copy built by an earlier process is also opened *without torch* (:meth:`OnnxEncoder.open_kept`): the
+build writes a record beside it, named by a digest of the model folder and of the installed torch,
+transformers, sentence-transformers and ONNX Runtime versions, holding torch's own vectors of the probe
+texts; a later process finds the record by the same digest, tokenizes with the model folder's
+``tokenizer.json`` (the ``tokenizers`` library, which the HF tokenizer wraps) and checks the copy's
+vectors against the recorded ones before using it. A search or a server that only embeds queries then
+starts in well under a second instead of the seconds torch and sentence-transformers take to import.
 """
 
 from __future__ import annotations
@@ -52,13 +60,17 @@ class OnnxEncoder:
         self._lock = threading.Lock()
 
     @classmethod
-    def build(cls, model: Any, folder: Path, *, threads: int, normalize: bool) -> OnnxEncoder | None:
+    def build(
+        cls, model: Any, folder: Path, *, threads: int, normalize: bool, source: Path | None = None
+    ) -> OnnxEncoder | None:
         """An encoder for ``model`` (a loaded ``SentenceTransformer``), exporting it into ``folder`` unless
         a copy is there already; None (logged as ``embedding_onnx_unavailable``) where it cannot be used.
 
         Args:
             model: the sentence-transformers model torch runs.
             folder: where exported copies are kept.
+            source: the model folder ``model`` was loaded from; with it, the record that lets a later
+                process open the copy without torch (:meth:`open_kept`) is written.
             threads: ONNX Runtime's intra-op threads.
             normalize: L2-normalise the vectors (as the embedder's config says).
         """
@@ -96,7 +108,39 @@ class OnnxEncoder:
         if gap > TOLERANCE:
             log.warning("embedding_onnx_unavailable", reason=f"its vectors differ from torch's by {gap:.2e}")
             return None
+        if source is not None:
+            _write_record(folder, source, normalize, path, max_tokens, model)
         log.info("embedding_onnx_ready", path=str(path), threads=threads)
+        return encoder
+
+    @classmethod
+    def open_kept(cls, source: Path, folder: Path, *, threads: int, normalize: bool) -> OnnxEncoder | None:
+        """The copy an earlier process built from the model folder ``source`` into ``folder``, opened
+        without torch; None (the caller then loads torch and :meth:`build` s) where there is no record for
+        this model and these versions, its copy or the folder's ``tokenizer.json`` is missing, or its
+        vectors differ from the recorded ones."""
+        try:
+            import onnxruntime as ort
+            import tokenizers
+        except ImportError:
+            return None
+        try:
+            record_path = folder / f"source-{source_key(source, normalize)}.json"
+            if not record_path.is_file() or not (source / "tokenizer.json").is_file():
+                return None
+            record = json.loads(record_path.read_text())
+            path = folder / record["onnx"]
+            tokenizer = FolderTokenizer(tokenizers.Tokenizer.from_file(str(source / "tokenizer.json")), source)
+            encoder = cls(_session(ort, path, threads), tokenizer, int(record["max_tokens"]), normalize, path)
+            expected = np.asarray(record["vectors"], dtype=np.float32)
+            gap = float(np.abs(encoder.encode(list(record["probes"])) - expected).max())
+        except Exception as exc:  # noqa: BLE001 - the caller still has torch's way
+            log.warning("embedding_onnx_kept_unusable", reason=f"{type(exc).__name__}: {exc}")
+            return None
+        if gap > TOLERANCE:
+            log.warning("embedding_onnx_kept_unusable", reason=f"vectors differ from the recorded ones by {gap:.2e}")
+            return None
+        log.info("embedding_onnx_ready", path=str(path), threads=threads, torch=False)
         return encoder
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -197,3 +241,72 @@ def _export(model: Any, path: Path) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+class FolderTokenizer:
+    """A model folder's ``tokenizer.json`` (the ``tokenizers`` library) called as the HF tokenizer is by
+    :meth:`OnnxEncoder.encode`: padded to the longest text, truncated to ``max_length``, numpy arrays."""
+
+    def __init__(self, tokenizer: Any, source: Path) -> None:
+        self.tokenizer = tokenizer
+        config_path = source / "tokenizer_config.json"
+        config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+        pad = config.get("pad_token", "[PAD]")
+        pad = pad.get("content", "[PAD]") if isinstance(pad, dict) else pad
+        pad_id = tokenizer.token_to_id(pad)
+        self.pad = (pad, 0 if pad_id is None else pad_id)
+
+    def __call__(self, texts: list[str], *, max_length: int, **_: Any) -> dict[str, np.ndarray]:
+        self.tokenizer.enable_truncation(max_length)
+        self.tokenizer.enable_padding(pad_id=self.pad[1], pad_token=self.pad[0])
+        found = self.tokenizer.encode_batch(texts)
+        return {
+            "input_ids": np.asarray([e.ids for e in found], dtype=np.int64),
+            "attention_mask": np.asarray([e.attention_mask for e in found], dtype=np.int64),
+            "token_type_ids": np.asarray([e.type_ids for e in found], dtype=np.int64),
+        }
+
+
+#: Files above this size are digested by their size and their first and last MiB (the weights: reading
+#: all 90 MB of them on every start would cost more than the import it saves).
+_SAMPLED = 16 << 20
+
+
+def source_key(source: Path, normalize: bool) -> str:
+    """A digest of the model folder's files and of the installed versions that made and check a copy:
+    computed without importing torch."""
+    from importlib import metadata
+
+    digest = hashlib.sha256()
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        size = path.stat().st_size
+        digest.update(f"{path.relative_to(source)} {size}".encode())
+        with path.open("rb") as handle:
+            if size <= _SAMPLED:
+                digest.update(handle.read())
+            else:
+                digest.update(handle.read(1 << 20))
+                handle.seek(-(1 << 20), os.SEEK_END)
+                digest.update(handle.read())
+    for dist in ("torch", "transformers", "sentence-transformers", "onnxruntime"):
+        try:
+            digest.update(f"{dist} {metadata.version(dist)}".encode())
+        except metadata.PackageNotFoundError:
+            digest.update(f"{dist} -".encode())
+    digest.update(f"{OPSET} {normalize}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _write_record(folder: Path, source: Path, normalize: bool, path: Path, max_tokens: int, model: Any) -> None:
+    """The record :meth:`OnnxEncoder.open_kept` finds the copy by, with torch's vectors of the probes;
+    written to a temporary name and moved into place. A failure only costs later processes torch's start."""
+    try:
+        vectors = model.encode(list(PROBES), normalize_embeddings=normalize, convert_to_numpy=True)
+        record = {"onnx": path.name, "max_tokens": max_tokens, "probes": list(PROBES), "vectors": vectors.tolist()}
+        target = folder / f"source-{source_key(source, normalize)}.json"
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.stem}-", suffix=".json")
+        with os.fdopen(fd, "w") as handle:
+            json.dump(record, handle)
+        os.replace(tmp, target)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("embedding_onnx_record_failed", reason=f"{type(exc).__name__}: {exc}")

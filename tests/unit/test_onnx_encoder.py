@@ -140,3 +140,79 @@ def test_a_damaged_kept_copy_is_exported_again(folder: Path, with_onnx: Sentence
     again = OnnxEncoder.build(with_onnx.model, damaged, threads=1, normalize=True)
     assert again is not None and again.path == damaged / encoder.path.name
     assert np.abs(again.encode(QUERIES) - encoder.encode(QUERIES)).max() < 1e-6
+
+
+def test_a_later_process_embeds_a_query_without_torch(folder: Path, with_onnx: SentenceTransformerEmbedder) -> None:
+    """A search or a server that only embeds queries opens the kept copy by its record: no torch import."""
+    import subprocess
+
+    assert with_onnx.small_batch_encoder() is not None
+    assert len(list(folder.glob("source-*.json"))) == 1  # the record the build wrote beside its copy
+    code = (
+        "import sys, json\n"
+        "from models.embedding import EmbeddingConfig, SentenceTransformerEmbedder\n"
+        f"e = SentenceTransformerEmbedder(EmbeddingConfig(threads=1, onnx_dir={str(folder)!r}))\n"
+        f"vectors = [e.embed_query(q).tolist() for q in {QUERIES!r}]\n"
+        "print(json.dumps({'torch': 'torch' in sys.modules, "
+        "'st': 'sentence_transformers' in sys.modules, 'vectors': vectors}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    found = __import__("json").loads(done.stdout.strip().splitlines()[-1])
+    assert found["torch"] is False and found["st"] is False
+    for query, vector in zip(QUERIES, found["vectors"], strict=True):
+        assert np.abs(np.asarray(vector, dtype=np.float32) - with_onnx.embed_query(query)).max() < 1e-5
+
+
+def test_the_folder_tokenizer_reads_as_the_models_own(with_onnx: SentenceTransformerEmbedder) -> None:
+    import tokenizers
+
+    source = with_onnx._source_folder()
+    assert source is not None
+    ours = onnx_encoder.FolderTokenizer(tokenizers.Tokenizer.from_file(str(source / "tokenizer.json")), source)
+    theirs = with_onnx.model.tokenizer
+    texts = [
+        *QUERIES,
+        "",
+        "Ünïcödé — “quoted” naïve café, 3rd-level 60-ft. sphere (1d3)",
+        "word " * 400,  # truncated at the model's length
+        "The Kraken's lair\n\ttabs and  spaces",
+    ]
+    for batch in ([t] for t in texts), [texts]:
+        for group in batch:
+            a = ours(group, max_length=with_onnx.max_tokens)
+            b = theirs(group, padding=True, truncation=True, max_length=with_onnx.max_tokens, return_tensors="np")
+            for name in ("input_ids", "attention_mask", "token_type_ids"):
+                assert np.array_equal(a[name], np.asarray(b[name])), (name, group)
+
+
+def test_a_kept_copy_whose_record_disagrees_is_not_opened(
+    tmp_path: Path, with_onnx: SentenceTransformerEmbedder, folder: Path
+) -> None:
+    import json
+    import shutil
+
+    source = with_onnx._source_folder()
+    assert source is not None
+    for path in folder.iterdir():
+        if path.is_file():
+            shutil.copy(path, tmp_path / path.name)
+    (record_path,) = tmp_path.glob("source-*.json")
+    record = json.loads(record_path.read_text())
+    assert OnnxEncoder.open_kept(source, tmp_path, threads=1, normalize=True) is not None
+    record["vectors"] = [[v + 0.01 for v in vector] for vector in record["vectors"]]
+    record_path.write_text(json.dumps(record))
+    assert OnnxEncoder.open_kept(source, tmp_path, threads=1, normalize=True) is None
+    assert OnnxEncoder.open_kept(source, tmp_path, threads=1, normalize=False) is None  # another record's key
+
+
+def test_the_records_key_follows_the_model_folder(tmp_path: Path, with_onnx: SentenceTransformerEmbedder) -> None:
+    import shutil
+
+    source = with_onnx._source_folder()
+    assert source is not None
+    copy = tmp_path / "model"
+    shutil.copytree(source, copy)
+    assert onnx_encoder.source_key(copy, True) == onnx_encoder.source_key(source, True)
+    config = copy / "config.json"
+    config.write_text(config.read_text().replace("}", ', "edited": true}', 1))
+    assert onnx_encoder.source_key(copy, True) != onnx_encoder.source_key(source, True)
