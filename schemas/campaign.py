@@ -415,8 +415,12 @@ class TurnVersion(LorekeeperModel):
 
 
 class SceneStatus(StrEnum):
+    """A scene's status at a position (a scene ends per branch): ``not_begun`` only in a read from a line it has
+    not begun on (it began on another branch, or after the position); a stored scene is active or completed."""
+
     ACTIVE = "active"
     COMPLETED = "completed"
+    NOT_BEGUN = "not_begun"
 
 
 class Scene(LorekeeperModel):
@@ -443,8 +447,8 @@ class Scene(LorekeeperModel):
     def _check_status(self) -> Self:
         if self.status is SceneStatus.COMPLETED and self.ended_at is None:
             raise ValueError("a completed scene needs ended_at")
-        if self.status is SceneStatus.ACTIVE and self.ended_at is not None:
-            raise ValueError("an active scene has no ended_at; set status 'completed'")
+        if self.status is not SceneStatus.COMPLETED and self.ended_at is not None:
+            raise ValueError(f"a scene that is {self.status.value} has no ended_at; set status 'completed'")
         if self.ended_at is not None and self.ended_at < self.started_at:
             raise ValueError("ended_at is before started_at")
         return self

@@ -300,7 +300,7 @@ def finish_scene_end(service: StoryService, scene_id: str) -> Formation | None:
     gate's canon is committed, and a former's failure (a model, a bug in a plug-in former) must not make
     the scene's end look failed; that end stays pending then, to be finished later. Returns the last
     end's formation, None when there was nothing to finish or its former failed."""
-    scene = service.get_scene(scene_id)
+    scene = service.scene_record(scene_id)  # as stored: its ends may be on other lines than the head's
     props = service.story.node("Scene", scene_id)
     if not props.get(cypher.END_PENDING):
         return None

@@ -45,6 +45,7 @@ from story.references import check_scene_refs
 from story.retcons import dependents_in, mark_writes
 from story.review import as_reviewed, refuse_late_commit, refuse_scene_end
 from story.rules import check_events
+from story.scene_status import SceneMarks, active_at, scene_marks, seen_at
 from story.scene_writes import scene_opening
 from story.state import WorldState
 from story.viewer import told_to_table
@@ -134,16 +135,17 @@ class Scenes:
         """The scene active at a position (the head; a branch's tip; a turn), if any.
 
         A scene shared by two branches (a fork while it was active) and ended on one is still active on
-        the other: it is returned as active there, whatever its node last recorded.
+        the other: it is returned as active there, whatever its node last recorded (:mod:`story.scene_status`).
         """
-        ctx = self.story.context(campaign_id)
-        scene_id = self.story.scene_at(self.core.lineage_for(ctx, turn_id, branch_id))
-        if scene_id is None:
+        marks = self._marks(campaign_id, branch_id, turn_id)
+        if marks.open_id is None:
             return None
-        scene = self.get_scene(scene_id)
-        if scene.status is SceneStatus.ACTIVE:
-            return scene
-        return scene.model_copy(update={"status": SceneStatus.ACTIVE, "ended_at": None, "end_turn_id": None})
+        props = self.story.node("Scene", marks.open_id)
+        return seen_at(props, marks) if active_at(props, marks) else None
+
+    def _marks(self, campaign_id: str, branch_id: str | None, turn_id: str | None) -> SceneMarks:
+        ctx = self.story.context(campaign_id)
+        return scene_marks(self.graph, self.core.lineage_for(ctx, turn_id, branch_id))
 
     def _active_here(self, ctx: CampaignContext, row: dict[str, Any], active: str | None) -> bool:
         """Whether the scene (its node) is the one ``active`` at the head; False when it ended on this line.
@@ -162,11 +164,25 @@ class Scenes:
             )
         return False
 
-    def get_scene(self, scene_id: str) -> Scene:
+    def get_scene(self, scene_id: str, *, branch_id: str | None = None, turn_id: str | None = None) -> Scene:
+        """A scene as read at a position (the head; a branch's tip; a turn): its status, end and outcomes on that
+        line (:mod:`story.scene_status`), as :meth:`active_scene` and a new scene's refusal read them.
+
+        Raises:
+            StoryNotFound: no such scene, or no such branch or turn in its campaign.
+            StoryInvalid: the turn is not on the line of ``branch_id``.
+        """
+        props = self.story.node("Scene", scene_id)
+        return seen_at(props, self._marks(str(props["campaign_id"]), branch_id, turn_id))
+
+    def scene_record(self, scene_id: str) -> Scene:
+        """A scene as its node stores it (what was last written to it, on whichever branch)."""
         return scene_of(self.story.node("Scene", scene_id))
 
-    def scenes(self, campaign_id: str) -> list[Scene]:
-        return [scene_of(r) for r in self.story.nodes(cypher.scenes_of(campaign_id))]
+    def scenes(self, campaign_id: str, *, branch_id: str | None = None, turn_id: str | None = None) -> list[Scene]:
+        """The campaign's scenes in order, each as read at a position (as :meth:`get_scene`)."""
+        marks = self._marks(campaign_id, branch_id, turn_id)
+        return [seen_at(r, marks) for r in self.story.nodes(cypher.scenes_of(campaign_id))]
 
     def _commit_events(
         self,
@@ -265,7 +281,7 @@ class Scenes:
 
     def _refuse_empty_summary(self, scene_id: str) -> None:
         """A GM's summary is kept on the scene's turns (anchored at the last): refused when it has none here."""
-        scene = self.get_scene(scene_id)
+        scene = self.scene_record(scene_id)
         lineage = self.story.context(scene.campaign_id).lineage()
         rows = self.story.nodes(cypher.turns_of_scene(scene_id))
         if not any(lineage.contains(r["branch_id"], int(r["depth"])) for r in rows):
@@ -274,7 +290,7 @@ class Scenes:
             )
 
     def _gate(self, scene_id: str, ids: list[str] | None, *, end: bool, summary: str | None = None) -> GateReport:
-        campaign_id = self.get_scene(scene_id).campaign_id
+        campaign_id = self.scene_record(scene_id).campaign_id
         after: dict[str, Any] = {}
 
         def build(ctx: CampaignContext, writes: Writes) -> tuple[GateReport, dict[str, Any]]:

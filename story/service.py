@@ -427,16 +427,22 @@ class StoryService:
             participant_entity_ids=participant_entity_ids,
         )
 
-    def get_scene(self, scene_id: str) -> Scene:
-        return self._scenes.get_scene(scene_id)
+    def get_scene(self, scene_id: str, *, branch_id: str | None = None, turn_id: str | None = None) -> Scene:
+        """A scene as read at a position, the head by default: :meth:`Scenes.get_scene`."""
+        return self._scenes.get_scene(scene_id, branch_id=branch_id, turn_id=turn_id)
+
+    def scene_record(self, scene_id: str) -> Scene:
+        """A scene as its node stores it: :meth:`Scenes.scene_record`."""
+        return self._scenes.scene_record(scene_id)
 
     def active_scene(
         self, campaign_id: str, *, branch_id: str | None = None, turn_id: str | None = None
     ) -> Scene | None:
         return self._scenes.active_scene(campaign_id, branch_id=branch_id, turn_id=turn_id)
 
-    def scenes(self, campaign_id: str) -> list[Scene]:
-        return self._scenes.scenes(campaign_id)
+    def scenes(self, campaign_id: str, *, branch_id: str | None = None, turn_id: str | None = None) -> list[Scene]:
+        """The campaign's scenes, each as read at a position: :meth:`Scenes.scenes`."""
+        return self._scenes.scenes(campaign_id, branch_id=branch_id, turn_id=turn_id)
 
     def propose(self, scene_id: str, **fields: Any) -> ProposedChange:
         return self._scenes.propose(scene_id, **fields)
@@ -462,7 +468,7 @@ class StoryService:
         """
         report = self._scenes.end_scene(scene_id, summary=summary)
         self.finish_scene_end(scene_id)
-        if (head := self.get_campaign(self._scenes.get_scene(scene_id).campaign_id).head_turn_id) is not None:
+        if (head := self.get_campaign(self._scenes.scene_record(scene_id).campaign_id).head_turn_id) is not None:
             self.triggers.evaluate(self.get_turn(head), FiredBy.SCENE_END)
         return report
 
@@ -472,7 +478,7 @@ class StoryService:
         if not scene_end.end_pending(self, scene_id):
             return None
         formation = scene_end.finish_scene_end(self, scene_id)
-        sync_scene(self._recall, self._scenes.get_scene(scene_id).campaign_id, scene_id)
+        sync_scene(self._recall, self._scenes.scene_record(scene_id).campaign_id, scene_id)
         return formation
 
     def retcon(

@@ -39,7 +39,7 @@ async def authorize(op: Operation, call: Call[Any]) -> None:
     if rule.on is On.NOTHING:
         return
     if rule.on is On.SCENE:
-        scene = await _missing_unless_mine(call, "scene", call.id("scene_id"), call.ctx.story.get_scene)
+        scene = await _missing_unless_mine(call, "scene", call.id("scene_id"), call.ctx.story.scene_record)
         campaign_id = scene.campaign_id
     else:
         campaign_id = call.ids.get("campaign_id") or getattr(call.body, "campaign_id", None) or ""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.errors import NotFound
 from schemas.retcons import Dependents, RecordRetconAnswer, RecordRetconRequest
@@ -32,6 +32,17 @@ class ProposalsQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     status: ProposalStatus | None = None
+
+
+class ScenesQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    turn_id: str | None = Field(default=None, description="As of this turn (its line); the head when unset.")
+    branch_id: str | None = Field(
+        default=None,
+        description="Read this branch's line: its tip, or with turn_id that turn as seen from the branch (a branch "
+        "of another campaign answers like a missing one); default: the head's.",
+    )
 
 
 class HouseRulesQuery(BaseModel):
@@ -69,20 +80,36 @@ async def start_scene(call: Call[SceneCreate]) -> Scene:
 
 @operation(
     family=_F,
-    access=Access(Role.PLAYER, On.CAMPAIGN),
+    access=Access(Role.PLAYER, On.CAMPAIGN, turns=("turn_id",)),
     rest=Rest("GET", "/campaigns/{campaign_id}/scenes"),
     ids=("campaign_id",),
+    body=ScenesQuery,
     output=list[Scene],
 )
-async def list_scenes(call: Call[Any]) -> list[Scene]:
-    """The scenes of the campaign."""
-    return await call.run(call.ctx.story.scenes, call.id("campaign_id"))  # type: ignore[no-any-return]
+async def list_scenes(call: Call[ScenesQuery]) -> list[Scene]:
+    """The scenes of the campaign, each as it stands on the line of the head (or of a branch's tip, or of turn_id):
+    active there, completed there, or not_begun (it began on another branch, or after that position)."""
+    b = call.body
+    return await call.run(  # type: ignore[no-any-return]
+        call.ctx.story.scenes, call.id("campaign_id"), turn_id=b.turn_id, branch_id=b.branch_id
+    )
 
 
-@operation(family=_F, access=PLAYER_ON_SCENE, rest=Rest("GET", "/scenes/{scene_id}"), ids=("scene_id",), output=Scene)
-async def get_scene(call: Call[Any]) -> Scene:
-    """A scene: its status, location, participants and summary."""
-    return await call.run(call.ctx.story.get_scene, call.id("scene_id"))  # type: ignore[no-any-return]
+@operation(
+    family=_F,
+    access=Access(Role.PLAYER, On.SCENE, turns=("turn_id",)),
+    rest=Rest("GET", "/scenes/{scene_id}"),
+    ids=("scene_id",),
+    body=ScenesQuery,
+    output=Scene,
+)
+async def get_scene(call: Call[ScenesQuery]) -> Scene:
+    """A scene as it stands on the line of the head (or of a branch's tip, or of turn_id): its status there, location,
+    participants, and its end, outcomes and summary where it ended on that line."""
+    b = call.body
+    return await call.run(  # type: ignore[no-any-return]
+        call.ctx.story.get_scene, call.id("scene_id"), turn_id=b.turn_id, branch_id=b.branch_id
+    )
 
 
 @operation(
