@@ -48,6 +48,7 @@ from story.recall_documents import (
     windows,
 )
 from story.recall_ranking import Candidates, bm25_order, decode_hits, names_among, rank, stored_record, text_led
+from story.recall_vectors import nearest
 from story.recall_writer import RecallWriter
 
 __all__ = [
@@ -384,7 +385,7 @@ class RecallIndex:
                 points = found.also_hits.get(stripped)  # searched in gather's batch (same filters, depth)
                 if points is None:
                     vector = early[stripped] if stripped in early else self.embedder.embed_query(stripped)
-                    points = self.vectors.search(self.collection, vector.tolist(), filters=filters, limit=searched)
+                    points = nearest(self.vectors, self.collection, [vector], filters, searched)[0]
                 decode_hits(found.records, ((p.id, p.payload) for p in points))
                 found.legs["vector_without_names"] = [(p.id, p.score) for p in points]
         return found
@@ -456,7 +457,7 @@ class RecallIndex:
                 query = np.asarray(found.query_vector, dtype=np.float64)
                 blended = (1 - cfg.feedback_vector_share) * query / max(float(np.linalg.norm(query)), 1e-12)
                 blended += cfg.feedback_vector_share * mean / max(float(np.linalg.norm(mean)), 1e-12)
-                hits = self.vectors.search(self.collection, blended.tolist(), filters=filters, limit=depth)
+                hits = nearest(self.vectors, self.collection, [blended], filters, depth)[0]
                 legs["feedback_vector"] = [(h.id, h.score) for h in hits]
                 decode_hits(found.records, ((h.id, h.payload) for h in hits))
         if fused_text:
@@ -518,16 +519,14 @@ class RecallIndex:
                 if also_search is None or told is None or also_search(told.legs, told.records):
                     # one planned batch of searches under one filter estimate: two exact searches of a
                     # position early in a long campaign took ~7 ms together against ~11 ms one by one
-                    found = self.vectors.search_batch(
-                        self.collection, [v.tolist() for v in batch], filters=filters, limit=depth
-                    )
+                    found = nearest(self.vectors, self.collection, list(batch), filters, depth)
                     hits, also_hits = found[0], dict(zip(also_embed, found[1:], strict=True))
                 else:
-                    hits = self.vectors.search(self.collection, query_vector.tolist(), filters=filters, limit=depth)
+                    hits = nearest(self.vectors, self.collection, [query_vector], filters, depth)[0]
             else:
                 if query_vector is None:
                     query_vector = self.embedder.embed_query(query)
-                hits = self.vectors.search(self.collection, query_vector.tolist(), filters=filters, limit=depth)
+                hits = nearest(self.vectors, self.collection, [query_vector], filters, depth)[0]
             legs["vector"] = [(h.id, h.score) for h in hits]
             decode_hits(records, ((h.id, h.payload) for h in hits))
         if cfg.text_weight > 0:
