@@ -4,6 +4,7 @@ it made, so a retcon can take it out of recall and put its replacement in.
 - :func:`outcomes_in_words`: a scene end's accepted proposals in words ("Harrowgate ruler Lady Vesna", not
   "ent_… ruler Lady Vesna") with the canon record ids each made (a fact's id, a happening's…); the scene node
   keeps those ids beside its outcomes (:data:`OUTCOME_CANON`).
+- :func:`record_words`: a canon record (fact, happening, entity, relationship) in words, as the state folds it.
 - :func:`canon_marks`: what the graph says of a campaign's canon nodes for recall: the ids retconned, and the
   records a retcon wrote in place of what it retconned (:func:`retcon_records`), each a recall record
   anchored where the retcon was committed.
@@ -18,9 +19,11 @@ from typing import Any
 
 from schemas.events import BaseStateEvent
 from schemas.recall import RecallKind, RecallRecord
+from schemas.retcons import RecordKind
 from schemas.story import ProposalDecision, ProposalStatus, ProposedChange, Turn
 from stores.graph.base import GraphStore
 from story.cypher import Statement
+from story.state import WorldState
 
 OUTCOME_CANON = "outcome_canon_json"
 """The scene node's property that lists, beside each of its canonical outcomes, the canon ids it made."""
@@ -65,6 +68,21 @@ def _content_words(data: dict[str, Any], entities: Mapping[str, Mapping[str, Any
     if kind == "relationship":
         return f"{_name(entities, data['source_entity_id'])} {data['kind']} {_name(entities, data['target_entity_id'])}"
     return ", ".join(e["kind"] for e in data["events"])
+
+
+def record_words(state: WorldState, kind: RecordKind, record_id: str) -> str:
+    """A record in words, entities named by their names."""
+    ents = state.entities
+    if kind is RecordKind.FACT:
+        return fact_words(state.facts[record_id], ents)
+    if kind is RecordKind.HAPPENING:
+        return happening_words(state.happenings[record_id])
+    if kind is RecordKind.ENTITY:
+        e = ents[record_id]
+        return f"{e['name']} ({e['kind']})"
+    r = state.relationships[record_id]
+    name = {k: ents.get(r[k], {}).get("name", r[k]) for k in ("source", "target")}
+    return f"{name['source']} {r['kind']} {name['target']}"
 
 
 def outcomes_in_words(

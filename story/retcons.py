@@ -38,8 +38,9 @@ from story.campaigns import write_branch
 from story.checkpoints import Checkpoints
 from story.errors import StoryInvalid, StoryNotFound
 from story.graph import CampaignContext, Writes
-from story.outcomes import fact_words, happening_words, mark_retconned
+from story.outcomes import mark_retconned, record_words
 from story.state import WorldState
+from story.summary_amends import queue_amendments, retold_records
 
 if TYPE_CHECKING:
     from story.scenes import Scenes
@@ -70,21 +71,6 @@ def record_kind(state: WorldState, record_id: str) -> RecordKind | None:
         if record_id in table:
             return kind
     return None
-
-
-def record_words(state: WorldState, kind: RecordKind, record_id: str) -> str:
-    """A record in words, entities named by their names."""
-    ents = state.entities
-    if kind is RecordKind.FACT:
-        return fact_words(state.facts[record_id], ents)
-    if kind is RecordKind.HAPPENING:
-        return happening_words(state.happenings[record_id])
-    if kind is RecordKind.ENTITY:
-        e = ents[record_id]
-        return f"{e['name']} ({e['kind']})"
-    r = state.relationships[record_id]
-    name = {k: ents.get(r[k], {}).get("name", r[k]) for k in ("source", "target")}
-    return f"{name['source']} {r['kind']} {name['target']}"
 
 
 def dependents_in(state: WorldState, kind: RecordKind, record_id: str) -> list[Dependent]:
@@ -180,6 +166,7 @@ class Retcons:
             state = self.core.snapshots.state_at(ctx.id, ctx.lineage()).state
             plan = self._plan(ctx, state, record_id, reason, dependents, retelling, value, object_entity_id)
             branch_id, fork = write_branch(ctx, writes)
+            retold = retold_records(self.story, ctx.id, state, plan.events)  # the words of the world before it
             props = self.scenes._commit_events(
                 ctx,
                 writes,
@@ -191,6 +178,7 @@ class Retcons:
                 state=state,
             )
             mark_writes(ctx, writes, plan.events, branch_id=branch_id, reason=reason)
+            queue_amendments(self.story, ctx, writes, retold, events=plan.events, branch_id=branch_id)
             answer = RecordRetconAnswer(
                 record=plan.kind,
                 record_id=record_id,

@@ -258,10 +258,13 @@ def _queue(
     text = scene.summary or formed.summary
     if text and text.strip():
         summaries = of_this_end(service.story.nodes(cypher.anchored_at("Summary", turn.id)))
-        if not any(s.get("scene_id") == scene.id and s.get("text") == text for s in summaries):
-            ids = (scene.id, text) if end.seq is None else (scene.id, end.key, text)
+        summary_id = formed_id("sum", *((scene.id, text) if end.seq is None else (scene.id, end.key, text)))
+        # formed already: the same text, or the same id (its text amended by a retcon since: story.summary_amends)
+        if not any(
+            s.get("scene_id") == scene.id and (s.get("uid") == summary_id or s.get("text") == text) for s in summaries
+        ):
             summary = Summary(
-                id=formed_id("sum", *ids),
+                id=summary_id,
                 campaign_id=scene.campaign_id,
                 scope=SummaryScope.SCENE,
                 scene_id=scene.id,

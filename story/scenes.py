@@ -48,6 +48,7 @@ from story.rules import check_events
 from story.scene_status import SceneMarks, active_at, scene_marks, seen_at
 from story.scene_writes import scene_opening
 from story.state import WorldState
+from story.summary_amends import queue_amendments, retold_records
 from story.viewer import told_to_table
 
 
@@ -444,6 +445,7 @@ class Scenes:
             turn = ctx.head.id if ctx.head else None
             new_id_, events = _retcon_events(old, fact_id, turn, reason, value, object_entity_id, authority)
             branch_id, fork = write_branch(ctx, writes)
+            retold = retold_records(self.story, ctx.id, state, events)  # the words of the world before it
             props = self._commit_events(
                 ctx,
                 writes,
@@ -455,6 +457,7 @@ class Scenes:
                 evidence=evidence,
             )
             mark_writes(ctx, writes, events, branch_id=branch_id, reason=reason)  # the stored node says so
+            queue_amendments(self.story, ctx, writes, retold, events=events, branch_id=branch_id)  # what told it
             return new_id_, {**fork, **props}
 
         return self.core.mutate(campaign_id, "retcon", build)

@@ -116,3 +116,10 @@ def test_a_gm_retells_a_happening_and_every_read_shows_the_new_version(table: tu
     texts = _texts(doors, door, gm, cid, "the stable fire")
     assert "The stable holds: The rain puts the fire out." in texts
     assert not any(t.startswith("The stable burns") for t in texts), texts
+    # the scene's summary formed at its end ("What became true: …") tells the new version too, for the GM and the
+    # player alike; the old text is kept on the summary node
+    for key in (gm, player):
+        texts = _texts(doors, door, key, cid, "the stable fire")
+        assert not any("The stable burns" in t for t in texts), texts
+        summary = [t for t in texts if t.startswith("The inn:") and "What became true: " in t]
+        assert summary and "The stable holds: The rain puts the fire out." in summary[0], texts
