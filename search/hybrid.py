@@ -260,8 +260,9 @@ class HybridSearcher:
             assert self.reranker is not None
             model = self.reranker.name
             top, rerank_scores = self._rerank(query, top, citations)
+        top = top[:limit]
+        self._highlight(query, top, citations, {doc_id for doc_id, _ in hits_by_leg.get("text", ())})
         hits = [self._hit(doc, citations[doc.id], rerank_scores, model, rank) for rank, doc in enumerate(top, 1)]
-        hits = hits[:limit]
         elapsed = time.perf_counter() - started
         SEARCH_DURATION.labels(search_type="hybrid").observe(elapsed)
         events.search_completed({leg: len(h) for leg, h in hits_by_leg.items()}, len(fused), len(hits), model, elapsed)
@@ -393,7 +394,8 @@ class HybridSearcher:
 
     def _text_leg(self, query: str, filters: SearchFilters | None, depth: int) -> tuple[list[TextHit], float]:
         events.fulltext_query(query, index=self.text.name, filters=filters, limit=depth)
-        return _timed("text", lambda: self.text.search(query, filters=filters, limit=depth, highlight=True))
+        # Highlights come later, for the hits returned (_highlight): a snippet costs ~27 µs, 50 of them 1.4 ms.
+        return _timed("text", lambda: self.text.search(query, filters=filters, limit=depth, highlight=False))
 
     def _vector_leg(self, query: str, filters: SearchFilters | None, depth: int) -> tuple[list[VectorHit], float]:
         def run() -> list[VectorHit]:
@@ -446,6 +448,18 @@ class HybridSearcher:
                 citation.heading_path = tuple(stored.data.get("heading_path") or ())
             if citation.page_start is None:
                 citation.page_start, citation.page_end = stored.data.get("page_start"), stored.data.get("page_end")
+
+    def _highlight(self, query: str, docs: Sequence[Fused], citations: dict[str, _Citation], found: set[str]) -> None:
+        """The BM25 snippets of the returned hits that the text leg found, in one request."""
+        ids = [doc.id for doc in docs if doc.id in found]
+        if not ids:
+            return
+        try:
+            snippets = self.text.highlights(query, ids)
+        except NotFound:  # the index went away since the leg ran: the hits go out without snippets
+            return
+        for doc_id, fragments in snippets.items():
+            citations[doc_id].highlights = tuple(fragments)
 
     def _rerank(
         self, query: str, docs: list[Fused], citations: dict[str, _Citation]

@@ -86,6 +86,12 @@ class TextIndex(Protocol):
         """BM25 over title, heading and text; filters are exact matches on keyword fields."""
         ...
 
+    def highlights(self, query: str, ids: Sequence[str]) -> dict[str, list[str]]:
+        """The snippets :meth:`search` with ``highlight=True`` gives these documents for ``query``, in one
+        request: a caller that shows a few of many hits highlights only those. Ids of missing documents,
+        or of documents ``query`` does not match, may be absent."""
+        ...
+
     def count(self, filters: SearchFilters | None = None) -> int: ...
 
     def refresh(self) -> None:

@@ -135,6 +135,15 @@ def search_body(
     return body
 
 
+def highlight_body(query: str, ids: Sequence[str]) -> dict[str, Any]:
+    """A ``_search`` body for the highlights of documents ``ids``: :func:`search_body`'s query and
+    highlights, those ids only, no ``_source``."""
+    body = search_body(query, limit=len(ids), highlight=True)
+    body["query"]["bool"]["filter"].append({"ids": {"values": list(ids)}})
+    body["_source"] = False
+    return body
+
+
 def upsert_actions(index: str, docs: Sequence[TextDocument]) -> list[dict[str, Any]]:
     """Bulk ``index`` actions keyed by the document id: writing the same id again replaces it."""
     return [{"_op_type": "index", "_index": index, "_id": doc.id, "_source": document_source(doc)} for doc in docs]
@@ -469,6 +478,17 @@ class OpenSearchTextIndex(LazyClient):
         with self._translate("search"):
             response = self.client.search(index=self.name, body=body)
         return [hit_from_response(raw) for raw in response["hits"]["hits"]]
+
+    def highlights(self, query: str, ids: Sequence[str]) -> dict[str, list[str]]:
+        """The snippets :meth:`search` gives these documents for ``query``: the same body, filtered to
+        the ids, without the stored source."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        body = highlight_body(query, wanted)
+        with self._translate("highlight"):
+            response = self.client.search(index=self.name, body=body)
+        return {raw["_id"]: hit_from_response(raw).highlights for raw in response["hits"]["hits"]}
 
     # -- errors ------------------------------------------------------------------------------------
 

@@ -415,6 +415,27 @@ class TantivyTextIndex(LazyClient):
                 )
         return hits
 
+    def highlights(self, query: str, ids: Sequence[str]) -> dict[str, list[str]]:
+        """The ``<em>``-marked snippets :meth:`search` gives these documents for ``query`` (one term-set
+        query on the id field): the searcher highlights only the hits it returns, as a snippet cost
+        ~27 µs each, 1.4 ms for a leg's 50 hits at 100,000 chunks."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        with self._translate("highlight"):
+            handle: _Handle = self.client
+            text_query = self._text_query(handle, query)
+            if text_query is None:
+                return {}
+            searcher = handle.index.searcher()
+            generators = self._snippet_generators(handle, searcher, text_query)
+            found: dict[str, list[str]] = {}
+            id_query = tantivy.Query.term_set_query(handle.schema, "id", wanted)
+            for _, address in searcher.search(id_query, len(wanted), count=False).hits:
+                stored = searcher.doc(address)
+                found[str(stored.get_first("id"))] = _highlights(generators, stored)
+        return found
+
     def _text_query(self, handle: _Handle, query: str) -> tantivy.Query | None:
         """A dis_max (tie-breaker :data:`FIELD_TIE_BREAKER`) over the boosted fields of an OR of the query's
         analysed terms (None if no terms)."""

@@ -412,6 +412,15 @@ class TextIndexContract:
         assert any("<em>hoard</em>" in fragment for fragment in hit.highlights)
         assert not filtered_index.search("hoard", highlight=False)[0].highlights
 
+    def test_highlights_of_chosen_documents_are_those_search_gives(self, rules_index: TextIndex) -> None:
+        hits = rules_index.search("saving throw damage", limit=10)
+        chosen = [hit.id for hit in hits[1::2]]
+        assert rules_index.highlights("saving throw damage", [*chosen, "no-such-doc", chosen[0]]) == {
+            hit.id: hit.highlights for hit in hits[1::2]
+        }
+        assert rules_index.highlights("saving throw damage", []) == {}
+        assert rules_index.highlights("the of", chosen) in ({}, dict.fromkeys(chosen, []))  # no terms left
+
     def test_highlights_escape_html(self, index: TextIndex) -> None:
         index.upsert([TextDocument(id="h", text="The <script>alert(1)</script> trap fires a dart.")])
         fragments = index.search("trap")[0].highlights

@@ -27,6 +27,7 @@ from stores.text.opensearch import (
     RefreshPolicy,
     delete_actions,
     filter_query,
+    highlight_body,
     hit_from_response,
     index_body,
     search_body,
@@ -187,6 +188,15 @@ def test_search_body_without_filters_or_highlights() -> None:
     assert body["query"]["bool"]["filter"] == []
     # The user's text is passed verbatim to multi_match, which does not parse query syntax.
     assert body["query"]["bool"]["must"][0]["multi_match"]["query"] == 'AC (armor) "class'
+
+
+def test_highlight_body_is_the_search_body_for_those_ids_without_source() -> None:
+    body = highlight_body("armor class", ["c1", "c2"])
+    assert body["size"] == 2
+    assert body["_source"] is False
+    assert body["highlight"] == search_body("armor class")["highlight"]
+    assert body["query"]["bool"]["must"] == search_body("armor class")["query"]["bool"]["must"]
+    assert body["query"]["bool"]["filter"] == [{"ids": {"values": ["c1", "c2"]}}]
 
 
 def test_filter_query() -> None:

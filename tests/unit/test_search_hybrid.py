@@ -231,6 +231,16 @@ def test_every_leg_contributes_with_its_own_scores_and_ranks(searcher: HybridSea
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
+def test_returned_hits_carry_the_snippets_the_text_index_gives_them(searcher: HybridSearcher) -> None:
+    # The text leg searches without highlights; only the returned hits it found are highlighted, after fusion.
+    query = "how do I invoke an aspect with a fate point"
+    hits = searcher.search(query, limit=4)
+    by_text = {hit.id: hit.highlights for hit in searcher.text.search(query, limit=50, highlight=True)}
+    assert any(hit.highlights for hit in hits)
+    for hit in hits:
+        assert hit.highlights == (by_text[hit.chunk_id] if "text" in hit.ranks else []), hit.chunk_id
+
+
 def test_graph_leg_finds_chunks_by_concept_alone(searcher: HybridSearcher, world: World) -> None:
     lyrandar = next(uid for uid, text in world.chunks.items() if "Lyrandar" in text)
     graph_hits = _with(searcher, GRAPH_ONLY).search("what does a dragonmark do", limit=5)
