@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.vllm_cpu.lane import LANE_ENV, TIMINGS
+from tests.vllm_cpu.lane import LANE_ENV, NOTES, TIMINGS
 
 
 @pytest.fixture(scope="session")
@@ -60,3 +60,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             unit = "ms" if "per token" in stage else "s"
             value = seconds * 1000 if unit == "ms" else seconds
             terminalreporter.write_line(f"{stage:<44} {value:8.2f} {unit}")
+    if NOTES:
+        terminalreporter.section("vllm-cpu lane: what the model answered")
+        for note in NOTES:
+            terminalreporter.write_line(note)
