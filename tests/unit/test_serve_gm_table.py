@@ -135,7 +135,10 @@ def _retake_and_revert(table: Table, gm: str, bo: str, cid: dict[str, str]) -> N
     assert any(t["id"] == turn["turn_id"] and t["selected_take_id"] == turn["take_id"] for t in told), (selected, told)
     # the world that went with the first take comes back with it: the dragon, and its scene open on this line
     assert "Dragon" in _names(table, bo, cid)
+    for key in (gm, bo):  # read as start_scene reads it: open again on the head's line
+        assert table(key, "get_scene", scene)["status"] == "active"
     table(gm, "end_scene", scene)
+    assert table(bo, "get_scene", scene)["status"] == "completed"
 
 
 def _retcon(table: Table, gm: str, ada: str, cid: dict[str, str]) -> None:
@@ -158,6 +161,8 @@ def _retcon(table: Table, gm: str, ada: str, cid: dict[str, str]) -> None:
     outcomes = [h["text"] for h in hits if h["kind"] == "fact"]  # what became true (the scene's summary tells it)
     assert any(t.startswith("Bren the courier never comes") for t in outcomes), outcomes
     assert not any(t.startswith("Bren the courier arrives") for t in outcomes), outcomes
+    summaries = [h["text"] for h in hits if h["kind"] == "summary"]  # the inn's, formed at its end, amended
+    assert not any("Bren the courier arrives" in t for t in summaries), summaries
 
 
 def _threads_and_triggers(table: Table, gm: str, ada: str, bo: str, cid: dict[str, str]) -> None:
