@@ -26,9 +26,9 @@ thread. ``hybrid`` runs the BM25 and graph legs on threads while the query is em
 
 Each series is also reported per query kind (the player questions, the questions naming a concept), and
 ``hybrid no coverage`` is the default without the coverage leg. ``--before REV`` adds the search code of an
-earlier commit (``search/coverage.py`` and ``search/hybrid.py`` as they were there, on today's stores:
-``benchmarks/before.py``) as ``hybrid (before)`` and ``hybrid no coverage (before)``, interleaved with the
-rest, and gives each pair's share of queries with the same top 10.
+earlier commit (``search/coverage.py``, ``graph.py``, ``scope.py`` and ``hybrid.py`` as they were there, on
+today's stores and models: ``benchmarks/before.py``) as ``hybrid (before)`` and ``hybrid no coverage
+(before)``, interleaved with the rest, and gives each pair's share of queries with the same top 10.
 
 Usage::
 
@@ -93,6 +93,8 @@ LIBRARIES = [
     ("Adventures", LibraryType.ADVENTURE, Classification.REFERENCE),
 ]
 ITEMS = 100
+BEFORE_MODULES = ["search/coverage.py", "search/graph.py", "search/scope.py", "search/hybrid.py"]
+"""The search code ``--before REV`` loads as it was at REV (in import order); the stores are today's."""
 
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])")
 _TAG_RE = re.compile(r"<[^>]+>")
@@ -423,8 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--before",
         metavar="REV",
-        help="also time the search code of commit REV (search/coverage.py and search/hybrid.py as they were "
-        "there: benchmarks/before.py), interleaved, with and without the coverage leg, and compare top 10s",
+        help="also time the search code of commit REV (search/coverage.py, graph.py, scope.py and hybrid.py as "
+        "they were there: benchmarks/before.py), interleaved, with and without the coverage leg, and compare top 10s",
     )
     parser.add_argument("--no-rerank", action="store_true", help="leave the re-ranked series out (a quicker run)")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -480,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.before:
             from benchmarks.before import modules_at
 
-            old = modules_at(args.before, ["search/coverage.py", "search/hybrid.py"])["search.hybrid"]
+            old = modules_at(args.before, BEFORE_MODULES)["search.hybrid"]
             for name, changes in (("hybrid", {}), ("hybrid no coverage", {"coverage_weight": 0.0})):
                 before = old.HybridSearcher(
                     text=searcher.text,
@@ -550,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
                 for name, before in pairs.items()
             },
         },
-        "before": {"rev": args.before, "modules": ["search/coverage.py", "search/hybrid.py"]} if args.before else None,
+        "before": {"rev": args.before, "modules": BEFORE_MODULES} if args.before else None,
         "machine": machine_info(load_average=True),
         "wall_s": round(time.perf_counter() - started, 1),
         "series": series,

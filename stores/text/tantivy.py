@@ -513,7 +513,9 @@ def _check_limit(limit: int, where: str) -> None:
 
 
 def _document(doc_id: str, stored: tantivy.Document) -> TextDocument:
-    return TextDocument(
+    # Built without validation: every stored document was validated when it was upserted, and checking
+    # it again was ~40 % of get_many (0.5 of 1.2 ms CPU for the ~90 citations of a search at 100k chunks).
+    return TextDocument.model_construct(
         id=doc_id,
         title=stored.get_first("title") or "",
         heading=stored.get_first("heading") or "",
