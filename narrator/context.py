@@ -1,9 +1,20 @@
 """Prompt assembly for a turn: fixed section order, a token budget per section, citations.
 
-The order never changes (narrator rules → world axioms → canonical scene state → retrieved
-knowledge → memories → recent turns → the input), so consecutive turns of one campaign share the
-longest possible prefix and the model server's prefix cache hits. Each section gets a share of the
-budget and is cut at whole lines; what was cut is counted, never silently mangled.
+The layout is a chat, and a table's next prompt begins with this one, byte for byte, so the model
+server's prefix cache holds all of it but the new turn:
+
+* the system message: narrator rules → world axioms → canonical scene state (the stable head: it
+  changes only when canon or the campaign's profile does);
+* the recent turns, oldest first, each as its input (a user message, ``# <speaker>`` then the text:
+  :func:`input_message`) and its narration (an assistant message, what the model wrote);
+* the last user message: what this turn retrieved (knowledge, memories; shown only when something was
+  found), then the input, rendered as it will be among the recent turns of the next turn.
+
+With nothing retrieved, turn N's messages are turn N-1's plus its narration and the new input; what a
+turn retrieved sits in its own last message only, so it costs the next turn that message and its
+answer (docs/adr/0008-chat-prompt-layout.md). Each section gets a share of the budget and is cut at
+whole lines (the recent turns at whole turns, the oldest first); what was cut is counted, never
+silently mangled.
 
 The memories section holds what the campaign recalls for this input (:mod:`story.recall`): turns,
 summaries, canon facts and memories of the turn's line, best first, each with its kind and the turn
@@ -131,6 +142,22 @@ class PromptAssembler:
             chosen.reverse()
         return "\n".join(chosen), len(lines) - len(chosen)
 
+    def _fit_turns(self, turns: Sequence[Turn], names: Mapping[str, str]) -> tuple[list[dict[str, str]], int]:
+        """The latest whole turns that fit the recent turns' share, as chat messages (:func:`turn_messages`),
+        and how many messages were left out."""
+        limit = int(self.budget * SECTION_SHARE[PromptSectionKind.RECENT_TURNS])
+        said = [turn_messages(t, names) for t in turns]
+        shown = 0
+        used = 0
+        for messages in reversed(said):
+            cost = sum(self.count(m["content"]) + 1 for m in messages)
+            if used + cost > limit:
+                break
+            shown += 1
+            used += cost
+        kept = [m for messages in said[len(said) - shown :] for m in messages]
+        return kept, sum(len(m) for m in said) - len(kept)
+
     def assemble(
         self,
         *,
@@ -155,48 +182,69 @@ class PromptAssembler:
         None (no recall, or ``recall_error`` says why it failed) the section holds ``summaries`` and
         ``memories`` instead.
         """
-        p = campaign.profile
-        rules = [
-            "You are the narrator of a tabletop role-playing game. Describe what happens; never decide for the "
-            "players; respect the canon below; when the books below inform you, cite them as [n].",
-            f"Genre: {p.genre}"
-            + (f" ({p.subgenre})" if p.subgenre else "")
-            + (f"; tone: {p.tone}" if p.tone else "")
-            + f"; point of view: {p.point_of_view.value.replace('_', ' ')}; tense: {p.tense.value}.",
-            *(f"- {rule}" for rule in campaign.narrator_rules),
+        names = {e.id: e.name for e in state.entities}
+        # the stable head, byte-identical from turn to turn while canon stands: the system message
+        head = [
+            (PromptSectionKind.NARRATOR_RULES, rule_lines(campaign)),
+            (PromptSectionKind.WORLD_AXIOMS, [f"- {a}" for a in axioms]),
+            (PromptSectionKind.SCENE_STATE, scene_lines(state)),
         ]
-        sections: list[tuple[PromptSectionKind, list[str], str]] = [
-            (PromptSectionKind.NARRATOR_RULES, rules, "first"),
-            (PromptSectionKind.WORLD_AXIOMS, [f"- {a}" for a in axioms], "first"),
-            (PromptSectionKind.SCENE_STATE, scene_lines(state), "first"),
-            (PromptSectionKind.RETRIEVED_KNOWLEDGE, knowledge_lines(hits), "first"),
+        # what this turn retrieved for its input: in the last message, before the input, shown when found
+        retrieved = [
+            (PromptSectionKind.RETRIEVED_KNOWLEDGE, knowledge_lines(hits)),
             (
                 PromptSectionKind.MEMORIES,
                 recall_lines(recalled) if recalled is not None else memory_lines(memories, summaries, state),
-                "first",
             ),
-            (PromptSectionKind.RECENT_TURNS, turn_lines(recent, {e.id: e.name for e in state.entities}), "last"),
-            (PromptSectionKind.PLAYER_INPUT, [player_input or "(the player waits; narrate on)"], "first"),
         ]
-        parts: list[str] = []
         records: list[PromptSection] = []
         cut: dict[str, int] = {}
-        for kind, lines, keep in sections:
-            body, dropped = self._fit(kind, lines, keep=keep)
+
+        def section(kind: PromptSectionKind, lines: Sequence[str], *, heading: bool = True) -> str:
+            body, dropped = self._fit(kind, lines)
             if dropped:
                 cut[kind.value] = dropped
-            text = f"{HEADINGS[kind]}\n{body}" if body else HEADINGS[kind]
-            parts.append(text)
+            text = (f"{HEADINGS[kind]}\n{body}" if body else HEADINGS[kind]) if heading else body
             records.append(PromptSection(kind=kind, token_count=self.count(text), content_hash=sha256_hex(text)))
-        system = "\n\n".join(parts[:-1])
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": parts[-1]}]
-        whole = system + "\n\n" + parts[-1]
+            return text
+
+        system = "\n\n".join(section(kind, lines) for kind, lines in head)
+        history, dropped_turns = self._fit_turns(recent, names)
+        if dropped_turns:
+            cut[PromptSectionKind.RECENT_TURNS.value] = dropped_turns
+        transcript = "\n\n".join(m["content"] for m in history)
+        records.append(
+            PromptSection(
+                kind=PromptSectionKind.RECENT_TURNS,
+                token_count=self.count(transcript),
+                content_hash=sha256_hex(transcript),
+            )
+        )
+        found = [text for kind, lines in retrieved if (text := section(kind, lines)) and lines]
+        said = section(PromptSectionKind.PLAYER_INPUT, [player_input or WAITING], heading=False)
+        now = "\n\n".join([*found, input_message(speaker_of(turn, names), said)])
+        messages = [{"role": "system", "content": system}, *history, {"role": "user", "content": now}]
+        whole = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
         snapshot = PromptSnapshot(turn_id=turn.id, model=model, sections=records, content_hash=sha256_hex(whole))
         retrieval = retrieval_record(turn, query, hits, cut, retrieval_error) if hits or retrieval_error else None
         # recall ran (its hits, even none left for this seat) or failed: the turn says so in its provenance
         ran = recalled is not None or recall_error is not None
         recall = recall_record(turn, query, recalled or [], cut, recall_error) if ran else None
         return Assembled(messages=messages, text=whole, snapshot=snapshot, retrieval=retrieval, recall=recall, cut=cut)
+
+
+def rule_lines(campaign: Campaign) -> list[str]:
+    """How the narrator narrates this campaign: the standing instruction, its profile and its own rules."""
+    p = campaign.profile
+    return [
+        "You are the narrator of a tabletop role-playing game. Describe what happens; never decide for the "
+        "players; respect the canon below; when the books below inform you, cite them as [n].",
+        f"Genre: {p.genre}"
+        + (f" ({p.subgenre})" if p.subgenre else "")
+        + (f"; tone: {p.tone}" if p.tone else "")
+        + f"; point of view: {p.point_of_view.value.replace('_', ' ')}; tense: {p.tense.value}.",
+        *(f"- {rule}" for rule in campaign.narrator_rules),
+    ]
 
 
 def _shown(cut: dict[str, int], total: int, kind: PromptSectionKind = PromptSectionKind.RETRIEVED_KNOWLEDGE) -> int:
@@ -324,3 +372,30 @@ def turn_lines(turns: Sequence[Turn], names: Mapping[str, str] | None = None) ->
         if t.narration:
             lines.append(f"Narrator: {t.narration}")
     return lines
+
+
+WAITING = "(the player waits; narrate on)"
+"""The input of a turn that said nothing."""
+
+
+def speaker_of(turn: Turn, names: Mapping[str, str] | None = None) -> str:
+    """Who said a turn's input: its speaker's name, an entity's name (``names``: entity ids to names), or the
+    kind of speaker (Player, GM)."""
+    if names and turn.speaker.entity_id and not turn.speaker.name:
+        return names.get(turn.speaker.entity_id, "") or speaker_name(turn)
+    return speaker_name(turn)
+
+
+def input_message(who: str, text: str) -> str:
+    """A turn's input as the model reads it, the same as the last message of its own turn and as a recent
+    turn of the turns after it (so a table's next prompt begins with this one's, byte for byte)."""
+    return f"# {who}\n{text or WAITING}"
+
+
+def turn_messages(turn: Turn, names: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+    """A recent turn as chat messages: its input (:func:`input_message`), then its narration as the model's
+    answer (what the model wrote for it, so the prefix cache holds it already)."""
+    messages = [{"role": "user", "content": input_message(speaker_of(turn, names), turn.text)}]
+    if turn.narration:
+        messages.append({"role": "assistant", "content": turn.narration})
+    return messages

@@ -133,6 +133,23 @@ class PromptSectionKind(StrEnum):
 
 
 _SECTION_RANK = {kind: rank for rank, kind in enumerate(PromptSectionKind)}
+_CHAT_RANK = {
+    kind: rank
+    for rank, kind in enumerate(
+        [
+            PromptSectionKind.NARRATOR_RULES,
+            PromptSectionKind.WORLD_AXIOMS,
+            PromptSectionKind.SCENE_STATE,
+            PromptSectionKind.RECENT_TURNS,
+            PromptSectionKind.RETRIEVED_KNOWLEDGE,
+            PromptSectionKind.MEMORIES,
+            PromptSectionKind.PLAYER_INPUT,
+        ]
+    )
+}
+"""The chat layout's order (:mod:`narrator.context` since Dec 2026): the recent turns as chat messages right
+after the stable head, what the turn retrieved in its last message, so a table's next prompt begins with this
+one. Snapshots written before keep the enum's order; both are valid."""
 
 
 class PromptSection(LorekeeperModel):
@@ -148,7 +165,9 @@ class PromptSnapshot(LorekeeperModel):
     turn_id: Id
     model: Name
     sections: list[PromptSection] = Field(
-        min_length=1, description="Sections in prompt order (the PromptSectionKind order)."
+        min_length=1,
+        description="Sections in prompt order (the PromptSectionKind order, or the chat layout's: recent turns "
+        "before the retrieved knowledge and memories).",
     )
     content_hash: Sha256Hex = Field(description="sha256 of the whole assembled prompt.")
     blob_key: BlobKey | None = Field(default=None, description="Object-store key of the prompt.")
@@ -166,8 +185,8 @@ class PromptSnapshot(LorekeeperModel):
 
     @model_validator(mode="after")
     def _check_order(self) -> Self:
-        ranks = [_SECTION_RANK[s.kind] for s in self.sections]
-        if ranks != sorted(ranks):
+        orders = ([rank[s.kind] for s in self.sections] for rank in (_SECTION_RANK, _CHAT_RANK))
+        if not any(ranks == sorted(ranks) for ranks in orders):
             order = " -> ".join(k.value for k in PromptSectionKind)
             got = " -> ".join(s.kind.value for s in self.sections)
             raise ValueError(f"prompt sections must follow the order {order}; got {got}")
