@@ -45,6 +45,7 @@ from story.formation import FormedScene, NamedEntity, SceneMemoryFormer
 from story.gate import scene_of
 from story.graph import CampaignContext, Writes, node_props
 from story.recall import ENDS
+from story.summary_amends import Retold, amended, retold_since
 
 if TYPE_CHECKING:
     from story.service import StoryService
@@ -231,18 +232,31 @@ def _commit(
         props = service.story.node("Scene", scene.id)
         if finishing and not (end in pending_ends(props) if end else props.get(cypher.END_PENDING)):
             return Formation(scene.id, formed.former), SKIP  # finished meanwhile, by another process
-        result = _queue(service, scene, end, formed, present, writes) if end else Formation(scene.id, formed.former)
+        if end is None:  # an end without a turn forms nothing: finishing it only clears its mark
+            if finishing:
+                writes.add(*cypher.update_scene(scene.id, {cypher.END_PENDING: False}))
+            return Formation(scene.id, formed.former), ({} if writes.statements else SKIP)
+        # a retcon committed since the end's canon: what it forms tells the canon as it stands now
+        retold = retold_since(service.story, scene.campaign_id, props, end.seq)
+        result = _queue(service, scene, end, formed, present, writes, retold)
         if finishing:
-            writes.add(*cypher.update_scene(scene.id, _finished(props, end) if end else {cypher.END_PENDING: False}))
+            writes.add(*cypher.update_scene(scene.id, _finished(props, end)))
         return result, ({} if writes.statements else SKIP)
 
     return service._mutate(scene.campaign_id, "scene_memories", build, allow_archived=True)
 
 
 def _queue(
-    service: StoryService, scene: Scene, end: EndToForm, formed: FormedScene, present: set[str], writes: Writes
+    service: StoryService,
+    scene: Scene,
+    end: EndToForm,
+    formed: FormedScene,
+    present: set[str],
+    writes: Writes,
+    retold: Sequence[Retold] = (),
 ) -> Formation:
-    """Queue the summary and the memories of ``formed`` that the end has not formed yet; count what was dropped."""
+    """Queue the summary and the memories of ``formed`` that the end has not formed yet, their words amended by the
+    retcons ``retold`` (their ids are those of the words formed); count what was dropped."""
     turn = service.story.turn(end.turn_id)
     place: dict[str, Any] = {
         "anchor_turn_uid": turn.id,
@@ -270,8 +284,8 @@ def _queue(
                 scene_id=scene.id,
                 anchor_turn_id=turn.id,
                 from_turn_id=scene.start_turn_id,
-                text=text,
-                token_count=len(text.split()),
+                text=(told := amended(text, retold, told_by_end=True)[0]),
+                token_count=len(told.split()),
             )
             writes.add(*cypher.create_anchored_at("Summary", turn.id, [node_props(summary, **place)]))
             summary_added = True
@@ -290,7 +304,7 @@ def _queue(
             there += 1
             continue
         known |= {memory_id, key}
-        memory = draft.validated_copy(id=memory_id, campaign_id=scene.campaign_id)
+        memory = draft.validated_copy(id=memory_id, campaign_id=scene.campaign_id, text=amended(draft.text, retold)[0])
         rows.append(node_props(memory, **place))
     if rows:
         writes.add(*cypher.create_anchored_at("Memory", turn.id, rows))

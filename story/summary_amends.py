@@ -17,7 +17,9 @@ the retcon, so a retelling retold again is found by the words the first amendmen
 end that made a retold record but never quoted its words (a GM's summary, a model's paraphrase) is told the
 retelling ("Since retold: …"). Nothing is deleted: each amended node keeps the texts it had, oldest first, with
 the retcon that amended them (``text_history_json``: text, record ids, event, branch, commit sequence, time).
-The recall index follows (the story service reconciles it after a retcon: :mod:`story.recall_sync`).
+The recall index follows (the story service reconciles it after a retcon: :mod:`story.recall_sync`). An end formed
+after a retcon of what it made (its formation left pending) is amended the same way as it is written
+(:func:`retold_since`, from the retcon marks in the graph).
 
 Like recall's outcome records, the amendment is not per branch: a branch forked before the retcon reads the
 new words too (docs/story.md, "Not done yet").
@@ -36,9 +38,21 @@ from schemas.events import BaseStateEvent, EventRecorded, FactAdded, FactInvalid
 from schemas.retcons import RecordKind, RecordRetconned
 from story import cypher
 from story.graph import CampaignContext, StoryGraph, Writes
-from story.outcomes import OUTCOME_CANON, fact_words, happening_words, outcome_canon, record_words
+from story.outcomes import (
+    CANON_LABELS,
+    OUTCOME_CANON,
+    entity_names,
+    fact_words,
+    happening_words,
+    outcome_canon,
+    record_words,
+    retconned_nodes,
+)
 from story.recall import ENDS
 from story.state import WorldState
+
+RETCONNED = "retconned"
+"""The canon level a retcon marks a record with (:data:`story.retcons.RETCONNED`)."""
 
 HISTORY = "text_history_json"
 """The property of an amended summary or memory that keeps the texts it had (a JSON list, oldest first)."""
@@ -106,6 +120,48 @@ def retold_records(
     return retold
 
 
+def _node_words(label: str, node: Mapping[str, Any], names: Mapping[str, Mapping[str, Any]]) -> str | None:
+    if label == "Fact":
+        return fact_words(node, names)
+    return happening_words(node) if label == "Happening" else None
+
+
+def retold_since(story: StoryGraph, campaign_id: str, scene: Mapping[str, Any], seq: Any = None) -> list[Retold]:
+    """The records the outcomes of a scene's end (``seq``: the end's commit sequence number; every end without it)
+    made that a retcon has retconned since, as the graph marks them (:func:`story.outcomes.mark_retconned`), each
+    with the words of what stands in its place now (a retelling retold again: the last). What an end forms after
+    a retcon (a formation left pending: :mod:`story.scene_end`) is amended with them as the retcon amends what was
+    formed before it."""
+    outcomes = list(scene.get("canonical_outcomes") or [])
+    made = outcome_canon(scene, len(outcomes))
+    ends = [e for e in _listed_ends(scene) if seq is not None and e.get("seq") == seq]
+    first, last = (int(ends[0]["outcomes"][0]), int(ends[0]["outcomes"][1])) if ends else (0, len(outcomes))
+    wanted = {record_id for ids in made[first:last] for record_id in ids}
+    if not wanted:
+        return []
+    nodes = {
+        str(row["n"]["uid"]): (label, row["n"])
+        for label in CANON_LABELS
+        for row in story.graph.run(*retconned_nodes(label, campaign_id))
+    }
+    if not wanted & {uid for uid, (_, n) in nodes.items() if n.get("canon_level") == RETCONNED}:
+        return []
+    names = {r["uid"]: {"name": r["name"]} for r in story.graph.run(*entity_names(campaign_id))}
+    retold: dict[str, Retold] = {}
+    for i in range(first, last):
+        for record_id in made[i]:
+            label, node = nodes.get(record_id, ("", {}))
+            if node.get("canon_level") != RETCONNED:
+                continue
+            while node.get("canon_level") == RETCONNED and node.get("superseded_by") in nodes:
+                label, node = nodes[str(node["superseded_by"])]  # retold again: what stands now
+            replacement = None if node.get("canon_level") == RETCONNED else _node_words(label, node, names)
+            entry = retold.setdefault(record_id, Retold(record_id, [], replacement))
+            entry.words.append(outcomes[i])
+            entry.outcomes.add((str(scene["id"]), i))
+    return list(retold.values())
+
+
 def _drop(text: str, words: str) -> str:
     """``text`` without ``words`` where they stand in a list of outcomes (an emptied list goes); elsewhere kept,
     said never to have been."""
@@ -134,14 +190,18 @@ def amended(text: str, retold: Iterable[Retold], *, told_by_end: bool = False) -
     return text, records
 
 
+def _listed_ends(scene: Mapping[str, Any]) -> list[dict[str, Any]]:
+    listed = scene.get(ENDS)
+    return list(json.loads(listed) if isinstance(listed, str) else listed or [])
+
+
 def _end_outcomes(scenes: Mapping[str, Mapping[str, Any]], row: Mapping[str, Any]) -> set[tuple[str, int]]:
     """The scene outcomes (scene id, index) made by the end a scene summary was formed at (all of the scene's when
     the summary or the scene does not say which end)."""
     scene = scenes.get(str(row.get("scene_id")))
     if scene is None or row.get("scope", "scene") != "scene":
         return set()
-    listed = scene.get(ENDS)
-    ends = list(json.loads(listed) if isinstance(listed, str) else listed or [])
+    ends = _listed_ends(scene)
     span = next((e["outcomes"] for e in ends if row.get("seq") is not None and e.get("seq") == row.get("seq")), None)
     first, last = (int(span[0]), int(span[1])) if span else (0, len(scene.get("canonical_outcomes") or []))
     return {(str(scene["id"]), i) for i in range(first, last)}

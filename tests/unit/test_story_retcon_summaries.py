@@ -6,12 +6,15 @@ place takes the outcome out of their words; a second retcon of the retelling ame
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from schemas.recall import RecallKind
 from schemas.retcons import HappeningRetelling
 from story import cypher
+from story.formation import FormedScene
+from story.scene_end import end_pending
 from story.service import StoryService
 from tests.unit.test_story_campaign import gm_entity, new_campaign, play
 
@@ -21,8 +24,16 @@ BURNS = "Lady Vesna burns the bridge: Flames take the old span"
 HOLDS = "Lady Vesna saves the bridge: The rain puts the fire out"
 
 
-def _court(story: StoryService) -> tuple[str, dict[str, str], str, dict[str, str]]:
-    """A scene with Lady Vesna and Lord Bram present that made a fact (Harrowgate's ruler) and a happening."""
+class _Broken:
+    name = "broken"
+
+    def form(self, *args: Any, **kwargs: Any) -> FormedScene:
+        raise RuntimeError("the model is down")
+
+
+def _court(story: StoryService, *, pending: bool = False) -> tuple[str, dict[str, str], str, dict[str, str]]:
+    """A scene with Lady Vesna and Lord Bram present that made a fact (Harrowgate's ruler) and a happening;
+    ``pending``: its end's formation failed (a model down), left to finish later."""
     campaign = new_campaign(story)
     play(story, campaign.id, "We ride to Harrowgate")
     arrival = story.start_scene(campaign.id, title="Arrival")
@@ -43,7 +54,9 @@ def _court(story: StoryService) -> tuple[str, dict[str, str], str, dict[str, str
     }
     story.propose(scene.id, type="event", content=fire, **gm)
     play(story, campaign.id, "The court gathers in the great hall", "Lady Vesna takes the throne")
+    former, story.memory_former = story.memory_former, _Broken() if pending else story.memory_former
     story.end_scene(scene.id)
+    story.memory_former = former
     state = story.state(campaign.id)
     made = {
         "fact": next(f.id for f in state.facts if f.predicate == "ruler"),
@@ -126,3 +139,24 @@ def test_a_fact_retconned_with_and_without_a_replacement_leaves_the_summarys_wor
     assert "ruler" not in text and "What became true: " + BURNS + "." in text, text
     texts = _recalled(story, cid, "who rules Harrowgate", RecallKind.SUMMARY)
     assert not any("Harrowgate ruler" in t for t in texts), texts
+
+
+def test_an_end_formed_after_a_retcon_tells_the_new_version(recalling_story: StoryService) -> None:
+    """The end's formation failed and is finished after a retcon of what it made: it forms the new words."""
+    story = recalling_story
+    cid, ids, scene_id, made = _court(story, pending=True)
+    assert end_pending(story, scene_id)
+    assert not [r for r in story.graph.run("MATCH (n:Summary) RETURN n") if r["n"].get("scene_id") == scene_id]
+    retelling = HappeningRetelling(title="Lady Vesna saves the bridge", description="The rain puts the fire out")
+    story.retcon_record(cid, made["happening"], reason="It never burned", retelling=retelling)
+    story.retcon(cid, made["fact"], reason="Bram always ruled", object_entity_id=ids["bram"])
+
+    story.finish_scene_end(scene_id)
+    assert not end_pending(story, scene_id)
+    text = _summary(story, scene_id)["text"]
+    assert HOLDS in text and "Harrowgate ruler Lord Bram" in text, text
+    assert BURNS not in text and "ruler Lady Vesna" not in text, text
+    vesna = _memory_of(story, cid, ids["vesna"])
+    assert HOLDS in vesna and BURNS not in vesna, vesna
+    texts = _recalled(story, cid, "the bridge", RecallKind.SUMMARY)
+    assert any(HOLDS in t for t in texts) and not any(BURNS in t for t in texts), texts
