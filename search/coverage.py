@@ -34,7 +34,7 @@ import math
 import operator
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -232,30 +232,46 @@ def query_constraints(query: str) -> list[Constraint]:
 
 _STOPS = STOP_WORDS | NEGATIONS
 _SPECIAL = ""  # a raw token that needs its neighbour (a number, "level"): never a token's text
-_WORD_TEXT: dict[str, str] = {}
-"""Raw word of a chunk's text → its token's text (the stem, or the function word itself); ``_SPECIAL``
-for a number or "level". A plain dict, read by ``map`` at C speed: the words of a book are few."""
-_IS_WORD: dict[str, bool] = {}
-"""Raw word → whether its token is a stemmed word (not a function word, not special)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """What each raw word of a chunk's text reads as, kept in plain dicts that ``map`` reads at C speed
+    (the words of a book are few)."""
+
+    text: dict[str, str]  # raw word → its token's text (the stem, or the function word); _SPECIAL if special
+    is_word: dict[str, bool]  # raw word → whether its token is a stemmed word (no function word, not special)
+
+
+_WORDS = _Words({}, {})
 _WORD_CACHE_LIMIT = 200_000
+"""Words kept before the dicts start anew (a bound on a long-lived process). They are replaced, never
+cleared, so a search that reads on another thread keeps a consistent pair."""
 
 
-def _word_texts(raw: list[str]) -> list[str]:
-    """The token text of each raw word (``_SPECIAL`` where a number or "level" needs its neighbour)."""
-    cache = _WORD_TEXT
+def _word_texts(raw: list[str]) -> tuple[list[str], _Words]:
+    """The token text of each raw word (``_SPECIAL`` where a number or "level" needs its neighbour), and
+    the dicts it was read from."""
+    words = _WORDS
     try:
-        return list(map(cache.__getitem__, raw))
+        return list(map(words.text.__getitem__, raw)), words
     except KeyError:
-        if len(cache) > _WORD_CACHE_LIMIT:  # a bound on a long-lived process; refilled from the next texts
-            cache.clear()
-            _IS_WORD.clear()
-        for word in set(raw).difference(cache):
+        if len(words.text) > _WORD_CACHE_LIMIT:
+            words = _new_words()
+        text, is_word = words.text, words.is_word
+        for word in set(raw).difference(text):
             if word[0].isdigit() or word == "level":
-                cache[word], _IS_WORD[word] = _SPECIAL, False
+                text[word], is_word[word] = _SPECIAL, False
             else:
                 token = _text_word(word)
-                cache[word], _IS_WORD[word] = token.text, token.kind is Kind.WORD
-        return list(map(cache.__getitem__, raw))
+                text[word], is_word[word] = token.text, token.kind is Kind.WORD
+        return list(map(text.__getitem__, raw)), words
+
+
+def _new_words() -> _Words:
+    global _WORDS  # noqa: PLW0603 - the one shared cache, replaced whole
+    _WORDS = _Words({}, {})
+    return _WORDS
 
 
 class StatedText:
@@ -276,16 +292,16 @@ class StatedText:
         self._joined: str | None = None
         self.numbers: dict[str, list[int]] = {}
         self.words: list[bool] | None = None  # which tokens are stemmed words (only read beside numbers)
-        texts = _word_texts(raw)
+        texts, vocab = _word_texts(raw)
         if _SPECIAL in texts and not text.isascii() and not _SPECIAL_RE.search(folded):
             # a digit that NFKC left and \d does not match, and no other: tokens() reads it as a word
             self._from_tokens(tokens(text))
             return
         if _SPECIAL not in texts:  # no number, no "level": every token is a plain word
             self.texts = texts
-            self.terms = set(map(_WORD_TEXT.__getitem__, set(raw).difference(_STOPS)))
+            self.terms = set(map(vocab.text.__getitem__, set(raw).difference(_STOPS)))
             return
-        self._read_special(raw, texts)
+        self._read_special(raw, texts, vocab.is_word)
 
     def _from_tokens(self, toks: list[Token]) -> None:
         self.texts = [t.text for t in toks]
@@ -295,7 +311,7 @@ class StatedText:
             if tok.kind is Kind.NUMBER:
                 self.numbers.setdefault(tok.text, []).append(i)
 
-    def _read_special(self, raw: list[str], plain: list[str]) -> None:
+    def _read_special(self, raw: list[str], plain: list[str], is_word: dict[str, bool]) -> None:
         """:func:`tokens`' reading of numbers and "level", the words between them copied in slices."""
         texts: list[str] = []
         words: list[bool] = []
@@ -308,7 +324,7 @@ class StatedText:
             except ValueError:
                 break
             texts += plain[pos:i]
-            words += map(_IS_WORD.__getitem__, raw[pos:i])
+            words += map(is_word.__getitem__, raw[pos:i])
             word = raw[i]
             after = raw[i + 1] if i + 1 < n else ""
             pos = i + 1
@@ -335,7 +351,7 @@ class StatedText:
             texts.append(word)
             words.append(kind is Kind.WORD)
         texts += plain[pos:]
-        words += map(_IS_WORD.__getitem__, raw[pos:])
+        words += map(is_word.__getitem__, raw[pos:])
         self.texts, self.words = texts, words
         self.terms = set(compress(texts, words))
         self.terms.update(values)
@@ -414,6 +430,18 @@ def _stated(text: str) -> StatedText:
     # The same chunks come back for related questions (an entry's, a chapter's): read each once, within
     # a bound (a few MB at 8,192 chunks).
     return StatedText(text)
+
+
+def candidate_text(heading_path: Sequence[str], text: str) -> str:
+    """What the coverage leg reads of a candidate chunk: its heading path and its text, a line each."""
+    return "\n".join([*heading_path, text])
+
+
+def read_ahead(texts: Iterable[str]) -> None:
+    """Read these candidates now into the bounded cache that :func:`coverage_scores` reads from: a search
+    reads a leg's hits on that leg's thread while the other legs still run."""
+    for text in texts:
+        _stated(text)
 
 
 def coverage_ranking(

@@ -10,9 +10,10 @@ chunks stay in the graph for the citations that point at them.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -26,13 +27,13 @@ from models.rerank import Reranker
 from schemas.errors import ConfigError, NotFound
 from schemas.search import LegWeights, SearchFilters, SearchHit, SearchRequest
 from search import events
-from search.coverage import coverage_ranking
+from search.coverage import candidate_text, coverage_ranking, read_ahead
 from search.graph import GraphLeg, GraphLegConfig, GraphLegResult
 from search.metrics import RERANK_DURATION, SEARCH_DURATION
 from search.scope import ItemScope, Scope, ScopedItem
 from stores.catalog import Catalog
 from stores.graph.base import GraphStore
-from stores.text.base import TextHit, TextIndex
+from stores.text.base import TextDocument, TextHit, TextIndex
 from stores.vector.base import VectorHit, VectorIndex
 
 log = structlog.get_logger(__name__)
@@ -242,12 +243,15 @@ class HybridSearcher:
         use_rerank = self.reranker is not None and rerank is not False
         depth = max(self.config.candidates, limit * 3)
 
-        scope, hits_by_leg, citations = self._run_legs(query, filters, leg_weights, depth)
+        coverage_weight = self.config.coverage(weights)
+        fetched: dict[str, TextDocument] = {}  # stored chunks the leg threads read ahead for the coverage leg
+        scope, hits_by_leg, citations = self._run_legs(
+            query, filters, leg_weights, depth, fetched if coverage_weight > 0 else None
+        )
         allowed = scope.items
         fused = rrf(hits_by_leg, leg_weights, k=self.config.rrf_k)
-        coverage_weight = self.config.coverage(weights)
         if coverage_weight > 0 and fused:
-            hits_by_leg["coverage"] = self._coverage_leg(query, fused, citations, allowed)
+            hits_by_leg["coverage"] = self._coverage_leg(query, fused, citations, allowed, fetched)
             leg_weights = {**leg_weights, "coverage": coverage_weight}
             fused = rrf(hits_by_leg, leg_weights, k=self.config.rrf_k)
         keep = max(limit, self.config.rerank_candidates) if use_rerank else limit
@@ -281,31 +285,52 @@ class HybridSearcher:
     # -- legs ----------------------------------------------------------------------------------
 
     def _run_legs(
-        self, query: str, filters: SearchFilters | None, weights: dict[str, float], depth: int
+        self,
+        query: str,
+        filters: SearchFilters | None,
+        weights: dict[str, float],
+        depth: int,
+        fetched: dict[str, TextDocument] | None = None,
     ) -> tuple[Scope, dict[str, list[tuple[str, float]]], dict[str, _Citation]]:
         """The item scope and each leg's hits in the scope, with what they carry for citations.
 
         With ``parallel``, the scope is read on the graph leg's thread, before that leg (the only one that
         needs it first), while the BM25 leg runs on the other thread and the query is embedded here: the
-        other legs are cut to the scope afterwards, so the scope query is off the critical path.
+        other legs are cut to the scope afterwards, so the scope query is off the critical path. With
+        ``fetched`` (the coverage leg is on), each thread then reads its leg's hits for the coverage leg
+        (:meth:`_read_ahead`) while the others still run, and the stored chunks it fetched go there.
         """
         citations: dict[str, _Citation] = {}
+        ahead = fetched is not None and self.config.parallel
+        graph_fetched: dict[str, TextDocument] = {}
 
         def scoped_graph() -> tuple[Scope, GraphLegResult | None]:
             scope = self.scope.allowed(filters)
             found = self._graph_leg(query, scope, depth) if weights["graph"] > 0 and scope.items else None
+            if ahead and found is not None:
+                self._read_ahead([hit.chunk_id for hit in found.hits], graph_fetched)
             return scope, found
+
+        def text_leg() -> tuple[list[TextHit], float]:
+            found = self._text_leg(query, filters, depth)
+            if ahead:
+                read_ahead(candidate_text(hit.data.get("heading_path") or (), hit.text) for hit in found[0])
+            return found
 
         results: dict[str, Any] = {}
         vector: tuple[list[VectorHit], float] = ([], 0.0)
         if self.config.parallel:
-            text_future = self._submit(lambda: self._text_leg(query, filters, depth)) if weights["text"] > 0 else None
+            text_future = self._submit(text_leg) if weights["text"] > 0 else None
             scope_future = self._submit(scoped_graph)
             if weights["vector"] > 0:
                 vector = self._vector_leg(query, filters, depth)
+                if ahead and fetched is not None:
+                    self._read_ahead([hit.id for hit in vector[0]], fetched)
             scope, results["graph"] = scope_future.result()
             if text_future is not None:
                 results["text"] = text_future.result()
+            if fetched is not None:
+                fetched.update(graph_fetched)
         else:
             scope, results["graph"] = scoped_graph()
             if scope.items:
@@ -379,13 +404,18 @@ class HybridSearcher:
         return legs
 
     def _coverage_leg(
-        self, query: str, fused: list[Fused], citations: dict[str, _Citation], allowed: dict[str, ScopedItem]
+        self,
+        query: str,
+        fused: list[Fused],
+        citations: dict[str, _Citation],
+        allowed: dict[str, ScopedItem],
+        fetched: dict[str, TextDocument],
     ) -> list[tuple[str, float]]:
         """Every candidate the legs found, ranked by how much of the query its heading path and text state
         (:mod:`search.coverage`); the text index holds the text of those the text leg did not return."""
         started = time.perf_counter()
-        self._complete_citations(fused, citations, allowed)
-        texts = {d.id: "\n".join([*citations[d.id].heading_path, citations[d.id].text]) for d in fused}
+        self._complete_citations(fused, citations, allowed, fetched)
+        texts = {d.id: candidate_text(citations[d.id].heading_path, citations[d.id].text) for d in fused}
         ranked = coverage_ranking(query, [d.id for d in fused], texts, pair_weight=self.config.coverage_pair_weight)
         elapsed = time.perf_counter() - started
         SEARCH_DURATION.labels(search_type="coverage").observe(elapsed)
@@ -425,21 +455,41 @@ class HybridSearcher:
 
     # -- citations, re-ranking, hits -------------------------------------------------------------
 
+    def _read_ahead(self, ids: list[str], fetched: dict[str, TextDocument]) -> None:
+        """Fetch these hits' stored chunks into ``fetched`` and read them for the coverage leg, on this
+        leg's thread while the other legs run (the coverage leg then finds them read)."""
+        try:
+            stored_docs = self.text.get_many(ids)
+        except NotFound:  # no text index yet: nothing to read ahead
+            return
+        for stored in stored_docs:
+            fetched[stored.id] = stored
+        read_ahead(candidate_text(stored.data.get("heading_path") or (), stored.text) for stored in stored_docs)
+
     def _complete_citations(
-        self, docs: Sequence[Fused], citations: dict[str, _Citation], allowed: dict[str, ScopedItem]
+        self,
+        docs: Sequence[Fused],
+        citations: dict[str, _Citation],
+        allowed: dict[str, ScopedItem],
+        fetched: Mapping[str, TextDocument] | None = None,
     ) -> None:
         """Fill text and citation fields that the leg which found a chunk did not carry (the text
-        index stores every chunk's text and citation data)."""
+        index stores every chunk's text and citation data; ``fetched`` holds some already)."""
         missing = []
+        stored_docs: list[TextDocument] = []
         for doc in docs:
             citation = citations[doc.id]
             citation.title = citation.title or allowed.get(citation.item_uid, _NO_ITEM).title
-            if not citation.text:
+            if citation.text:
+                continue
+            if fetched is not None and doc.id in fetched:
+                stored_docs.append(fetched[doc.id])
+            else:
                 missing.append(doc.id)
-        try:  # one request for them all: one get per chunk took ~0.15-0.7 ms each, ~100 per coverage leg
-            stored_docs = self.text.get_many(missing) if missing else []
-        except NotFound:  # no text index yet: the citations stay as the legs gave them
-            stored_docs = []
+        # one request for them all: one get per chunk took ~0.15-0.7 ms each, ~100 per coverage leg; with no
+        # text index yet (NotFound) the citations stay as the legs gave them
+        with contextlib.suppress(NotFound):
+            stored_docs += self.text.get_many(missing) if missing else []
         for stored in stored_docs:
             citation = citations[stored.id]
             citation.text = stored.text

@@ -242,3 +242,20 @@ def test_a_requests_weights_leave_the_coverage_leg_out_unless_they_name_it(searc
     assert plain and all("coverage" not in h.ranks for h in plain)
     named = searcher.search(QUERY, limit=5, weights=LegWeights(vector=1, text=1, graph=0.5, coverage=1))
     assert named[0].heading_path[-1] == ANSWER and "coverage" in named[0].ranks
+
+
+@pytest.mark.slow
+def test_the_leg_threads_read_the_candidates_ahead_and_the_hits_stay_the_same(searcher: HybridSearcher) -> None:
+    from search import coverage
+
+    parallel = _with(searcher, HYBRID_RRF)
+    sequential = _with(searcher, HYBRID_RRF.model_copy(update={"parallel": False}))
+    coverage._stated.cache_clear()
+    hits = parallel.search(QUERY, limit=8)
+    # every candidate was read on its leg's thread, so the coverage leg found each one read
+    info = coverage._stated.cache_info()
+    assert info.hits >= info.currsize > 0, info
+    coverage._stated.cache_clear()
+    alone = sequential.search(QUERY, limit=8)  # sequential: no read-ahead
+    assert coverage._stated.cache_info().hits == 0
+    assert [h.model_dump() for h in hits] == [h.model_dump() for h in alone]

@@ -240,6 +240,6 @@ def test_the_word_cache_is_bounded_and_refills(monkeypatch: pytest.MonkeyPatch) 
     text = "alpha beta gamma delta epsilon zeta eta theta iota kappa 3 feet"
     first = StatedText(text)
     again = StatedText(text + " lambda mu nu")
-    assert len(coverage._WORD_TEXT) <= 5 + 13
+    assert len(coverage._WORDS.text) <= 5 + 13
     assert again.terms >= first.terms
     assert again.terms == PlainReading(text + " lambda mu nu").terms
