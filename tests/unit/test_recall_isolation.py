@@ -324,14 +324,14 @@ def _step(story: StoryService, model: Model, rng: random.Random, step: int) -> N
             story.start_scene(cid, title=f"scene {step}", participant_entity_ids=list(model.cast.values()))
         elif move == "end" and active:
             story.propose(active, type="event", content={"title": _sentence(rng)}, authority="gm", confidence=1.0)
-            outcomes = len(story.get_scene(active).canonical_outcomes)
+            outcomes = len(story.scene_record(active).canonical_outcomes)  # the node's list: its index
             report = story.end_scene(active, summary=_sentence(rng) if rng.random() < 0.3 else None)
             _sync_branches(story, model, step)
             if report.already_completed or head is None:
                 return
             end = Place(report.branch_id, head.depth, step)
             model.ends.setdefault(head.id, []).append(end)
-            made = len(story.get_scene(active).canonical_outcomes)
+            made = len(story.scene_record(active).canonical_outcomes)  # the node's list: its index
             for i in range(outcomes, made):
                 model.records[f"{active}#canon{i}"] = end
             for memory_id in _new_ids(story, "Memory", cid, model.memories):

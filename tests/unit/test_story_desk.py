@@ -133,7 +133,7 @@ def test_todos_are_marked_done_and_bad_notes_write_nothing(story: Any) -> None:
     assert [n.id for n in story.desk.notes.at(campaign_id)] == [todo.id]
     # written from the fork, a note on the harbour scene (ended on the first line) goes on the scene's line
     late = story.desk.notes.add(scene_id, "Remember the harbourmaster")
-    assert late.anchor_turn_id == story.get_scene(scene_id).end_turn_id
+    assert late.anchor_turn_id == story.get_scene(scene_id, branch_id=main).end_turn_id  # where it ended
     assert late.id not in {n.id for n in story.desk.notes.at(campaign_id)}
     assert late.id in {n.id for n in story.desk.notes.at(campaign_id, branch_id=main)}
 
