@@ -71,7 +71,11 @@ class ApiTable:
         return [t["id"] for t in self._call("list_turns", body)]
 
     def active_scene(self, branch_id: str) -> str | None:
-        return self._view(branch_id=branch_id)["active_scene_id"]  # type: ignore[no-any-return]
+        active = self._view(branch_id=branch_id)["active_scene_id"]
+        # list_scenes read there agrees: the active one alone says active
+        listed = [s["id"] for s in self._call("list_scenes", {"branch_id": branch_id}) if s["status"] == "active"]
+        assert listed == ([active] if active else []), (branch_id, listed, active)
+        return active  # type: ignore[no-any-return]
 
     def tips(self) -> dict[str, str | None]:
         return {b["id"]: b["tip_turn_id"] or b["fork_turn_id"] for b in self._call("list_branches")}

@@ -49,6 +49,9 @@ class ServiceTable:
 
     def active_scene(self, branch_id: str) -> str | None:
         active = self.story.active_scene(self.campaign_id, branch_id=branch_id)
+        # the scenes read there agree: the active one alone says active (story.scene_status)
+        listed = [s.id for s in self.story.scenes(self.campaign_id, branch_id=branch_id) if s.status.value == "active"]
+        assert listed == ([active.id] if active else []), (branch_id, listed, active)
         return active.id if active else None
 
     def tips(self) -> dict[str, str | None]:
