@@ -356,11 +356,14 @@ def measure(
     turn (the series that run on every ``every[name]``-th query only skip the others), so the load of a
     shared machine weighs on all of them alike and the ratios hold within one run. ``pairs``: series →
     the series it replaces (its "before"); each gets the share of queries whose top 10 is the same list
-    as its before's, and the mean overlap of the two top-10 sets."""
+    as its before's, and the mean overlap of the two top-10 sets. Each series also gets the CPU time of
+    this process per search (every thread: ``cpu_p50_ms``, ``cpu_mean_ms``), which a busy machine
+    inflates far less than the wall time."""
     for searcher, kwargs in series.values():  # warm-up: caches, lazy model loads, first HNSW pages
         for q, _ in qs[:3]:
             searcher.search(q, limit=10, **kwargs)
     times: dict[str, list[float]] = {name: [] for name in series}
+    cpu: dict[str, list[float]] = {name: [] for name in series}
     kinds: dict[str, list[str]] = {name: [] for name in series}
     found: dict[str, int] = dict.fromkeys(series, 0)
     tops: dict[str, list[list[str]]] = {name: [] for name in series}
@@ -370,13 +373,17 @@ def measure(
             if i % every.get(name, 1):
                 continue
             searcher, kwargs = series[name]
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             hits = searcher.search(q, limit=10, **kwargs)
             times[name].append((time.perf_counter() - t0) * 1000)
+            cpu[name].append((time.process_time() - c0) * 1000)
             kinds[name].append(kind)
             found[name] += bool(hits)
             tops[name].append([h.chunk_id for h in hits])
     out = {name: summarise(times[name], found[name], kinds[name]) for name in names}
+    for name in names:
+        out[name]["cpu_p50_ms"] = round(float(np.percentile(cpu[name], 50)), 2)
+        out[name]["cpu_mean_ms"] = round(float(np.mean(cpu[name])), 2)
     for name, before in (pairs or {}).items():
         same = [a == b for a, b in zip(tops[name], tops[before], strict=True)]
         overlap = [len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(tops[name], tops[before], strict=True)]
@@ -510,7 +517,10 @@ def main(argv: list[str] | None = None) -> int:
         series = measure(runs, qs, every=rerank_every, pairs=pairs)
         for name, row in series.items():
             same = f"  same top 10 as before {row['same_top10_as_before']:.3f}" if name in pairs else ""
-            print(f"{name:26s} p50 {row['p50_ms']:8.2f} ms  p95 {row['p95_ms']:8.2f} ms  n={row['queries']}{same}")
+            print(
+                f"{name:26s} p50 {row['p50_ms']:8.2f} ms  p95 {row['p95_ms']:8.2f} ms  "
+                f"CPU p50 {row['cpu_p50_ms']:7.2f} ms  n={row['queries']}{same}"
+            )
         config = searcher.config.model_dump(mode="json")
     data = {k: v for k, v in data.items() if k != "vocabulary"}
     report = {
