@@ -54,6 +54,9 @@ class TextIndex(Protocol):
     """Upsert by id (idempotent), delete, BM25 search with keyword filters and highlights."""
 
     name: str
+    deferred_highlights: bool
+    """True when snippets cost the caller's process (embedded): ask :meth:`highlights` for the hits
+    shown; False when the server makes them within the search request."""
 
     def ensure(self) -> None:
         """Create the index and its mapping if missing (idempotent)."""

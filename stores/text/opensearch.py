@@ -204,6 +204,10 @@ class OpenSearchTextIndex(LazyClient):
         chunk_size: documents per bulk request.
     """
 
+    deferred_highlights = False
+    """The cluster makes snippets in the search request itself: asking :meth:`highlights` afterwards
+    would be one more round trip."""
+
     def __init__(
         self,
         url: str,

@@ -118,6 +118,10 @@ class TantivyTextIndex(LazyClient):
         writer_heap_bytes: tantivy's indexing buffer per write (at least 15 MB).
     """
 
+    deferred_highlights = True
+    """Snippets are made here, ~27 µs of this process's CPU each: a caller that returns a few of many hits
+    asks :meth:`highlights` for those, not ``search(highlight=True)`` for all."""
+
     def __init__(
         self,
         path: Path | str | None,

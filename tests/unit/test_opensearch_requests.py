@@ -33,6 +33,7 @@ from stores.text.opensearch import (
     search_body,
     upsert_actions,
 )
+from stores.text.tantivy import TantivyTextIndex
 
 pytestmark = pytest.mark.unit
 
@@ -188,6 +189,13 @@ def test_search_body_without_filters_or_highlights() -> None:
     assert body["query"]["bool"]["filter"] == []
     # The user's text is passed verbatim to multi_match, which does not parse query syntax.
     assert body["query"]["bool"]["must"][0]["multi_match"]["query"] == 'AC (armor) "class'
+
+
+def test_the_server_makes_highlights_within_the_search_and_tantivy_defers_them() -> None:
+    # hybrid search asks OpenSearch for snippets with the leg's hits (no second round trip) and tantivy,
+    # whose snippets cost this process, only for the hits it returns
+    assert OpenSearchTextIndex.deferred_highlights is False
+    assert TantivyTextIndex.deferred_highlights is True
 
 
 def test_highlight_body_is_the_search_body_for_those_ids_without_source() -> None:

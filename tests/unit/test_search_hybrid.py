@@ -231,8 +231,13 @@ def test_every_leg_contributes_with_its_own_scores_and_ranks(searcher: HybridSea
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
-def test_returned_hits_carry_the_snippets_the_text_index_gives_them(searcher: HybridSearcher) -> None:
-    # The text leg searches without highlights; only the returned hits it found are highlighted, after fusion.
+@pytest.mark.parametrize("deferred", [True, False], ids=["embedded-index", "server-index"])
+def test_returned_hits_carry_the_snippets_the_text_index_gives_them(
+    searcher: HybridSearcher, deferred: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Embedded: the text leg searches without highlights and only the returned hits it found are highlighted,
+    # after fusion. A server index (deferred_highlights False) gives them with the leg's hits.
+    monkeypatch.setattr(searcher.text, "deferred_highlights", deferred)
     query = "how do I invoke an aspect with a fate point"
     hits = searcher.search(query, limit=4)
     by_text = {hit.id: hit.highlights for hit in searcher.text.search(query, limit=50, highlight=True)}
