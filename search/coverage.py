@@ -259,12 +259,15 @@ def _word_texts(raw: list[str]) -> tuple[list[str], _Words]:
         if len(words.text) > _WORD_CACHE_LIMIT:
             words = _new_words()
         text, is_word = words.text, words.is_word
+        # is_word first: a reader on another thread that finds a word in ``text`` finds it in ``is_word``
         for word in set(raw).difference(text):
             if word[0].isdigit() or word == "level":
-                text[word], is_word[word] = _SPECIAL, False
+                is_word[word] = False
+                text[word] = _SPECIAL
             else:
                 token = _text_word(word)
-                text[word], is_word[word] = token.text, token.kind is Kind.WORD
+                is_word[word] = token.kind is Kind.WORD
+                text[word] = token.text
         return list(map(text.__getitem__, raw)), words
 
 

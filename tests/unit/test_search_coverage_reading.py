@@ -243,3 +243,28 @@ def test_the_word_cache_is_bounded_and_refills(monkeypatch: pytest.MonkeyPatch) 
     assert len(coverage._WORDS.text) <= 5 + 13
     assert again.terms >= first.terms
     assert again.terms == PlainReading(text + " lambda mu nu").terms
+
+
+def test_threads_reading_at_once_read_alike_while_the_word_cache_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the leg threads read candidates at the same time; a full cache is replaced under them, never cleared
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(coverage, "_WORD_CACHE_LIMIT", 20)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        rng = random.Random(13)
+        texts = [generated_text(rng, rng.randint(5, 60)) + f" word{i} {i}th" for i in range(400)]
+        expected = [(p.texts, p.terms, p.numbers) for p in map(PlainReading, texts)]
+
+        def read(offset: int) -> list[tuple[list[str], set[str], dict[str, list[int]]]]:
+            order = texts[offset:] + texts[:offset]
+            got = [(s.texts, s.terms, s.numbers) for s in map(StatedText, order)]
+            return got[len(texts) - offset :] + got[: len(texts) - offset]
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            results = list(pool.map(read, [0, 100, 200, 300]))
+    finally:
+        sys.setswitchinterval(interval)
+    assert all(result == expected for result in results)
