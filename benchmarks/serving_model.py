@@ -105,6 +105,8 @@ class Recorder:
     def __init__(self, engine: Any) -> None:
         self.prompts: dict[tuple[int, int], list[dict[str, str]]] = {}
         self.cache: dict[tuple[int, int], tuple[int, int]] = {}
+        self.tokens: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+        self.block_size = 1
         self.to_engine: list[float] = []
         stream = engine.stream
 
@@ -123,33 +125,48 @@ class Recorder:
 
         engine.stream = recorded
 
-    def watch_vllm(self, engine: Any) -> None:
-        """Read each request's prompt and cached token counts (both paths call the same ``generate``)."""
+    def watch_vllm(self, engine: Any, block_size: int) -> None:
+        """Read each request's prompt and cached token counts (both paths call the same ``generate``), and the
+        token ids of its prompt and output (what the cache could hold for the table's next turn)."""
         inner = engine._engine
         generate = inner.generate
+        self.block_size = block_size
 
         async def counted(prompt: Any, params: Any, **kwargs: Any) -> Any:
-            last = None
+            last, written = None, []
             async for output in generate(prompt, params, **kwargs):
                 last = output
+                written.extend(output.outputs[0].token_ids)
                 yield output
             key = _current.get()
             if key is not None and last is not None:
-                self.cache[key] = (len(last.prompt_token_ids or []), int(last.num_cached_tokens or 0))
+                ids = list(last.prompt_token_ids or [])
+                self.cache[key] = (len(ids), int(last.num_cached_tokens or 0))
+                self.tokens[key] = (ids, ids + written)
 
         inner.generate = counted
 
     def hit_rate(self) -> dict[str, Any] | None:
-        """The prefix cache's share of the prompt tokens of every table's second and later turns."""
-        later = [v for (_, i), v in self.cache.items() if i >= 1]
+        """The prefix cache's share of the prompt tokens of every table's second and later turns, and its share
+        of what a cache could have held: the prompt's common prefix with the table's previous prompt and
+        output, in whole KV blocks (the new input, and the part of a block after it, can never be cached)."""
+        later = [(k, v) for k, v in self.cache.items() if k[1] >= 1]
         if not later:
             return None
-        prompt, cached = sum(p for p, _ in later), sum(c for _, c in later)
+        prompt, cached = sum(p for _, (p, _) in later), sum(c for _, (_, c) in later)
+        cacheable = 0
+        for (t, i), _ in later:
+            ids, before = self.tokens[(t, i)][0], self.tokens.get((t, i - 1), ([], []))[1]
+            common = next((n for n, (a, b) in enumerate(zip(ids, before, strict=False)) if a != b), None)
+            common = min(len(ids), len(before)) if common is None else common
+            cacheable += common // self.block_size * self.block_size
         return {
             "later_turns": len(later),
             "prompt_tokens": prompt,
             "cached_tokens": cached,
             "hit_rate": round(cached / prompt, 3) if prompt else None,
+            "cacheable_tokens": cacheable,
+            "hit_rate_of_cacheable": round(cached / cacheable, 3) if cacheable else None,
         }
 
 
@@ -259,7 +276,7 @@ async def build(kind: str, levels: list[int], block_size: int) -> tuple[Any, Any
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     kwargs = {"max_num_seqs": max(levels), "block_size": block_size}
-    engine = VLLMEngine(str(converted_default_model()), max_model_len=2048, engine_kwargs=kwargs)
+    engine = VLLMEngine(str(converted_default_model()), max_model_len=4096, engine_kwargs=kwargs)
     return engine, None
 
 
@@ -295,7 +312,7 @@ async def run_all(
     tokenizer = tokenizer or engine._tokenizer
     recorder = Recorder(engine)
     if kind == "vllm":
-        recorder.watch_vllm(engine)
+        recorder.watch_vllm(engine, block_size)
 
     async def cold() -> None:
         """Each path starts from an empty prefix cache: the bare replay must not reuse the narrator's prompts."""
@@ -305,7 +322,7 @@ async def run_all(
     settings = load_settings(data_dir=data)
     for max_tokens in lengths:
         serve = ServeSettings(
-            narrator_max_tokens=max_tokens, narrator_temperature=0.0, context_tokens=1024, extractor_max_tokens=64,
+            narrator_max_tokens=max_tokens, narrator_temperature=0.0, context_tokens=3072, extractor_max_tokens=64,
             max_concurrent_turns=1024,
         )  # fmt: skip
         bare = bare_local(engine._loaded, max_tokens) if kind == "local" else bare_vllm(engine, max_tokens)
@@ -321,13 +338,13 @@ async def run_all(
                     services.story.create_campaign(world.id, f"Table {level}-{i}", StoryProfile(genre="fantasy")).id
                     for i in range(level)
                 ]
-                recorder.prompts.clear(), recorder.cache.clear(), recorder.to_engine.clear()
+                recorder.prompts.clear(), recorder.cache.clear(), recorder.tokens.clear(), recorder.to_engine.clear()
                 await cold()
                 streams, wall, after = await narrator_level(services.flow, campaigns, turns)
                 run["narrator"][str(level)] = summarise(streams, wall, tokenizer)
                 run["narrator_phases"][str(level)] = phases(recorder.to_engine, after)
                 prompts, narrated_cache = dict(recorder.prompts), recorder.hit_rate()
-                recorder.cache.clear()
+                recorder.cache.clear(), recorder.tokens.clear()
                 await cold()
                 streams, wall = await bare_level(bare, prompts, level, turns)
                 run["bare"][str(level)] = summarise(streams, wall, tokenizer)
@@ -381,13 +398,11 @@ def plot(results: dict[str, Any], path: Path) -> None:
             ax1.plot(levels, [r["ttft_p95_ms"] for r in rows], marker=marker, linestyle=":", label=f"{name} p95")
             ax2.plot(levels, [r["tokens_per_s"] for r in rows], marker=marker, label=name)
         cache = run.get("prefix_cache") or {}
-        hits = ", ".join(
-            f"x{k}: {v['narrator']['hit_rate']:.0%}" for k, v in cache.items() if v["narrator"]["hit_rate"]
-        )
+        hits = " / ".join(f"{v['narrator']['hit_rate']:.0%}" for v in cache.values() if v["narrator"]["hit_rate"])
         ax1.set(xscale="log", yscale="log", xlabel="concurrent tables", ylabel="time to first token (ms)",
                 title=f"TTFT, {length} tokens a turn")  # fmt: skip
         ax2.set(xscale="log", xlabel="concurrent tables", ylabel="tokens / s",
-                title=f"Throughput, {length} tokens" + (f" (later turns cached {hits})" if hits else ""))  # fmt: skip
+                title=f"Throughput, {length} tokens" + (f"\nlater turns cached {hits}" if hits else ""))  # fmt: skip
         for ax in (ax1, ax2):
             ax.set_xticks(levels, [str(level) for level in levels])
             ax.legend(fontsize=7)
