@@ -40,7 +40,7 @@ from typing import Any
 import structlog
 
 from schemas.errors import ConfigError, Conflict, InvalidRequest, NotFound, StoreError, Unavailable
-from schemas.search import FILTER_FIELDS, SearchFilters
+from schemas.search import SearchFilters
 from schemas.settings import VectorBackend, VectorLocation
 from stores.lazy import LazyClient
 from stores.vector.base import Distance, VectorHit, VectorPoint, VectorSpace, point_uuid
@@ -51,6 +51,7 @@ from stores.vector.edge_shards import (
     OpenCollection,
     OpenShards,
     acquire_shards,
+    ensure_payload_indexes,
     read_space,
     release_shards,
 )
@@ -73,6 +74,8 @@ OPTIMIZE_EVERY = 20_000
 UPSERT_BATCH = 1024
 # Filtered searches estimated to keep this many points or fewer are exact (see the class docstring).
 EXACT_BELOW = 10_000
+# The same for a filter of one condition keeping under WIDE_EF_BELOW of the collection (see the class docstring).
+EXACT_BELOW_ALONE = 25_000
 # Share of a collection under which a filtered search uses ACORN (qdrant's own bound is 0.4).
 ACORN_BELOW = 0.1
 # Share under which a filtered search that is neither exact nor ACORN explores the widest ef
@@ -103,11 +106,16 @@ class QdrantEdgeVectorIndex(LazyClient):
             18 % (a lineage and an observer) 10-12 ms against 7 ms searched plainly at ef 1024, both
             with an exact search's top 10 on 141 of 141 queries (at ef 728: 140). So a filtered search
             first estimates (from the payload indexes, ~0.1 ms) how many points pass: ``exact_below``
-            or fewer are searched exactly; a filter keeping less than ``acorn_below`` of the
-            collection uses ACORN; a wider one searches HNSW plainly, with ``hnsw_ef`` raised 8x under
-            :data:`WIDE_EF_BELOW` and by the inverse of the share kept (at most 4x) up to half.
+            or fewer are searched exactly (``exact_below_alone`` under one condition); a filter keeping
+            less than ``acorn_below`` of the collection uses ACORN; a wider one searches HNSW plainly, with
+            ``hnsw_ef`` raised 8x under :data:`WIDE_EF_BELOW` and by the inverse of the share kept (at most
+            4x) up to half.
         exact_below: Filtered searches estimated to keep this many points or fewer are exact
             (brute force over the payload index's matches: ~0.5 µs a 384-d point on one core).
+        exact_below_alone: The same bound for a filter of one condition (a recall's lineage keys) keeping
+            less than :data:`WIDE_EF_BELOW` of the collection: its scan walks that condition's matches alone
+            (~0.35 µs a point), where HNSW would run at 8x ``hnsw_ef`` or ACORN; lineages of 12,001-19,001
+            of 100,000 memory records: 22.7-26.6 ms of CPU at ef 1024, 4.9-6.6 ms exact (docs/story.md).
         acorn_below: Share of the collection under which a filtered search uses ACORN.
         payload_in_ram: Keep payloads in RAM (qdrant-edge's ``payload_memory`` ``Cached``: an in-RAM
             copy of the payload file) rather than read from the file at each search (``Cold``). A
@@ -136,6 +144,7 @@ class QdrantEdgeVectorIndex(LazyClient):
         payload_in_ram: bool = True,
         acorn: bool = True,
         exact_below: int = EXACT_BELOW,
+        exact_below_alone: int = EXACT_BELOW_ALONE,
         acorn_below: float = ACORN_BELOW,
         timeout_s: float = 5.0,
     ) -> None:
@@ -151,6 +160,7 @@ class QdrantEdgeVectorIndex(LazyClient):
         self.payload_in_ram = payload_in_ram
         self.acorn = acorn
         self.exact_below = exact_below
+        self.exact_below_alone = exact_below_alone
         self.acorn_below = acorn_below
         self.timeout_s = timeout_s
 
@@ -237,7 +247,7 @@ class QdrantEdgeVectorIndex(LazyClient):
         )
         shard = qe.EdgeShard.create(str(shard_dir), config)
         try:
-            _ensure_payload_indexes(shard)
+            ensure_payload_indexes(shard)
             shard.flush()
             tmp = folder / f"{SPACE_FILE}.tmp"
             tmp.write_text(space.model_dump_json(), encoding="utf-8")
@@ -271,7 +281,7 @@ class QdrantEdgeVectorIndex(LazyClient):
 
                 shard = EdgeShard.load(str(folder / SHARD_DIR))
                 try:
-                    _ensure_payload_indexes(shard)
+                    ensure_payload_indexes(shard)
                     info = shard.info()
                 except BaseException:
                     shard.close()
@@ -458,9 +468,10 @@ class QdrantEdgeVectorIndex(LazyClient):
         with self._call(col.name):
             passing = int(col.shard.count(qe.CountRequest(exact=False, filter=edge_filter)))
             total = max(1, int(col.shard.info().points_count))
-        if passing <= self.exact_below:
-            return qe.SearchParams(exact=True)
         share = passing / total
+        alone = len(edge_filter.must or ()) == 1 and not edge_filter.should and not edge_filter.must_not
+        if passing <= self.exact_below or (alone and passing <= self.exact_below_alone and share < WIDE_EF_BELOW):
+            return qe.SearchParams(exact=True)
         if self.acorn and share < self.acorn_below:
             return qe.SearchParams(hnsw_ef=self.hnsw_ef, acorn=qe.AcornSearchParams(enable=True, max_selectivity=1.0))
         if self.hnsw_ef is None or share >= 0.5:  # a lineage over most of the campaign: as configured
@@ -560,15 +571,6 @@ def _edge_distance(space: VectorSpace) -> Any:
         Distance.DOT: EdgeDistance.Dot,
         Distance.EUCLID: EdgeDistance.Euclid,
     }[space.distance]
-
-
-def _ensure_payload_indexes(shard: Any) -> None:
-    from qdrant_edge import PayloadSchemaType, UpdateOperation
-
-    present = set(shard.info().payload_schema)
-    for field in FILTER_FIELDS:
-        if field not in present:
-            shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
 
 
 def _to_point(space: VectorSpace, record: Any) -> VectorPoint:

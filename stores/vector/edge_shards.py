@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.errors import StoreError, Unavailable
+from schemas.search import FILTER_FIELDS
 from stores.vector.base import VectorSpace
 
 STORE = "qdrant-edge"
@@ -137,3 +138,13 @@ def read_space(folder: Path) -> VectorSpace | None:
         return VectorSpace.model_validate(json.loads(text))
     except ValueError as exc:
         raise StoreError(STORE, f"unreadable {folder / SPACE_FILE}: {exc}") from None
+
+
+def ensure_payload_indexes(shard: Any) -> None:
+    """Add a keyword payload index for each filter field the shard lacks (one opened or created)."""
+    from qdrant_edge import PayloadSchemaType, UpdateOperation
+
+    present = set(shard.info().payload_schema)
+    for field in FILTER_FIELDS:
+        if field not in present:
+            shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))

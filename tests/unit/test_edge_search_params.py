@@ -2,6 +2,8 @@
 
 ACORN cost 28 ms on 100,000 memory records under a filter keeping 8 % (exact: 4.4 ms), so the index
 picks per search from the payload index's estimate; the results must stay those of an exact search.
+The fixtures that test ACORN and HNSW use one condition, so they set ``exact_below_alone`` as low as
+``exact_below`` (one condition is searched exactly up to ``exact_below_alone`` under ``WIDE_EF_BELOW``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ DIM = 16
 @pytest.fixture
 def index(tmp_path: Path) -> Iterator[QdrantEdgeVectorIndex]:
     """600 points: 30 in library ``small`` (5 %), 90 in ``mid`` (15 %), 480 in ``big`` (80 %)."""
-    idx = QdrantEdgeVectorIndex(tmp_path / "edge", optimize_every=None, exact_below=50, acorn_below=0.2)
+    idx = QdrantEdgeVectorIndex(
+        tmp_path / "edge", optimize_every=None, exact_below=50, exact_below_alone=50, acorn_below=0.2
+    )
     idx.ensure_collection("c", VectorSpace(dim=DIM))
     rng = np.random.default_rng(3)
     libraries = ["small"] * 30 + ["mid"] * 90 + ["big"] * 480
@@ -74,7 +78,7 @@ def test_a_wide_filter_searches_hnsw_with_ef_raised(
 def test_a_filter_keeping_a_tenth_to_a_fifth_searches_hnsw_at_the_widest_ef(tmp_path: Path) -> None:
     """ACORN cost 10-12 ms on 100,000 memory records under a filter keeping 18 %, plain HNSW at ef 1024
     7 ms for the same top 10; ACORN stays below a tenth (the default ``acorn_below``)."""
-    idx = QdrantEdgeVectorIndex(tmp_path / "edge", optimize_every=None, exact_below=50)
+    idx = QdrantEdgeVectorIndex(tmp_path / "edge", optimize_every=None, exact_below=50, exact_below_alone=50)
     try:
         idx.ensure_collection("c", VectorSpace(dim=DIM))
         rng = np.random.default_rng(5)
@@ -114,7 +118,12 @@ def test_a_batch_is_searched_as_its_single_searches_in_every_mode(tmp_path: Path
     one filter estimate picks; on an HNSW index each mode (exact, ACORN, HNSW at 8x ef, as configured,
     unfiltered) answers what the single searches answer: same ids, same scores, same payloads."""
     idx = QdrantEdgeVectorIndex(
-        tmp_path / "hnsw", optimize_every=None, exact_below=50, indexing_threshold_kb=1, full_scan_threshold_kb=1
+        tmp_path / "hnsw",
+        optimize_every=None,
+        exact_below=50,
+        exact_below_alone=50,
+        indexing_threshold_kb=1,
+        full_scan_threshold_kb=1,
     )
     try:
         idx.ensure_collection("c", VectorSpace(dim=DIM))
@@ -135,5 +144,38 @@ def test_a_batch_is_searched_as_its_single_searches_in_every_mode(tmp_path: Path
             filters = SearchFilters(library=[library]) if library else None
             singles = [idx.search("c", q, filters=filters, limit=25) for q in queries]
             assert idx.search_batch("c", queries, filters=filters, limit=25) == singles
+    finally:
+        idx.close()
+
+
+def test_one_condition_keeping_under_a_fifth_is_searched_exactly_up_to_its_own_bound(tmp_path: Path) -> None:
+    """A recall's lineage keys are one condition: its exact search walks their matches alone (lineages of
+    12,001-19,001 of 100,000 memory records: 4.9-6.6 ms of CPU, against 22.7-26.6 ms at ef 1024), so such a
+    filter is exact up to ``exact_below_alone`` where HNSW would need 8x ef or ACORN; a second condition,
+    or a share of a fifth or more, keeps the other modes."""
+    idx = QdrantEdgeVectorIndex(tmp_path / "edge", optimize_every=None, exact_below=50, exact_below_alone=200)
+    try:
+        idx.ensure_collection("c", VectorSpace(dim=DIM))
+        rng = np.random.default_rng(7)
+        libraries = ["tiny"] * 55 + ["mid"] * 90 + ["wide"] * 150 + ["big"] * 305  # 9 %, 15 %, 25 %, 51 %
+        idx.upsert(
+            "c",
+            [
+                VectorPoint(
+                    id=f"p{k}",
+                    vector=rng.normal(size=DIM).tolist(),
+                    payload={"library": lib, "classification": "canon" if k % 2 else "lore"},
+                )
+                for k, lib in enumerate(libraries)
+            ],
+        )
+        assert _params(idx, "tiny").exact and _params(idx, "mid").exact  # ACORN and 8x ef before
+        wide = _params(idx, "wide")  # a fifth or more: HNSW at a raised ef, as before
+        assert not wide.exact and wide.hnsw_ef == 4 * 128
+        col = idx._collection("c")
+        two_filter = build_filter(qe, SearchFilters(library=["tiny", "mid"], classification=["canon"]))
+        passing = col.shard.count(qe.CountRequest(exact=False, filter=two_filter))
+        assert 50 < passing <= 200 and passing / 600 < 0.2
+        assert not idx._search_params(qe, col, two_filter).exact  # two conditions: exact_below holds
     finally:
         idx.close()
