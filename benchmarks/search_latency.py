@@ -513,6 +513,11 @@ def main(argv: list[str] | None = None) -> int:
                 "hybrid+rerank L2": (sibling(reranker=small_all_cores), {}),
                 "hybrid+rerank L2 1 thread": (sibling(reranker=small_one_thread), {}),
             }
+        # One concept vocabulary for every searcher, as one serving process has: each refresh (every
+        # vocabulary_ttl_s, in a background thread) reads every chunk's heading, ~1.2 s of CPU at 100k, and
+        # one per searcher (7 here) put several seconds a minute onto random queries of every series.
+        for other, _ in runs.values():
+            other.graph_leg.vocabulary = searcher.graph_leg.vocabulary
         rerank_every = {name: args.rerank_every for name in runs if "rerank" in name}
         series = measure(runs, qs, every=rerank_every, pairs=pairs)
         for name, row in series.items():
