@@ -374,8 +374,8 @@ class StoryService:
         self._recall.turn_told(turn_id)
         return take
 
-    def takes(self, turn_id: str) -> list[Take]:
-        return self._timeline.takes(turn_id)
+    def takes(self, turn_id: str, *, include_archived: bool = False) -> list[Take]:
+        return self._timeline.takes(turn_id, include_archived=include_archived)
 
     def undo(self, campaign_id: str) -> Campaign:
         return self._timeline.undo(campaign_id)

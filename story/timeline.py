@@ -178,8 +178,12 @@ class Timeline:
 
         return self.core.mutate(turn.campaign_id, "select_take", build)
 
-    def takes(self, turn_id: str) -> list[Take]:
-        return [from_props(Take, r, key="id") for r in self.story.nodes(cypher.takes_of(turn_id))]
+    def takes(self, turn_id: str, *, include_archived: bool = False) -> list[Take]:
+        """A turn's takes in the order they were made: the live ones (the one told and the alternatives still in
+        play); with ``include_archived``, the ones the GM set aside too (each says ``archived`` and its
+        disposition)."""
+        takes = [from_props(Take, r, key="id") for r in self.story.nodes(cypher.takes_of(turn_id))]
+        return takes if include_archived else [k for k in takes if not k.archived]
 
     # -- the head and history ---------------------------------------------------------------------
 

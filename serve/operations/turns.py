@@ -35,6 +35,14 @@ class TurnsQuery(BaseModel):
     turn_id: str | None = Field(default=None, description="Read the line ending at this turn.")
 
 
+class TakesQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    include_archived: bool = Field(
+        default=False, description="Also list the takes the GM archived (each says archived and its disposition)."
+    )
+
+
 def take_slot(call: Call[Any]) -> Slot:
     """A place among the turns this replica narrates at once, or ``over_capacity``."""
     slot = call.ctx.capacity.acquire()
@@ -142,11 +150,13 @@ async def retake_turn(call: Call[TakeRequest]) -> TurnOutcome:
     access=Access(Role.PLAYER, On.TURN),
     rest=Rest("GET", "/campaigns/{campaign_id}/turns/{turn_id}/takes"),
     ids=("campaign_id", "turn_id"),
+    body=TakesQuery,
     output=list[Take],
 )
-async def list_takes(call: Call[Any]) -> list[Take]:
-    """The takes of a turn, the selected one marked."""
-    return await call.run(call.ctx.story.takes, call.id("turn_id"))  # type: ignore[no-any-return]
+async def list_takes(call: Call[TakesQuery]) -> list[Take]:
+    """The takes of a turn still in play, the selected one marked; include_archived adds the archived ones."""
+    story, archived = call.ctx.story, call.body.include_archived
+    return await call.run(story.takes, call.id("turn_id"), include_archived=archived)  # type: ignore[no-any-return]
 
 
 @operation(

@@ -139,3 +139,31 @@ def test_what_happened_sessions_and_a_prune_over_the_doors(table: tuple[Any, Doo
     assert code is None and record["takes"] == [] and record["branches"] == [], record
     code, prunes = doors.call(door, "list_prunes", gm, cid, {})
     assert code is None and [p["id"] for p in prunes] == [record["id"]]
+
+
+@pytest.mark.parametrize("door", ["rest", "mcp"])
+def test_list_takes_shows_the_live_takes_and_the_archived_ones_on_request(table: tuple[Any, Doors], door: str) -> None:
+    """A GM listing a turn's takes sees the alternatives still in play; archived ones (with their disposition)
+    only when asking for them, over both doors."""
+    services, doors = table
+    story = services.story
+    c = _campaign(services)
+    gm, player = c["gm"], c["player"]
+    turn = story.add_turn(c["id"], "I call for the ferry.")
+    first, second, third = (story.add_take(turn.id, n) for n in ("No one comes.", "A boat.", "Fog rolls in."))
+    story.select_take(turn.id, second.id)
+    set_aside = {"archived": True, "disposition": "disposable"}
+    for take, changes in ((third, set_aside), (first, {"disposition": "retained"})):
+        ids = {"campaign_id": c["id"], "turn_id": turn.id, "take_id": take.id}
+        assert doors.call(door, "set_take_disposition", gm, ids, changes)[0] is None
+
+    ids = {"campaign_id": c["id"], "turn_id": turn.id}
+    for key in (gm, player):
+        code, live = doors.call(door, "list_takes", key, ids, {})
+        assert code is None and [t["id"] for t in live] == [first.id, second.id], live
+        assert [t["selected"] for t in live] == [False, True] and not any(t["archived"] for t in live)
+    code, every = doors.call(door, "list_takes", gm, ids, {"include_archived": True})
+    assert code is None and [t["id"] for t in every] == [first.id, second.id, third.id], every
+    shown = {t["id"]: (t["archived"], t["disposition"]) for t in every}
+    assert shown == {first.id: (False, "retained"), second.id: (False, None), third.id: (True, "disposable")}
+    assert doors.call(door, "list_takes", gm, ids, {"include_archived": "sometimes"})[0] == "validation_failed"

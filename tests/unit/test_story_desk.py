@@ -279,7 +279,8 @@ def test_prune_removes_disposable_takes_and_branches_never_canon_nor_the_selecte
     assert record.takes == [first.id], record
     assert record.kept[third.id] == "a retained version archives it" and second.id not in record.takes
     assert record.branches == [idle_branch] and "canon is never deleted" in record.kept[canon_branch], record
-    assert [t.id for t in story.takes(turn.id)] == [second.id, third.id]
+    assert [t.id for t in story.takes(turn.id, include_archived=True)] == [second.id, third.id]
+    assert [t.id for t in story.takes(turn.id)] == [second.id]  # the archived one listed on request only
     assert story.get_turn(turn.id).selected_take_id == second.id
     assert story.state(campaign_id).model_dump_json() == state_before
     assert story.state(campaign_id, branch_id=canon_branch).model_dump_json() == canon_before
