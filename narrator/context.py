@@ -12,9 +12,10 @@ server's prefix cache holds all of it but the new turn:
 
 With nothing retrieved, turn N's messages are turn N-1's plus its narration and the new input; what a
 turn retrieved sits in its own last message only, so it costs the next turn that message and its
-answer (docs/adr/0008-chat-prompt-layout.md). Each section gets a share of the budget and is cut at
-whole lines (the recent turns at whole turns, the oldest first); what was cut is counted, never
-silently mangled.
+answer (docs/adr/0008-chat-prompt-layout.md). The recent turns' window moves in steps of half its
+size, so past it too most turns still begin with the last (:meth:`PromptAssembler._fit_turns`). Each
+section gets a share of the budget and is cut at whole lines (the recent turns at whole turns, the oldest
+first); what was cut is counted, never silently mangled.
 
 The memories section holds what the campaign recalls for this input (:mod:`story.recall`): turns,
 summaries, canon facts and memories of the turn's line, best first, each with its kind and the turn
@@ -123,9 +124,11 @@ class Assembled:
 class PromptAssembler:
     """Builds the narrator's prompt from canon, knowledge and history within ``budget`` tokens."""
 
-    def __init__(self, *, budget: int, count: Callable[[str], int] = estimate_tokens) -> None:
+    def __init__(self, *, budget: int, count: Callable[[str], int] = estimate_tokens, window: int = 0) -> None:
         self.budget = budget
         self.count = count
+        # the recent turns asked for (LOREKEEPER_RECENT_TURNS): the window's start moves in steps of half of it
+        self.window = window
 
     def _fit(self, kind: PromptSectionKind, lines: Sequence[str], *, keep: str = "first") -> tuple[str, int]:
         limit = int(self.budget * SECTION_SHARE[kind])
@@ -142,21 +145,37 @@ class PromptAssembler:
             chosen.reverse()
         return "\n".join(chosen), len(lines) - len(chosen)
 
-    def _fit_turns(self, turns: Sequence[Turn], names: Mapping[str, str]) -> tuple[list[dict[str, str]], int]:
-        """The latest whole turns that fit the recent turns' share, as chat messages (:func:`turn_messages`),
-        and how many messages were left out."""
+    def window_start(self, depth: int) -> int:
+        """The depth of the first recent turn a prompt for the turn at ``depth`` may show (:meth:`_fit_turns`)."""
+        step = max(1, self.window // 2)
+        return -(-max(0, depth - self.window) // step) * step if self.window else 0
+
+    def _fit_turns(
+        self, turns: Sequence[Turn], names: Mapping[str, str], depth: int
+    ) -> tuple[list[dict[str, str]], int]:
+        """The recent turns before the turn at ``depth`` that the prompt shows, as chat messages
+        (:func:`turn_messages`), and how many messages were left out.
+
+        The window's first turn moves in steps (half the window): a window that slid one turn a turn would
+        change the prompt right after its head on every turn, and the prefix cache would hold nothing of the
+        turns. So it shows between ``window - step + 1`` and ``window`` turns, and a table's prompt begins
+        with its previous one on all but one turn of each step. When the turns shown overrun their share of
+        the budget, whole steps leave from the oldest; the latest turns that fit are the last resort."""
         limit = int(self.budget * SECTION_SHARE[PromptSectionKind.RECENT_TURNS])
-        said = [turn_messages(t, names) for t in turns]
-        shown = 0
-        used = 0
-        for messages in reversed(said):
-            cost = sum(self.count(m["content"]) + 1 for m in messages)
-            if used + cost > limit:
-                break
-            shown += 1
-            used += cost
-        kept = [m for messages in said[len(said) - shown :] for m in messages]
-        return kept, sum(len(m) for m in said) - len(kept)
+        step = max(1, self.window // 2)
+        start = self.window_start(depth)
+
+        def cost(shown: Sequence[Turn]) -> int:
+            return sum(self.count(m["content"]) + 1 for t in shown for m in turn_messages(t, names))
+
+        shown = [t for t in turns if t.depth >= start]
+        while shown and cost(shown) > limit and len(shown) > step:
+            start += step
+            shown = [t for t in shown if t.depth >= start]
+        while shown and cost(shown) > limit:
+            shown = shown[1:]
+        kept = [m for t in shown for m in turn_messages(t, names)]
+        return kept, sum(len(turn_messages(t, names)) for t in turns) - len(kept)
 
     def assemble(
         self,
@@ -209,7 +228,7 @@ class PromptAssembler:
             return text
 
         system = "\n\n".join(section(kind, lines) for kind, lines in head)
-        history, dropped_turns = self._fit_turns(recent, names)
+        history, dropped_turns = self._fit_turns(recent, names, turn.depth)
         if dropped_turns:
             cut[PromptSectionKind.RECENT_TURNS.value] = dropped_turns
         transcript = "\n\n".join(m["content"] for m in history)

@@ -102,7 +102,7 @@ class TurnFlow:
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="turn-context")
         self.searcher = searcher
         self.settings = settings
-        self.assembler = PromptAssembler(budget=settings.context_tokens)
+        self.assembler = PromptAssembler(budget=settings.context_tokens, window=settings.recent_turns)
         # what the campaign draws on (its library pins; none: the whole library), read each turn
         self.campaign_filters = campaign_filters or story.knowledge_filters
 
@@ -276,6 +276,9 @@ class TurnFlow:
         notes = self.story.triggers.notes_for(turn)
         hits, retrieval_error = search.result()
         recalled, recall_error = recall.result()
+        # the recent turns the prompt's window shows (it moves in steps: narrator.context); the others are recalled
+        start = self.assembler.window_start(turn.depth)
+        context = context.model_copy(update={"recent": [t for t in context.recent if t.depth >= start]})
         if recalled is not None:
             # the turn itself and the recent turns are in the prompt verbatim already
             verbatim = {turn.id, *(t.id for t in context.recent)}

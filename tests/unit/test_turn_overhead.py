@@ -142,3 +142,22 @@ def test_a_tables_next_prompt_begins_with_this_one_byte_for_byte(story: StorySer
         assert after[: len(before)] == before
         assert after[len(before)] == {"role": "assistant", "content": narration}
     assert prompts[-1][-1]["content"].endswith(said[-1])  # the input is the last line, as it was
+
+
+def test_past_the_recent_turns_window_most_prompts_still_begin_with_the_last(story: StoryService) -> None:
+    """A window that slid one turn a turn changed every prompt right after its head once a table had played
+    more turns than ``recent_turns``: the prefix cache then held the head alone. It moves in steps of half the
+    window, so all but one turn of each step keep the previous prompt as their beginning."""
+    campaign = new_campaign(story)
+    engine = EchoEngine()
+    settings = SETTINGS.model_copy(update={"recent_turns": 4})
+    flow = TurnFlow(story, engine, settings=settings, extractor=EchoEngine())
+    for i in range(12):
+        _play(flow, campaign.id, f"I take step {i} down the stair.")
+    prompts = [m for m in engine.calls if m[0]["role"] == "system" and "narrator" in m[0]["content"]]
+    assert len(prompts) == 12
+    kept = [after[: len(before)] == before for before, after in zip(prompts, prompts[1:], strict=False)]
+    assert all(kept[:4]), kept  # inside the first window every turn begins with the last
+    assert sum(kept[4:]) >= 3, kept  # past it, one turn in two (window 4, step 2)
+    shown = [sum(m["role"] == "user" for m in p) - 1 for p in prompts]  # the recent turns in each prompt
+    assert max(shown) == 4 and min(shown[5:]) >= 3, shown
