@@ -32,6 +32,7 @@ __all__ = [
     "NotesQuery",
     "PruneRecord",
     "PruneRequest",
+    "PruneStatus",
     "SceneEnded",
     "SceneNote",
     "SessionEnd",
@@ -203,6 +204,14 @@ class PruneRequest(_Body):
     dry_run: bool = Field(default=False, description="Say what would go, remove nothing.")
 
 
+class PruneStatus(StrEnum):
+    """Where a prune is: ``pending`` from the transaction that decided it (its takes and versions gone) until its
+    branches are gone too; ``done`` after."""
+
+    PENDING = "pending"
+    DONE = "done"
+
+
 class PruneRecord(LorekeeperModel):
     """What one prune removed (or, dry, would remove), and what it kept and why."""
 
@@ -215,6 +224,12 @@ class PruneRecord(LorekeeperModel):
     versions: list[Id] = Field(default_factory=list, description="Turn versions removed.")
     branches: list[Id] = Field(default_factory=list, description="Branches removed.")
     kept: dict[str, str] = Field(default_factory=dict, description="Disposable records kept, each with why.")
+    status: PruneStatus = Field(
+        default=PruneStatus.DONE, description="pending: its branches are still being removed (a restart finishes)."
+    )
+    branches_planned: list[Id] = Field(
+        default_factory=list, description="The branches the prune decided to remove, leaves first."
+    )
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
 

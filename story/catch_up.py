@@ -1,4 +1,4 @@
-"""What the story finishes at start-up: the scene ends a crash cut short, then each campaign's recall index
+"""What the story finishes at start-up: the scene ends and prunes a crash cut short, then each campaign's recall index
 reconciled with the graph (the graph is the record; the index is derived)."""
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ def finish_scene_ends(story: StoryService) -> int:
 
 
 def catch_up(story: StoryService) -> list[Reconciled]:
-    """What the server runs at start-up: finish the scene ends a crash cut short, then reconcile the
+    """What the server runs at start-up: finish the scene ends and prunes a crash cut short, then reconcile the
     recall index of every campaign with the graph (event ``story_caught_up``)."""
     ends = finish_scene_ends(story)
+    prunes = story.desk.pruning.finish()  # before the recall index is reconciled: the branches they remove go
     campaigns = story.list_campaigns() if story.recall_index is not None else []
     reconciled = []
     for campaign in campaigns:
@@ -41,6 +42,7 @@ def catch_up(story: StoryService) -> list[Reconciled]:
     log.info(
         "story_caught_up",
         scene_ends=ends,
+        prunes=len(prunes),
         campaigns=len(reconciled),
         added=sum(r.added + r.rewritten for r in reconciled),
         removed=sum(r.removed for r in reconciled),

@@ -15,8 +15,13 @@ the take a turn tells:
 * a disposable branch that is not played, through :meth:`story.campaigns.Campaigns.delete_branch`, which refuses
   a branch holding canon, scenes, memories, summaries or notes (kept, with why).
 
-Takes and versions go in one transaction guarded by the campaign's version (a take selected meanwhile is never
-removed); each prune is recorded (a ``PruneRecord`` node, event ``desk_pruned``) with what it removed and kept.
+A prune survives a crash. It is recorded first: one transaction guarded by the campaign's version (a take
+selected meanwhile is never removed) decides what goes, removes the takes and versions and writes a ``pending``
+``PruneRecord`` naming the branches it will remove. The branches then go one transaction each, leaves first (a
+read never meets a half-deleted branch), and the record is marked ``done`` with what it removed and kept (event
+``desk_pruned``). A prune left pending is finished by the next start (:func:`story.catch_up.catch_up`) or the
+next prune (:meth:`Pruning.finish`, event ``desk_prune_finished``): a planned branch already gone counts as
+removed, so it ends as an uninterrupted prune would.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 import structlog
 
 from schemas.campaign import BranchDisposition, Take, Turn, TurnVersion
-from schemas.desk import PruneRecord
+from schemas.desk import PruneRecord, PruneStatus
 from stores.catalog import from_props
 from story import cypher
 from story.campaigns import Campaigns
@@ -149,30 +154,20 @@ class Pruning:
     def prune(self, campaign_id: str, *, keep_turns: int = DEFAULT_PRUNE_AFTER, dry_run: bool = False) -> PruneRecord:
         """Remove the disposable takes, versions and branches the story has moved on from (see the module).
 
+        A prune a crash cut short is finished first (:meth:`finish`).
+
         Returns:
             What was removed (``dry_run``: what would be) and what was kept, with why.
         """
         if keep_turns < 0:
             raise StoryInvalid("keep_turns is at least 0")
-        record = self._prune_takes(campaign_id, keep_turns, dry_run)
-        ctx = self.story.context(campaign_id)
-        for branch in sorted(ctx.branches.values(), key=lambda b: -_generation(ctx, b.id)):  # leaves first
-            if branch.disposition is not BranchDisposition.DISPOSABLE or branch.id == ctx.campaign.active_branch_id:
-                continue
-            fork = ctx.lines[branch.id].fork_depth if branch.id in ctx.lines else -1
-            if fork >= ctx.head_depth - keep_turns:
-                record.kept[branch.id] = f"forked within {keep_turns} turns of the head"
-                continue
-            if dry_run:
-                record.branches.append(branch.id)
-                continue
-            try:
-                self.campaigns.delete_branch(campaign_id, branch.id)
-                record.branches.append(branch.id)
-            except StoryInvalid as exc:
-                record.kept[branch.id] = exc.message
         if not dry_run:
-            self.core.graph.run(*cypher.create_nodes("PruneRecord", [node_props(record)]))
+            self.finish(campaign_id)
+        record = self._decide(campaign_id, keep_turns, dry_run)
+        if dry_run:
+            record.branches = list(record.branches_planned)
+        else:
+            record = self._roll_forward(record)
         log.info(
             "desk_pruned",
             campaign_id=campaign_id,
@@ -185,8 +180,28 @@ class Pruning:
         )
         return record
 
-    def _prune_takes(self, campaign_id: str, keep_turns: int, dry_run: bool) -> PruneRecord:
-        """Takes and versions, in one guarded transaction (a take selected meanwhile is never removed)."""
+    def finish(self, campaign_id: str | None = None) -> list[PruneRecord]:
+        """Finish the prunes a crash (or a failed store) left pending, of one campaign or of all.
+
+        Their takes and versions went with their record; what is left is removing their planned branches, which is
+        idempotent (a branch already gone was removed by the prune before it stopped).
+
+        Returns:
+            The prunes finished.
+        """
+        query = "MATCH (n:PruneRecord) WHERE n.status = $s"
+        params: dict[str, Any] = {"s": PruneStatus.PENDING.value}
+        if campaign_id is not None:
+            query, params = query + " AND n.campaign_id = $c", params | {"c": campaign_id}
+        pending = [from_props(PruneRecord, r, key="id") for r in self.story.nodes((query + " RETURN n", params))]
+        finished = [self._roll_forward(record) for record in sorted(pending, key=lambda r: r.created_at)]
+        for record in finished:
+            log.info("desk_prune_finished", campaign_id=record.campaign_id, prune_id=record.id)
+        return finished
+
+    def _decide(self, campaign_id: str, keep_turns: int, dry_run: bool) -> PruneRecord:
+        """Choose what goes, and (unless dry) record it as a pending prune in the transaction that removes its takes
+        and versions, guarded by the campaign's version (a take selected meanwhile is never removed)."""
 
         def build(ctx: CampaignContext, writes: Writes) -> tuple[PruneRecord, dict[str, Any]]:
             record = PruneRecord(
@@ -194,29 +209,78 @@ class Pruning:
                 keep_turns=keep_turns,
                 head_turn_id=ctx.head.id if ctx.head else None,
                 dry_run=dry_run,
+                status=PruneStatus.DONE if dry_run else PruneStatus.PENDING,
             )
-            horizon = ctx.head_depth - keep_turns
-            takes = [from_props(Take, r, key="id") for r in self.story.nodes(_disposable("Take", campaign_id))]
-            versions = [
-                from_props(TurnVersion, r, key="id") for r in self.story.nodes(_disposable("TurnVersion", campaign_id))
-            ]
-            turns = {t: self.story.turn(t) for t in {k.turn_id for k in takes} | {v.turn_id for v in versions}}
-            removed_versions = self._takes(record, takes, turns, horizon)
-            for version in versions:
-                if version.id in removed_versions or version.id in record.kept:
-                    continue
-                if turns[version.turn_id].depth >= horizon:
-                    record.kept[version.id] = f"within {keep_turns} turns of the head"
-                else:
-                    removed_versions.add(version.id)
-            record.versions = sorted(removed_versions)
-            if dry_run or not (record.takes or record.versions):
+            self._choose_takes(ctx, record)
+            self._choose_branches(ctx, record)
+            if dry_run:
                 return record, SKIP
-            writes.add(*_delete("TurnVersion", record.versions))
-            writes.add(*_delete("Take", record.takes))
+            if record.versions:
+                writes.add(*_delete("TurnVersion", record.versions))
+            if record.takes:
+                writes.add(*_delete("Take", record.takes))
+            writes.add(*cypher.create_nodes("PruneRecord", [node_props(record)]))
             return record, {}
 
-        return self.core.mutate(campaign_id, "prune_takes", build)
+        return self.core.mutate(campaign_id, "prune_decided", build)
+
+    def _choose_branches(self, ctx: CampaignContext, record: PruneRecord) -> None:
+        """The disposable branches not played and forked before the horizon, leaves first."""
+        for branch in sorted(ctx.branches.values(), key=lambda b: -_generation(ctx, b.id)):
+            if branch.disposition is not BranchDisposition.DISPOSABLE or branch.id == ctx.campaign.active_branch_id:
+                continue
+            fork = ctx.lines[branch.id].fork_depth if branch.id in ctx.lines else -1
+            if fork >= ctx.head_depth - record.keep_turns:
+                record.kept[branch.id] = f"forked within {record.keep_turns} turns of the head"
+            else:
+                record.branches_planned.append(branch.id)
+
+    def _roll_forward(self, record: PruneRecord) -> PruneRecord:
+        """Remove a pending prune's planned branches (each in its own transaction, leaves first), then mark it done.
+
+        Idempotent: a planned branch already gone counts as removed; one refused (something came to rest on it, or
+        it is played now) is kept with why, the same answer every time.
+        """
+        removed: list[str] = []
+        kept = dict(record.kept)
+        for branch_id in record.branches_planned:
+            ctx = self.story.context(record.campaign_id)
+            if branch_id not in ctx.branches:
+                removed.append(branch_id)  # gone before a crash stopped this prune
+            elif branch_id == ctx.campaign.active_branch_id:
+                kept[branch_id] = "played since the prune was decided"
+            else:
+                try:
+                    self.campaigns.delete_branch(record.campaign_id, branch_id)
+                    removed.append(branch_id)
+                except StoryInvalid as exc:
+                    kept[branch_id] = exc.message
+        done = record.validated_copy(branches=removed, kept=kept, status=PruneStatus.DONE)
+        self._mark_done(done)
+        return done
+
+    def _mark_done(self, record: PruneRecord) -> None:
+        props = {k: v for k, v in node_props(record).items() if k in ("branches", "kept_json", "status")}
+        self.core.graph.run(*_set("PruneRecord", record.id, props))
+
+    def _choose_takes(self, ctx: CampaignContext, record: PruneRecord) -> None:
+        """The disposable takes and versions the story moved on from (into ``record``)."""
+        campaign_id, keep_turns = record.campaign_id, record.keep_turns
+        horizon = ctx.head_depth - keep_turns
+        takes = [from_props(Take, r, key="id") for r in self.story.nodes(_disposable("Take", campaign_id))]
+        versions = [
+            from_props(TurnVersion, r, key="id") for r in self.story.nodes(_disposable("TurnVersion", campaign_id))
+        ]
+        turns = {t: self.story.turn(t) for t in {k.turn_id for k in takes} | {v.turn_id for v in versions}}
+        removed_versions = self._takes(record, takes, turns, horizon)
+        for version in versions:
+            if version.id in removed_versions or version.id in record.kept:
+                continue
+            if turns[version.turn_id].depth >= horizon:
+                record.kept[version.id] = f"within {keep_turns} turns of the head"
+            else:
+                removed_versions.add(version.id)
+        record.versions = sorted(removed_versions)
 
     def _takes(self, record: PruneRecord, takes: list[Take], turns: dict[str, Turn], horizon: int) -> set[str]:
         """Choose the disposable takes to remove (into ``record``); returns the versions that go with them."""
