@@ -288,6 +288,44 @@ def test_prune_removes_disposable_takes_and_branches_never_canon_nor_the_selecte
     assert pruning.prune(campaign_id, keep_turns=100).takes == []  # nothing has moved on that far
 
 
+def test_a_prune_cut_short_stays_recorded_and_the_next_prune_finishes_it(story: Any, monkeypatch: Any) -> None:
+    """A prune whose branch deletions fail is recorded pending (its takes gone, its branches named); the next prune
+    finishes it first, keeping a planned branch that was played since."""
+    from schemas.desk import PruneStatus
+    from schemas.story import BranchDisposition
+
+    campaign_id, _, _ = _table(story)
+    main = story.get_campaign(campaign_id).active_branch_id
+    idle = []
+    for text in ("We wait.", "We sleep."):
+        story.undo(campaign_id)
+        story.add_turn(campaign_id, text, narration="Nothing.")
+        idle.append(story.get_campaign(campaign_id).active_branch_id)
+        story.switch_branch(campaign_id, main)
+        story.set_disposition(campaign_id, idle[-1], BranchDisposition.DISPOSABLE)
+    for i in range(3):
+        story.add_turn(campaign_id, f"We ride on, day {i}.", narration="Dust.")
+    pruning = story.desk.pruning
+
+    def down(*_: Any) -> int:
+        raise ConnectionError("the graph went away")
+
+    monkeypatch.setattr(pruning.campaigns, "delete_branch", down)
+    with pytest.raises(ConnectionError):
+        pruning.prune(campaign_id, keep_turns=1)
+    (cut,) = pruning.records(campaign_id)
+    assert cut.status is PruneStatus.PENDING and sorted(cut.branches_planned) == sorted(idle), cut
+    assert {b.id for b in story.branches(campaign_id)} >= set(idle)  # nothing half-deleted: reads still work
+    monkeypatch.undo()
+    story.switch_branch(campaign_id, idle[1])  # played since: the finish keeps it
+    again = pruning.prune(campaign_id, keep_turns=1)
+    first, second = pruning.records(campaign_id)
+    assert first.id == cut.id and first.status is PruneStatus.DONE and first.branches == [idle[0]], first
+    assert first.kept[idle[1]] == "played since the prune was decided", first
+    assert second.id == again.id and second.status is PruneStatus.DONE and second.branches == [], second
+    assert pruning.finish(campaign_id) == []
+
+
 def test_a_gm_only_note_never_reaches_the_prompt_even_of_a_turn_narrated_from_everything(
     recalling_story: Any,
 ) -> None:
