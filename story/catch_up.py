@@ -30,7 +30,11 @@ def catch_up(story: StoryService) -> list[Reconciled]:
     """What the server runs at start-up: finish the scene ends and prunes a crash cut short, then reconcile the
     recall index of every campaign with the graph (event ``story_caught_up``)."""
     ends = finish_scene_ends(story)
-    prunes = story.desk.pruning.finish()  # before the recall index is reconciled: the branches they remove go
+    try:  # before the recall index is reconciled, so the turns of the branches they remove leave it too
+        prunes = len(story.desk.pruning.finish())
+    except Exception as exc:  # a prune left pending never stops the story from starting; the next prune finishes it
+        log.warning("desk_prune_failed", what="finish", error=repr(exc))
+        prunes = 0
     campaigns = story.list_campaigns() if story.recall_index is not None else []
     reconciled = []
     for campaign in campaigns:
@@ -42,7 +46,7 @@ def catch_up(story: StoryService) -> list[Reconciled]:
     log.info(
         "story_caught_up",
         scene_ends=ends,
-        prunes=len(prunes),
+        prunes=prunes,
         campaigns=len(reconciled),
         added=sum(r.added + r.rewritten for r in reconciled),
         removed=sum(r.removed for r in reconciled),

@@ -316,6 +316,8 @@ def test_a_prune_cut_short_stays_recorded_and_the_next_prune_finishes_it(story: 
     (cut,) = pruning.records(campaign_id)
     assert cut.status is PruneStatus.PENDING and sorted(cut.branches_planned) == sorted(idle), cut
     assert {b.id for b in story.branches(campaign_id)} >= set(idle)  # nothing half-deleted: reads still work
+    story.catch_up()  # a start whose finish fails still starts, the prune left pending
+    assert [r.status for r in pruning.records(campaign_id)] == [PruneStatus.PENDING]
     monkeypatch.undo()
     story.switch_branch(campaign_id, idle[1])  # played since: the finish keeps it
     again = pruning.prune(campaign_id, keep_turns=1)
