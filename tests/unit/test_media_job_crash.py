@@ -22,8 +22,8 @@ import pytest
 
 from schemas.common import JobStatus
 from story.media_engines import media_engine
+from tests.unit.crash_support import graph_servers_on
 from tests.unit.media_job_crash_child import POINTS
-from tests.unit.test_scene_end_crash import _graph_servers_on
 from tests.unit.trigger_crash_child import open_story
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]
@@ -45,7 +45,7 @@ def test_a_media_job_killed_mid_run_completes_once_after_a_restart(tmp_path: Pat
     killed = _child("kill", str(tmp_path), ids["campaign_id"], point)
     assert killed.returncode == -9, (killed.returncode, killed.stderr[-3000:])
     deadline = time.monotonic() + 30
-    while _graph_servers_on(tmp_path / "graph") and time.monotonic() < deadline:  # its watchdog stops it
+    while graph_servers_on(tmp_path / "graph") and time.monotonic() < deadline:  # its watchdog stops it
         time.sleep(0.1)
 
     story, graph = open_story(tmp_path)

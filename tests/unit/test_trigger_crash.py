@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_scene_end_crash import _graph_servers_on
+from tests.unit.crash_support import graph_servers_on
 from tests.unit.trigger_crash_child import POINTS, open_story
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]
@@ -40,7 +40,7 @@ def test_a_trigger_killed_while_firing_fires_exactly_once(tmp_path: Path, point:
     killed = _child("kill", str(tmp_path), ids["campaign_id"], point)
     assert killed.returncode == -9, (killed.returncode, killed.stderr[-3000:])
     deadline = time.monotonic() + 30
-    while _graph_servers_on(tmp_path / "graph") and time.monotonic() < deadline:  # its watchdog stops it
+    while graph_servers_on(tmp_path / "graph") and time.monotonic() < deadline:  # its watchdog stops it
         time.sleep(0.1)
 
     story, graph = open_story(tmp_path)
