@@ -15,10 +15,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +26,7 @@ import pytest
 
 from schemas.settings import Settings
 from schemas.story import ProposalStatus
+from tests.unit.crash_support import kill_at
 from tests.unit.scene_end_child import CANON_TITLE, EDITED_TITLE, POINTS, REJECTED_TITLE, WAITING_TITLE
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]
@@ -35,22 +34,6 @@ pytestmark = [pytest.mark.servers, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 _CHILD = [sys.executable, "-m", "tests.unit.scene_end_child"]
 _IGNORED = shutil.ignore_patterns("*.sock")
-
-
-def _graph_servers_on(folder: Path) -> set[int]:
-    """redis-server processes working in ``folder`` (the child's embedded graph)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if b"redis" not in (entry / "cmdline").read_bytes() or (entry / "cwd").resolve() != folder.resolve():
-                continue
-            if (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0] not in ("Z", "X"):
-                found.add(int(entry.name))
-        except (OSError, IndexError):
-            continue
-    return found
 
 
 def _run_child(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -62,34 +45,7 @@ def _run_child(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[
 
 def _kill_at(data: Path, point: str) -> None:
     """End the scene in a child that pauses at ``point``; SIGKILL it there, and wait for its graph to stop."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen(
-        [*_CHILD, "end", str(data), point],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        seen = []
-        for line in child.stdout:  # its logs, until it pauses (or ends without pausing)
-            seen.append(line)
-            if line.startswith("PAUSED"):
-                break
-        assert seen and seen[-1].strip() == f"PAUSED {point}", f"no pause at {point}: {''.join(seen)[-2000:]}"
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    graph = data / "graph"
-    deadline = time.monotonic() + 30
-    while _graph_servers_on(graph) and time.monotonic() < deadline:  # its watchdog stops it
-        time.sleep(0.1)
-    assert not _graph_servers_on(graph), "the killed child's graph server outlived it"
+    kill_at("tests.unit.scene_end_child", ["end", str(data), point], point, data / "graph")
 
 
 @contextmanager
