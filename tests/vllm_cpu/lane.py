@@ -14,6 +14,10 @@ LANE_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
     "TOKENIZERS_PARALLELISM": "false",
+    # vLLM 0.29's CPU build saves its compiled model (AOT) but cannot load it back ("'function' object has no
+    # attribute 'finalize_loading'"), so every engine start compiled again; without AOT, inductor's own
+    # cache is reused from the second start on.
+    "VLLM_USE_AOT_COMPILE": "0",
 }
 MAX_MODEL_LEN = 1024
 # A prompt budget and answers that fit that window (the settings refuse a window that cannot hold them).
