@@ -215,6 +215,9 @@ def ingest(
     counts = report.counts
     if stopping.requested() is not None and counts.get("failed"):
         console.print(f"[yellow]ingest stopped by SIGTERM[/yellow]: {counts['failed']} files left to a later run")
+        from jobs.inprocess import leave_if_model_loading
+
+        leave_if_model_loading(stopping.EXIT_INTERRUPTED)  # a model still loading would abort the exit
         raise typer.Exit(stopping.EXIT_INTERRUPTED)
     if counts.get("failed") and not (counts.get("completed") or counts.get("skipped")):
         raise typer.Exit(1)

@@ -21,6 +21,9 @@ interrupted, as on Ray.
 
 from __future__ import annotations
 
+import atexit
+import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -93,6 +96,26 @@ def run_in_process(
     tally.close_unfinished(runnable, error)
 
 
+MODEL_LOAD_THREAD = "ingest-model-load"
+
+
+def leave_if_model_loading(code: int) -> None:
+    """Exit with ``code`` now, the exit handlers run, where a stopped run left the model loading.
+
+    A run stopped by SIGTERM while the model loads does not wait for the load (:func:`_in_daemon_thread`);
+    the interpreter's finalization then met torch mid-load in that thread and aborted ("terminate called
+    without an active exception", exit -6 instead of 143). The stores are closed and the jobs recorded by
+    then: the exit handlers (the embedded servers' stops among them) run here, and the process leaves
+    without finalizing. Returns where no load is under way.
+    """
+    if not any(t.name == MODEL_LOAD_THREAD and t.is_alive() for t in threading.enumerate()):
+        return
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    atexit._run_exitfuncs()
+    os._exit(code)
+
+
 def _in_daemon_thread(fn: Callable[..., T], *args: Any) -> Future[T]:
     """``fn(*args)`` in a daemon thread: a run stopped by SIGTERM while the model loads exits at once
     instead of waiting for the load (it writes nothing), which a pool thread would make it do."""
@@ -104,7 +127,7 @@ def _in_daemon_thread(fn: Callable[..., T], *args: Any) -> Future[T]:
         except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
             future.set_exception(exc)
 
-    threading.Thread(target=run, name="ingest-model-load", daemon=True).start()
+    threading.Thread(target=run, name=MODEL_LOAD_THREAD, daemon=True).start()
     return future
 
 

@@ -181,8 +181,9 @@ class SentenceTransformerEmbedder:
 
     @property
     def loaded(self) -> bool:
-        """Whether the model is in memory (a health probe embeds with it only then, and never loads it)."""
-        return self._model is not None
+        """Whether the model is in memory, torch's or its ONNX copy opened without torch (a health probe
+        embeds with it only then, and never loads it)."""
+        return self._model is not None or self._onnx is not None
 
     def load(self) -> None:
         """Load the model now (an actor's constructor), not on the first batch; with it the ONNX copy
