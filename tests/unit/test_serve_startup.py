@@ -66,10 +66,17 @@ def _first_health(process: subprocess.Popen[str], url: str, deadline_s: float) -
 
 @pytest.mark.slow
 def test_serve_direct_answers_health_while_the_search_models_warm(tmp_path: Path) -> None:
-    """As a user runs it: a real process on a fresh data folder; the first answer comes before the search
-    models are loaded (they take seconds), and the same server turns ready by itself."""
+    """As a user runs it the first time: a real process on a fresh data folder and a user cache with no ONNX
+    copy of the embedding model yet, so the search warm-up loads torch and exports the copy (seconds); the
+    first answer comes before that, and the same server turns ready by itself. (With a copy kept by an
+    earlier process the warm-up opens it without torch and is often done before the first answer.)"""
     port = free_port()
-    env = {**os.environ, "LOREKEEPER_DATA_DIR": str(tmp_path / "data"), "LOREKEEPER_API_PORT": str(port)}
+    env = {
+        **os.environ,
+        "LOREKEEPER_DATA_DIR": str(tmp_path / "data"),
+        "LOREKEEPER_API_PORT": str(port),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),  # no kept ONNX copy: the warm-up takes seconds
+    }
     process = subprocess.Popen(
         [sys.executable, "-m", "lorekeeper.cli", "serve", "--direct"],
         cwd=tmp_path,
