@@ -32,7 +32,7 @@ writers in one process queue on a per-campaign lock, writers in other processes 
 ``Conflict``. Undo, redo, retry, restore and switching branches only move pointers; nothing is
 deleted but what :meth:`StoryService.delete_branch` is explicitly asked to delete.
 
-Kept whole (about 690 lines): the facade is the one index of what the story can do, one hand-over per
+Kept whole (about 700 lines): the facade is the one index of what the story can do, one hand-over per
 use case grouped by chapter; its length is that list, and the logic lives in the chapters.
 """
 

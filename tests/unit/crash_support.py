@@ -12,7 +12,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,3 +91,27 @@ def pause(point: str) -> None:
     print(f"PAUSED {point}", flush=True)
     time.sleep(600)
     raise SystemExit(f"not killed at {point}")
+
+
+@contextmanager
+def restarted(data: Path, minilm: Any) -> Iterator[Any]:
+    """The story as the server opens it on ``data`` after a kill (start-up catch-up included)."""
+    from narrator.engines import EchoEngine
+    from schemas.serving import ServeSettings
+    from schemas.settings import Settings
+    from serve.services import SingleEngine, open_services
+    from story.recall_index import open_recall_index
+
+    settings = Settings(data_dir=data)
+    recall = open_recall_index(settings, embedder=minilm)
+    try:
+        with open_services(
+            settings,
+            ServeSettings(api_host="127.0.0.1"),
+            narrator=SingleEngine(EchoEngine("echo")),
+            with_search=False,
+            recall=recall,
+        ) as services:
+            yield services.story
+    finally:
+        recall.close()

@@ -26,8 +26,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -35,6 +33,7 @@ import pytest
 
 from schemas.settings import Settings
 from schemas.story import StoryProfile
+from tests.unit.crash_support import restarted
 
 pytestmark = pytest.mark.servers
 
@@ -161,29 +160,6 @@ def _kill_at(data: Path, point: str) -> str:
     return seen[-1].strip()
 
 
-@contextmanager
-def _restarted(data: Path, minilm: Any) -> Iterator[Any]:
-    """The story as the server opens it on ``data`` (start-up catch-up included)."""
-    from narrator.engines import EchoEngine
-    from schemas.serving import ServeSettings
-    from serve.services import SingleEngine, open_services
-    from story.recall_index import open_recall_index
-
-    settings = Settings(data_dir=data)
-    recall = open_recall_index(settings, embedder=minilm)
-    try:
-        with open_services(
-            settings,
-            ServeSettings(api_host="127.0.0.1"),
-            narrator=SingleEngine(EchoEngine("echo")),
-            with_search=False,
-            recall=recall,
-        ) as services:
-            yield services.story
-    finally:
-        recall.close()
-
-
 # what the index holds of the first held turn when the child is killed: (full text, vectors)
 LEFT = {
     "pending": (False, False),
@@ -223,7 +199,7 @@ def test_turns_acknowledged_before_a_kill_are_recalled_after_the_restart(
     assert (first in text, first in vectors) == LEFT[point], (paused, text, vectors)
     assert not set(turns[len(BEFORE) + 1 :]) & (text | vectors), paused  # never written
 
-    with _restarted(data, minilm) as story:
+    with restarted(data, minilm) as story:
         index = story.recall_index
         expected = {r.id: r for r in Recollection(story._core, index).records_of(campaign_id)}
         assert set(turns) <= set(expected)  # acknowledged: in the graph

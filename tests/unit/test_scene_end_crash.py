@@ -17,16 +17,13 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from schemas.settings import Settings
 from schemas.story import ProposalStatus
-from tests.unit.crash_support import kill_at
+from tests.unit.crash_support import kill_at, restarted
 from tests.unit.scene_end_child import CANON_TITLE, EDITED_TITLE, POINTS, REJECTED_TITLE, WAITING_TITLE
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]
@@ -46,29 +43,6 @@ def _run_child(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[
 def _kill_at(data: Path, point: str) -> None:
     """End the scene in a child that pauses at ``point``; SIGKILL it there, and wait for its graph to stop."""
     kill_at("tests.unit.scene_end_child", ["end", str(data), point], point, data / "graph")
-
-
-@contextmanager
-def _restarted(data: Path, minilm: Any) -> Iterator[Any]:
-    """The services as the server opens them on ``data`` (start-up catch-up included)."""
-    from narrator.engines import EchoEngine
-    from schemas.serving import ServeSettings
-    from serve.services import SingleEngine, open_services
-    from story.recall_index import open_recall_index
-
-    settings = Settings(data_dir=data)
-    recall = open_recall_index(settings, embedder=minilm)
-    try:
-        with open_services(
-            settings,
-            ServeSettings(api_host="127.0.0.1"),
-            narrator=SingleEngine(EchoEngine("echo")),
-            with_search=False,
-            recall=recall,
-        ) as services:
-            yield services.story
-    finally:
-        recall.close()
 
 
 _REVIEWED = (
@@ -114,7 +88,7 @@ def clean(base: Path, minilm: Any) -> dict[str, Any]:
     shutil.copytree(base, data, ignore=_IGNORED)
     _run_child("end", str(data))
     ids = json.loads((data / "scene.json").read_text())
-    with _restarted(data, minilm) as story:
+    with restarted(data, minilm) as story:
         counts = _counts(story, ids["campaign_id"], ids["scene_id"])
     assert counts["memories"] == 390 and counts["summaries"] == 1 and counts["canon"] == 1
     assert counts["reviewed"] == [EDITED_TITLE] and counts["never_canon"] == [] and counts["pending"] == [WAITING_TITLE]
@@ -131,7 +105,7 @@ def test_a_scene_end_killed_at_any_moment_loses_nothing(
     ids = json.loads((data / "scene.json").read_text())
     _kill_at(data, point)
 
-    with _restarted(data, minilm) as story:
+    with restarted(data, minilm) as story:
         counts = _counts(story, ids["campaign_id"], ids["scene_id"])
         if counts["status"] == "active":  # killed before the gate committed: nothing of the end is there
             assert (counts["canon"], counts["reviewed"], counts["summaries"], counts["memories"]) == (0, [], 0, 0)
